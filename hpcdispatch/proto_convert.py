@@ -1,0 +1,97 @@
+"""Conversions between the wire messages (hpcdispatch.v1) and the domain types."""
+
+from __future__ import annotations
+
+from hpcdispatch.snapshot import (
+    Decision,
+    JobStart,
+    Node,
+    NodeState,
+    QueuedJob,
+    RunningJob,
+    Snapshot,
+    UnitAllocation,
+)
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+_STATE_FROM_PB = {
+    pb.NODE_STATE_UP: NodeState.UP,
+    pb.NODE_STATE_DOWN: NodeState.DOWN,
+    pb.NODE_STATE_DRAINED: NodeState.DRAINED,
+}
+_STATE_TO_PB = {v: k for k, v in _STATE_FROM_PB.items()}
+
+
+def snapshot_from_pb(request: pb.DispatchRequest) -> Snapshot:
+    """Convert a validated request (see hpcdispatch.server.validation) to a Snapshot."""
+    return Snapshot(
+        time=request.time,
+        nodes=tuple(
+            Node(n.id, _STATE_FROM_PB[n.state], dict(n.capacity)) for n in request.nodes
+        ),
+        running=tuple(
+            RunningJob(
+                id=j.id,
+                user=j.user,
+                name=j.name,
+                start_time=j.start_time,
+                requested_time=j.requested_time,
+                expected_duration=(
+                    j.expected_duration if j.HasField("expected_duration") else None
+                ),
+                units=tuple(UnitAllocation(u.node_id, dict(u.amounts)) for u in j.units),
+            )
+            for j in request.running_jobs
+        ),
+        queued=tuple(
+            QueuedJob(
+                id=j.id,
+                user=j.user,
+                name=j.name,
+                queue=j.queue,
+                submit_time=j.submit_time,
+                units=j.units,
+                unit_request=dict(j.unit_request),
+                requested_time=j.requested_time,
+                actual_duration=j.actual_duration if j.HasField("actual_duration") else None,
+            )
+            for j in request.queued_jobs
+        ),
+    )
+
+
+def snapshot_to_pb(snapshot: Snapshot, request: pb.DispatchRequest | None = None) -> (
+    pb.DispatchRequest
+):
+    """Fill `request` (or a new one) with the snapshot's time, nodes and jobs."""
+    out = request if request is not None else pb.DispatchRequest()
+    out.time = snapshot.time
+    for n in snapshot.nodes:
+        out.nodes.add(id=n.id, state=_STATE_TO_PB[n.state], capacity=dict(n.capacity))
+    for r in snapshot.running:
+        msg = out.running_jobs.add(
+            id=r.id, user=r.user, name=r.name, start_time=r.start_time,
+            requested_time=r.requested_time,
+        )
+        if r.expected_duration is not None:
+            msg.expected_duration = r.expected_duration
+        for u in r.units:
+            msg.units.add(node_id=u.node_id, amounts=dict(u.amounts))
+    for q in snapshot.queued:
+        qmsg = out.queued_jobs.add(
+            id=q.id, user=q.user, name=q.name, queue=q.queue, submit_time=q.submit_time,
+            units=q.units, unit_request=dict(q.unit_request), requested_time=q.requested_time,
+        )
+        if q.actual_duration is not None:
+            qmsg.actual_duration = q.actual_duration
+    return out
+
+
+def decision_from_pb(response: pb.DispatchResponse) -> Decision:
+    return Decision(
+        time=response.time,
+        starts=[
+            JobStart(s.job_id, tuple(u.node_id for u in s.units), s.expected_duration)
+            for s in response.starts
+        ],
+    )

@@ -1,0 +1,79 @@
+"""Domain types of a dispatching instance: the cluster snapshot and the decision.
+
+These are the model-independent facts every part of hpcdispatch agrees on (service,
+simulator, Slurm bridge). Times are integer seconds; resources are named amounts.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+Resources = Mapping[str, int]
+
+
+class NodeState(enum.Enum):
+    UP = "up"
+    DOWN = "down"
+    DRAINED = "drained"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    id: str
+    state: NodeState
+    capacity: Resources  # cap[n][r]
+
+
+@dataclass(frozen=True, slots=True)
+class UnitAllocation:
+    node_id: str
+    amounts: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    id: str
+    user: str
+    name: str
+    start_time: int  # s_i
+    requested_time: int
+    expected_duration: int | None  # d_i when the caller knows it
+    units: tuple[UnitAllocation, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedJob:
+    id: str
+    user: str
+    name: str
+    queue: str
+    submit_time: int  # q_i
+    units: int  # rn_i
+    unit_request: Resources  # req[i][r] / rn_i
+    requested_time: int
+    actual_duration: int | None = None  # simulation only (oracle)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    time: int  # t
+    nodes: tuple[Node, ...]
+    running: tuple[RunningJob, ...]
+    queued: tuple[QueuedJob, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class JobStart:
+    """A queued job started at t: the node of each of its units."""
+
+    job_id: str
+    nodes: tuple[str, ...]  # one node id per unit
+    expected_duration: int = 0
+
+
+@dataclass(slots=True)
+class Decision:
+    time: int
+    starts: list[JobStart] = field(default_factory=list)

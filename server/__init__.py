@@ -1,0 +1,1 @@
+"""The hpcdispatch gRPC service."""

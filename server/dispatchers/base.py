@@ -1,0 +1,66 @@
+"""The one interface every dispatcher implements: a Problem in, an Outcome out."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
+
+from hpcdispatch.server.dispatchers.problem import Problem
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSettings:
+    """δ / 2δ / δmax restart policy parameters and the window m (DESIGN.md §4)."""
+
+    profile: str
+    delta_ms: int
+    delta_max_ms: int
+    k: int
+    window: int
+
+
+@dataclass(frozen=True, slots=True)
+class SearchControl:
+    settings: SearchSettings
+    deadline: float  # time.monotonic() value by which the decision must be ready
+    first_fit: bool = False  # allocator of FCFS / EASY / HCP'19 (best fit otherwise)
+    workers: int = 1  # CP-SAT search workers
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    time_limit_ms: int
+    status: int  # pb.SolveStatus
+    wall_seconds: float
+    objective: float | None
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What a dispatcher decided at t and how."""
+
+    starts: dict[int, list[int]]  # job index -> node index of each unit
+    status: int  # pb.SolveStatus
+    considered: list[int] = field(default_factory=list)  # job indices in the model
+    skipped: list[tuple[int, int]] = field(default_factory=list)  # (job index, pb.SkipReason)
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    variables: int = 0
+    constraints: int = 0
+    build_seconds: float = 0.0
+    solve_seconds: float = 0.0
+    objective: float | None = None
+
+
+class Dispatcher(Protocol):
+    name: ClassVar[str]
+    kind: ClassVar[int]  # pb.Dispatcher value
+
+    def decide(self, problem: Problem, control: SearchControl) -> Outcome: ...
+
+
+HEURISTIC = pb.SOLVE_STATUS_HEURISTIC

@@ -1,0 +1,111 @@
+"""What the CP dispatchers share: reductions, incumbent, restart policy, result selection.
+
+A formulation (HCP'19, PCP'19, PCP'20) builds its model for the selected jobs, maps a solution
+to solver hints, reads a solution back, and says where the jobs starting at t go. This module
+runs the rest the same way for all of them:
+
+1. reductions (DESIGN.md §2): fit-now filter, then the m highest-priority jobs;
+2. a heuristic list schedule first, so a decision exists whatever the solver does;
+3. the δ / 2δ / δmax restart policy, each attempt hinted with the incumbent;
+4. the better of the solver's best and the heuristic (by total slowdown) is the decision.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
+
+from ortools.sat.python import cp_model
+
+from hpcdispatch.server.dispatchers.base import Outcome, SearchControl
+from hpcdispatch.server.dispatchers.cpsat_attempt import model_size, solve_attempt
+from hpcdispatch.server.dispatchers.greedy_schedule import greedy_schedule, total_slowdown
+from hpcdispatch.server.dispatchers.job_selection import select_for_model
+from hpcdispatch.server.dispatchers.problem import Job, Problem
+from hpcdispatch.server.restart_policy import AttemptResult, run_restart_policy
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+
+class BuildBudgetExceeded(Exception):
+    """A formulation gave up building because the decision's time budget ran out."""
+
+
+@dataclass(slots=True)
+class Solution:
+    starts: dict[int, int]  # job index -> start relative to t
+    nodes: dict[int, list[int]] = field(default_factory=dict)  # jobs at t -> unit nodes
+
+
+class Formulation(Protocol):
+    model: cp_model.CpModel
+
+    def hint(self, solution: Solution) -> list[tuple[cp_model.IntVar, int]]: ...
+
+    def extract(self, solver: cp_model.CpSolver) -> Solution: ...
+
+    def allocate(self, solution: Solution, first_fit: bool) -> dict[int, list[int]]: ...
+
+
+class CpDispatcher:
+    """Base of the CP dispatchers; subclasses say how to build their formulation."""
+
+    name: ClassVar[str]
+    kind: ClassVar[int]
+    # Whether the heuristic incumbent places jobs on nodes at t (exact-allocation models).
+    place_now: ClassVar[bool] = True
+
+    def formulate(self, problem: Problem, jobs: list[Job], deadline: float) -> Formulation:
+        raise NotImplementedError
+
+    def decide(self, problem: Problem, control: SearchControl) -> Outcome:
+        selection = select_for_model(problem, control.settings.window)
+        jobs = selection.considered
+        outcome = Outcome(
+            starts={},
+            status=pb.SOLVE_STATUS_EMPTY,
+            considered=[j.index for j in jobs],
+            skipped=selection.skipped,
+        )
+        if not jobs:
+            return outcome
+
+        built = time.monotonic()
+        greedy = greedy_schedule(problem, jobs, self.place_now, control.first_fit)
+        heuristic = Solution(greedy.starts, greedy.nodes)
+        heuristic_objective = total_slowdown(problem, jobs, greedy.starts)
+        try:
+            formulation = self.formulate(problem, jobs, control.deadline)
+        except BuildBudgetExceeded:
+            outcome.build_seconds = time.monotonic() - built
+            outcome.status, outcome.objective = pb.SOLVE_STATUS_HEURISTIC, heuristic_objective
+            outcome.starts = {i: n for i, n in heuristic.nodes.items() if heuristic.starts[i] == 0}
+            return outcome
+        outcome.variables, outcome.constraints = model_size(formulation.model)
+        outcome.build_seconds = time.monotonic() - built
+
+        def attempt(limit: float, incumbent: Solution | None) -> AttemptResult[Solution]:
+            def extract(solver: cp_model.CpSolver) -> tuple[Solution, float]:
+                solution = formulation.extract(solver)
+                return solution, total_slowdown(problem, jobs, solution.starts)
+
+            hint = formulation.hint(incumbent if incumbent is not None else heuristic)
+            return solve_attempt(formulation.model, limit, hint, extract, control.workers)
+
+        policy = run_restart_policy(attempt, control.settings, control.deadline)
+        outcome.attempts = policy.attempts
+        outcome.solve_seconds = policy.solve_seconds
+        if policy.status == pb.SOLVE_STATUS_INFEASIBLE:
+            # Solver-state awareness: a proof of infeasibility means the jobs wait.
+            outcome.status = pb.SOLVE_STATUS_INFEASIBLE
+            return outcome
+        if policy.best is not None and policy.objective is not None and (
+            policy.objective <= heuristic_objective + 1e-9
+        ):
+            outcome.status, outcome.objective = policy.status, policy.objective
+            outcome.starts = formulation.allocate(policy.best, control.first_fit)
+            return outcome
+        # The solver found nothing better: decide with the list schedule.
+        outcome.status, outcome.objective = pb.SOLVE_STATUS_HEURISTIC, heuristic_objective
+        outcome.starts = formulation.allocate(heuristic, control.first_fit)
+        return outcome

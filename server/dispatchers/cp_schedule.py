@@ -1,0 +1,80 @@
+"""The CP scheduling model common to HCP'19, PCP'19 and PCP'20 (CP-SAT).
+
+Times are relative to t. For each queued job i in the model: a start s_i in [0, H - d_i], an
+interval [s_i, s_i + d_i), and a literal now_i <=> s_i = 0. Objective (CP 2019 version 3):
+minimise Σ (s_i - q_i + d_i) / d_i, i.e. Σ s_i / d_i plus a constant, with integer weights
+round(W / d_i). Search: starts in priority order, earliest value first (the papers' search).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from hpcdispatch.server.dispatchers.problem import Job, Problem
+
+# Weight scale: w_i = round(WEIGHT_SCALE / d_i), at least 1.
+WEIGHT_SCALE = 1_000_000
+
+
+@dataclass(slots=True)
+class ScheduleModel:
+    model: cp_model.CpModel
+    jobs: list[Job]  # priority order
+    starts: list[cp_model.IntVar]
+    intervals: list[cp_model.IntervalVar]
+    now: list[cp_model.IntVar]  # now_i <=> s_i = 0
+    horizon: int
+
+
+def horizon(problem: Problem, jobs: list[Job]) -> int:
+    """eoh - t: the last running end plus Σ d_i bounds any list schedule of the jobs."""
+    last_end = max((b.end for b in problem.blocks), default=0)
+    return last_end + sum(j.duration for j in jobs) + 1
+
+
+def build_schedule_model(problem: Problem, jobs: list[Job], pooled: bool) -> ScheduleModel:
+    """Start variables, intervals, objective; with `pooled`, one cumulative per resource type
+    over Tcap_r = Σ_n cap[n][r] (up nodes) holding the running jobs and the queued ones."""
+    model = cp_model.CpModel()
+    h = horizon(problem, jobs)
+    starts, intervals, now = [], [], []
+    for j in jobs:
+        s = model.new_int_var(0, h - j.duration, f"s_{j.index}")
+        starts.append(s)
+        intervals.append(model.new_fixed_size_interval_var(s, j.duration, f"job_{j.index}"))
+        b = model.new_bool_var(f"now_{j.index}")
+        model.add(s == 0).only_enforce_if(b)
+        model.add(s >= 1).only_enforce_if(~b)
+        now.append(b)
+    if pooled:
+        add_pooled_cumulatives(model, problem, jobs, intervals)
+    model.minimize(
+        sum(max(1, round(WEIGHT_SCALE / j.duration)) * s for j, s in zip(jobs, starts, strict=True))
+    )
+    # The papers' search: highest-priority job first, earliest start first.
+    model.add_decision_strategy(starts, cp_model.CHOOSE_FIRST, cp_model.SELECT_MIN_VALUE)
+    return ScheduleModel(model, jobs, starts, intervals, now, h)
+
+
+def add_pooled_cumulatives(
+    model: cp_model.CpModel,
+    problem: Problem,
+    jobs: list[Job],
+    intervals: list[cp_model.IntervalVar],
+) -> None:
+    """cumulative([s_i], [d_i], [rn_i × req_i,r], Tcap_r) for each resource type any job uses."""
+    releases = problem.pooled_releases()
+    running = [model.new_fixed_size_interval_var(0, end, f"run_{end}") for end, _ in releases]
+    for r in range(len(problem.resources)):
+        if not any(j.req[r] for j in jobs):
+            continue  # no constraint for a resource type no job in the model uses
+        demands = [j.units * j.req[r] for j in jobs]
+        held = [(iv, amounts[r]) for iv, (_, amounts) in zip(running, releases, strict=True)]
+        held = [(iv, a) for iv, a in held if a > 0]
+        model.add_cumulative(
+            [iv for iv, _ in held] + intervals,
+            [a for _, a in held] + demands,
+            problem.up_capacity[r],
+        )

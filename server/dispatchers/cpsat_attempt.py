@@ -1,0 +1,66 @@
+"""One CP-SAT attempt under a time limit, guarded by a watchdog.
+
+CP-SAT may overrun its own limit (presolve ignores it); a timer calls stop_search() shortly
+after the limit, and presolve is off because first solutions come faster without it
+(DESIGN.md §3). The solver releases the GIL, so the timer thread runs while it searches.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+from ortools.sat.python import cp_model
+
+from hpcdispatch.server.restart_policy import AttemptResult
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+S = TypeVar("S")
+
+WATCHDOG_GRACE_SECONDS = 0.02
+
+_STATUS = {
+    cp_model.OPTIMAL: pb.SOLVE_STATUS_OPTIMAL,
+    cp_model.FEASIBLE: pb.SOLVE_STATUS_FEASIBLE,
+    cp_model.INFEASIBLE: pb.SOLVE_STATUS_INFEASIBLE,
+    cp_model.UNKNOWN: pb.SOLVE_STATUS_UNKNOWN,
+    cp_model.MODEL_INVALID: pb.SOLVE_STATUS_MODEL_INVALID,
+}
+
+
+def solve_attempt(
+    model: cp_model.CpModel,
+    limit_seconds: float,
+    hint: list[tuple[cp_model.IntVar, int]],
+    extract: Callable[[cp_model.CpSolver], tuple[S, float]],
+    workers: int = 1,
+) -> AttemptResult[S]:
+    """Solve `model` once; `extract` turns the solver's values into (solution, objective)."""
+    model.clear_hints()
+    for var, value in hint:
+        model.add_hint(var, value)
+    solver = cp_model.CpSolver()
+    params = solver.parameters
+    params.max_time_in_seconds = max(limit_seconds, 0.001)
+    params.num_workers = workers
+    params.cp_model_presolve = False
+    params.search_branching = cp_model.FIXED_SEARCH
+    params.log_search_progress = False
+    watchdog = threading.Timer(limit_seconds + WATCHDOG_GRACE_SECONDS, solver.stop_search)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        status = solver.solve(model)
+    finally:
+        watchdog.cancel()
+    mapped = _STATUS.get(status, pb.SOLVE_STATUS_UNKNOWN)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        solution, objective = extract(solver)
+        return AttemptResult(mapped, solution, objective)
+    return AttemptResult(mapped, None, None)
+
+
+def model_size(model: cp_model.CpModel) -> tuple[int, int]:
+    proto = model.proto
+    return len(proto.variables), len(proto.constraints)

@@ -1,0 +1,36 @@
+"""First come, first served: start jobs in submit order until one does not fit."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from hpcdispatch.server.dispatchers.base import HEURISTIC, Outcome, SearchControl
+from hpcdispatch.server.dispatchers.job_selection import never_fits, submit_order
+from hpcdispatch.server.dispatchers.problem import Problem
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+
+class FcfsDispatcher:
+    name: ClassVar[str] = "fcfs"
+    kind: ClassVar[int] = pb.DISPATCHER_FCFS
+
+    def decide(self, problem: Problem, control: SearchControl) -> Outcome:
+        pool = problem.free_now.copy()
+        outcome = Outcome(starts={}, status=HEURISTIC)
+        blocked = False
+        for job in submit_order(problem.jobs):
+            if blocked:
+                outcome.skipped.append((job.index, pb.SKIP_REASON_BLOCKED))
+                continue
+            if never_fits(problem, job):
+                # A job no set of up nodes can ever hold must not block the queue forever.
+                outcome.skipped.append((job.index, pb.SKIP_REASON_NEVER_FITS))
+                continue
+            nodes = pool.place(job.req, job.units, control.first_fit)
+            if nodes is None:
+                blocked = True
+                outcome.skipped.append((job.index, pb.SKIP_REASON_CANNOT_FIT_NOW))
+                continue
+            outcome.considered.append(job.index)
+            outcome.starts[job.index] = nodes
+        return outcome

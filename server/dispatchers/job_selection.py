@@ -1,0 +1,60 @@
+"""Which queued jobs enter a model at t, in which priority order (DESIGN.md §1–2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hpcdispatch.server.dispatchers.free_pool import units_per_node
+from hpcdispatch.server.dispatchers.problem import Job, Problem
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+
+def slowdown_priority(problem: Problem, jobs: list[Job]) -> list[Job]:
+    """Highest current slowdown (t - q_i + d_i) / d_i first; ties: smaller d_i, smaller demand."""
+    return sorted(
+        jobs,
+        key=lambda j: (
+            -j.slowdown_at(problem.t),
+            j.duration,
+            j.duration * sum(j.demand()),
+            j.index,
+        ),
+    )
+
+
+def submit_order(jobs: list[Job]) -> list[Job]:
+    return sorted(jobs, key=lambda j: (j.submit, j.index))
+
+
+def never_fits(problem: Problem, job: Job) -> bool:
+    """True when the job exceeds what all up nodes could offer even with nothing running."""
+    fit = 0
+    for cap, ok in zip(problem.capacity, problem.eligible, strict=True):
+        if ok:
+            fit += units_per_node(cap, job.req)
+            if fit >= job.units:
+                return False
+    return True
+
+
+@dataclass(slots=True)
+class Selection:
+    considered: list[Job] = field(default_factory=list)  # priority order
+    skipped: list[tuple[int, int]] = field(default_factory=list)  # (job index, pb.SkipReason)
+
+
+def select_for_model(problem: Problem, window: int) -> Selection:
+    """Fit-now filter, then the window of the m highest-priority jobs that can start at t."""
+    selection = Selection()
+    for job in slowdown_priority(problem, problem.jobs):
+        if problem.free_now.units_fit(job.req, job.units) < job.units:
+            reason = (
+                pb.SKIP_REASON_NEVER_FITS if never_fits(problem, job)
+                else pb.SKIP_REASON_CANNOT_FIT_NOW
+            )
+            selection.skipped.append((job.index, reason))
+        elif len(selection.considered) >= window:
+            selection.skipped.append((job.index, pb.SKIP_REASON_OUTSIDE_WINDOW))
+        else:
+            selection.considered.append(job)
+    return selection

@@ -1,0 +1,100 @@
+"""PCP'19 (CP 2019): pure CP with node-level allocation.
+
+Each job i may place units on every node n it could fit on now; c[i][n] counts its units on n,
+Σ_n c[i][n] = rn_i (the papers' `alternative` over per-node optional unit intervals, with the
+identical units of a job merged into one count per node). One cumulative per node × resource
+type holds the running jobs on n and every job's interval [s_i, s_i + d_i) with demand
+c[i][n] × req_i,r. The variable count grows with the number of nodes: that is this model's
+defining property and the reason PCP'20 exists.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import ClassVar
+
+from ortools.sat.python import cp_model
+
+from hpcdispatch.server.dispatchers.cp_dispatch import BuildBudgetExceeded, CpDispatcher, Solution
+from hpcdispatch.server.dispatchers.cp_schedule import build_schedule_model
+from hpcdispatch.server.dispatchers.free_pool import units_per_node
+from hpcdispatch.server.dispatchers.problem import Job, Problem
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+
+class Pcp19Formulation:
+    def __init__(self, problem: Problem, jobs: list[Job], deadline: float) -> None:
+        self.problem = problem
+        self.schedule = build_schedule_model(problem, jobs, pooled=True)
+        self.model = model = self.schedule.model
+        free, cap = problem.free_now.free, problem.capacity
+        self.count: dict[int, dict[int, cp_model.IntVar]] = {}
+        on_node: dict[int, list[tuple[Job, cp_model.IntervalVar, cp_model.IntVar]]] = (
+            defaultdict(list)
+        )
+        for job, interval in zip(jobs, self.schedule.intervals, strict=True):
+            if time.monotonic() > deadline:
+                raise BuildBudgetExceeded("PCP'19 model did not fit in the time budget")
+            counts: dict[int, cp_model.IntVar] = {}
+            for n in range(len(cap)):
+                if problem.eligible[n] and units_per_node(free[n], job.req) > 0:
+                    most = min(job.units, units_per_node(cap[n], job.req))
+                    c = model.new_int_var(0, most, f"c_{job.index}_{n}")
+                    counts[n] = c
+                    on_node[n].append((job, interval, c))
+            model.add(sum(counts.values()) == job.units)  # exactly rn_i units
+            self.count[job.index] = counts
+        running: dict[int, list[tuple[int, tuple[int, ...]]]] = defaultdict(list)
+        for b in problem.blocks:
+            running[b.node].append((b.end, b.amounts))
+        for n, placed in on_node.items():
+            if time.monotonic() > deadline:
+                raise BuildBudgetExceeded("PCP'19 model did not fit in the time budget")
+            held = [(model.new_fixed_size_interval_var(0, end, ""), a) for end, a in running[n]]
+            for r in range(len(problem.resources)):
+                if not any(job.req[r] for job, _, _ in placed):
+                    continue
+                model.add_cumulative(
+                    [iv for iv, a in held if a[r]] + [iv for _, iv, _ in placed],
+                    [a[r] for _, a in held if a[r]] + [c * job.req[r] for job, _, c in placed],
+                    cap[n][r],
+                )
+        model.add_decision_strategy(
+            [c for counts in self.count.values() for c in counts.values()],
+            cp_model.CHOOSE_FIRST,
+            cp_model.SELECT_MAX_VALUE,
+        )
+
+    def hint(self, solution: Solution) -> list[tuple[cp_model.IntVar, int]]:
+        hints = [
+            (s, solution.starts[j.index])
+            for j, s in zip(self.schedule.jobs, self.schedule.starts, strict=True)
+        ]
+        for index, nodes in solution.nodes.items():
+            if solution.starts[index] == 0:
+                placed = {n: nodes.count(n) for n in set(nodes)}
+                hints.extend((c, placed.get(n, 0)) for n, c in self.count[index].items())
+        return hints
+
+    def extract(self, solver: cp_model.CpSolver) -> Solution:
+        solution = Solution({})
+        for job, s in zip(self.schedule.jobs, self.schedule.starts, strict=True):
+            start = int(solver.value(s))
+            solution.starts[job.index] = start
+            if start == 0:
+                solution.nodes[job.index] = [
+                    n for n, c in self.count[job.index].items() for _ in range(solver.value(c))
+                ]
+        return solution
+
+    def allocate(self, solution: Solution, first_fit: bool) -> dict[int, list[int]]:
+        return {i: nodes for i, nodes in solution.nodes.items() if solution.starts[i] == 0}
+
+
+class Pcp19Dispatcher(CpDispatcher):
+    name: ClassVar[str] = "pcp19"
+    kind: ClassVar[int] = pb.DISPATCHER_PCP19
+
+    def formulate(self, problem: Problem, jobs: list[Job], deadline: float) -> Pcp19Formulation:
+        return Pcp19Formulation(problem, jobs, deadline)

@@ -1,0 +1,187 @@
+"""PCP'20 (Galleguillos, Kiziltan, Soto 2020): pure CP, variables independent of node count.
+
+Allocation model. For each resource type r, all units of r in the system lie on one line, node
+after node (nodes of identical capacity next to each other). Unit j of job i gets a position
+y[i][r][j]; the box [y, y + req_i,r) on line r must not overlap another box of r (diffn). The
+variables are |Q| starts plus Σ rn_i × |R_i| positions, whatever the number of nodes.
+
+Formulation on CP-SAT. Only the jobs that start at t are dispatched, and at t every running job
+still holds its resources; so on each node the running work is packed at the left of the node's
+segment and the free part is the right end. A unit that starts now must sit inside one node's
+free part: that is the domain of its y (a union of intervals, one per node it fits on), and the
+boxes of units starting now may not overlap (NoOverlap per line, optional on now_i). Units of one
+multi-resource job are kept on one node by the linear map y_r = base_g,r + cap_g,r × k + o_r
+inside a group g of identical nodes (no element constraint). Capacity after t is modelled on the
+pooled line (the cumulative of the scheduling model): jobs that do not start now are only
+re-planned, never dispatched, before the next dispatching time.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from typing import ClassVar
+
+from ortools.sat.python import cp_model
+
+from hpcdispatch.server.dispatchers.cp_dispatch import CpDispatcher, Solution
+from hpcdispatch.server.dispatchers.cp_schedule import build_schedule_model
+from hpcdispatch.server.dispatchers.free_pool import units_per_node
+from hpcdispatch.server.dispatchers.problem import Job, Problem
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+
+class ResourceLines:
+    """map_r: positions of every node's units on each resource line, grouped by capacity."""
+
+    def __init__(self, problem: Problem) -> None:
+        groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
+        for n, cap in enumerate(problem.capacity):
+            groups[cap].append(n)
+        self.groups = list(groups.values())  # node indices of each group, in line order
+        self.group_of: list[int] = [0] * len(problem.capacity)
+        self.rank: list[int] = [0] * len(problem.capacity)  # k: index inside its group
+        order: list[int] = []
+        for g, nodes in enumerate(self.groups):
+            for k, n in enumerate(nodes):
+                self.group_of[n], self.rank[n] = g, k
+            order.extend(nodes)
+        n_res = len(problem.resources)
+        self.base: list[list[int]] = [[0] * len(order) for _ in range(n_res)]
+        self.group_base: list[list[int]] = [[0] * len(self.groups) for _ in range(n_res)]
+        self.starts: list[list[int]] = []  # per r: line start of each node in line order
+        self.order = order
+        for r in range(n_res):
+            pos, line = 0, []
+            for n in order:
+                if self.rank[n] == 0:
+                    self.group_base[r][self.group_of[n]] = pos
+                self.base[r][n] = pos
+                line.append(pos)
+                pos += problem.capacity[n][r]
+            self.starts.append(line)
+
+    def node_at(self, r: int, position: int) -> int:
+        return self.order[bisect.bisect_right(self.starts[r], position) - 1]
+
+
+class Pcp20Formulation:
+    def __init__(self, problem: Problem, jobs: list[Job], lines: ResourceLines) -> None:
+        self.problem, self.lines = problem, lines
+        self.schedule = build_schedule_model(problem, jobs, pooled=True)
+        self.model = model = self.schedule.model
+        free, cap = problem.free_now.free, problem.capacity
+        # y[job index][unit][r] for the types the job uses; primary type = first used one.
+        self.y: dict[int, list[dict[int, cp_model.IntVar]]] = {}
+        self.primary: dict[int, int] = {}
+        boxes: dict[int, list[cp_model.IntervalVar]] = defaultdict(list)
+        positions: list[cp_model.IntVar] = []
+        for job, now in zip(jobs, self.schedule.now, strict=True):
+            used = [r for r, q in enumerate(job.req) if q > 0]
+            self.primary[job.index] = used[0]
+            candidates = [
+                n for n in range(len(cap))
+                if problem.eligible[n] and units_per_node(free[n], job.req) > 0
+            ]
+            domains = {
+                r: cp_model.Domain.from_intervals(
+                    [
+                        [
+                            lines.base[r][n] + cap[n][r] - free[n][r],
+                            lines.base[r][n] + cap[n][r] - job.req[r],
+                        ]
+                        for n in candidates
+                    ]
+                )
+                for r in used
+            }
+            candidate_groups = sorted({lines.group_of[n] for n in candidates})
+            units: list[dict[int, cp_model.IntVar]] = []
+            for u in range(job.units):
+                y = {
+                    r: model.new_int_var_from_domain(domains[r], f"y_{job.index}_{r}_{u}")
+                    for r in used
+                }
+                for r in used:
+                    boxes[r].append(
+                        model.new_optional_fixed_size_interval_var(
+                            y[r], job.req[r], now, f"box_{job.index}_{r}_{u}"
+                        )
+                    )
+                if len(used) > 1:
+                    self._same_node(job, y, candidate_groups, f"{job.index}_{u}")
+                if units:
+                    # Units of a job are identical: order them along the primary line.
+                    r0 = used[0]
+                    model.add(units[-1][r0] + job.req[r0] <= y[r0]).only_enforce_if(now)
+                units.append(y)
+                positions.extend(y.values())
+            self.y[job.index] = units
+        for r, rboxes in boxes.items():
+            model.add_no_overlap(rboxes)  # diffn at t: no two boxes share a unit of r
+        # Then allocation: smallest domain first, as in the papers' search.
+        model.add_decision_strategy(
+            positions, cp_model.CHOOSE_MIN_DOMAIN_SIZE, cp_model.SELECT_MIN_VALUE
+        )
+
+    def _same_node(
+        self, job: Job, y: dict[int, cp_model.IntVar], groups: list[int], tag: str
+    ) -> None:
+        """y_r = base_g,r + cap_g,r × k + o_r with one k for every r: one unit, one node."""
+        model, lines, cap = self.model, self.lines, self.problem.capacity
+        chosen = [model.new_bool_var(f"g_{tag}_{g}") for g in groups] if len(groups) > 1 else []
+        if chosen:
+            model.add_exactly_one(chosen)
+        for i, g in enumerate(groups):
+            gcap = cap[lines.groups[g][0]]
+            k = model.new_int_var(0, len(lines.groups[g]) - 1, f"k_{tag}_{g}")
+            for r, var in y.items():
+                offset = model.new_int_var(0, gcap[r] - job.req[r], f"o_{tag}_{g}_{r}")
+                link = model.add(var == lines.group_base[r][g] + gcap[r] * k + offset)
+                if chosen:
+                    link.only_enforce_if(chosen[i])
+
+    def hint(self, solution: Solution) -> list[tuple[cp_model.IntVar, int]]:
+        hints = [
+            (s, solution.starts[j.index])
+            for j, s in zip(self.schedule.jobs, self.schedule.starts, strict=True)
+        ]
+        problem, lines = self.problem, self.lines
+        cursor: dict[tuple[int, int], int] = {}  # (node, r) -> next free position
+        for job in self.schedule.jobs:
+            nodes = solution.nodes.get(job.index)
+            if solution.starts[job.index] != 0 or nodes is None:
+                continue
+            for unit, n in zip(self.y[job.index], nodes, strict=True):
+                for r, var in unit.items():
+                    key = (n, r)
+                    pos = cursor.get(key)
+                    if pos is None:
+                        pos = lines.base[r][n] + problem.capacity[n][r] - problem.free_now.free[n][r]
+                    hints.append((var, pos))
+                    cursor[key] = pos + job.req[r]
+        return hints
+
+    def extract(self, solver: cp_model.CpSolver) -> Solution:
+        solution = Solution({})
+        for job, s in zip(self.schedule.jobs, self.schedule.starts, strict=True):
+            start = int(solver.value(s))
+            solution.starts[job.index] = start
+            if start == 0:
+                r0 = self.primary[job.index]
+                solution.nodes[job.index] = [
+                    self.lines.node_at(r0, int(solver.value(unit[r0])))
+                    for unit in self.y[job.index]
+                ]
+        return solution
+
+    def allocate(self, solution: Solution, first_fit: bool) -> dict[int, list[int]]:
+        return {i: nodes for i, nodes in solution.nodes.items() if solution.starts[i] == 0}
+
+
+class Pcp20Dispatcher(CpDispatcher):
+    name: ClassVar[str] = "pcp20"
+    kind: ClassVar[int] = pb.DISPATCHER_PCP20
+
+    def formulate(self, problem: Problem, jobs: list[Job], deadline: float) -> Pcp20Formulation:
+        return Pcp20Formulation(problem, jobs, ResourceLines(problem))

@@ -1,0 +1,142 @@
+"""A dispatching instance in the dispatchers' terms: indexed nodes, vectors, durations.
+
+Built once per request from a validated Snapshot and the predicted durations; every dispatcher
+reads it and none modifies it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from hpcdispatch.server.dispatchers.capacity_profile import CapacityProfile
+from hpcdispatch.server.dispatchers.free_pool import FreePool, Vec
+from hpcdispatch.snapshot import NodeState, Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A queued job i."""
+
+    index: int  # position in the snapshot's queue
+    id: str
+    submit: int  # q_i
+    units: int  # rn_i
+    req: Vec  # per-unit request per resource type
+    duration: int  # d_i, predicted, >= 1
+
+    def demand(self) -> Vec:
+        """Pooled demand rn_i × req_i."""
+        return tuple(self.units * r for r in self.req)
+
+    def slowdown_at(self, t: int) -> float:
+        return (t - self.submit + self.duration) / self.duration
+
+
+@dataclass(frozen=True, slots=True)
+class RunningBlock:
+    """Resources a running job holds on one node until `end` (relative to t, >= 1)."""
+
+    node: int
+    amounts: Vec
+    end: int
+
+
+@dataclass(slots=True)
+class Problem:
+    t: int
+    resources: tuple[str, ...]
+    node_ids: list[str]
+    capacity: list[Vec]
+    eligible: list[bool]  # node is up: it may receive new units
+    free_now: FreePool  # free at t on eligible nodes
+    blocks: list[RunningBlock]  # running work, remaining duration max(1, s_i + d_i - t)
+    jobs: list[Job]
+    up_capacity: Vec  # Σ cap over eligible nodes (the pooled Tcap_r)
+
+    def pooled_free_now(self) -> Vec:
+        used = [0] * len(self.resources)
+        for b in self.blocks:
+            if self.eligible[b.node]:
+                for r, a in enumerate(b.amounts):
+                    used[r] += a
+        return tuple(c - u for c, u in zip(self.up_capacity, used, strict=True))
+
+    def pooled_releases(self) -> list[tuple[int, Vec]]:
+        """Running work on eligible nodes merged by end time: (end, amounts)."""
+        merged: dict[int, list[int]] = defaultdict(lambda: [0] * len(self.resources))
+        for b in self.blocks:
+            if self.eligible[b.node]:
+                acc = merged[b.end]
+                for r, a in enumerate(b.amounts):
+                    acc[r] += a
+        return sorted((end, tuple(v)) for end, v in merged.items())
+
+    def pooled_profile(self) -> CapacityProfile:
+        return CapacityProfile(self.pooled_free_now(), self.pooled_releases())
+
+    def releases_by_time(self) -> list[tuple[int, list[RunningBlock]]]:
+        by_end: dict[int, list[RunningBlock]] = defaultdict(list)
+        for b in self.blocks:
+            if self.eligible[b.node]:
+                by_end[b.end].append(b)
+        return sorted(by_end.items())
+
+
+def build_problem(
+    snapshot: Snapshot,
+    queued_durations: dict[str, int],
+    running_durations: dict[str, int],
+) -> Problem:
+    """Index the snapshot. Durations are d_i in seconds (>= 1) for every queued / running job."""
+    t = snapshot.time
+    resources = tuple(sorted({r for n in snapshot.nodes for r in n.capacity}))
+    node_index = {n.id: i for i, n in enumerate(snapshot.nodes)}
+    capacity = [tuple(n.capacity.get(r, 0) for r in resources) for n in snapshot.nodes]
+    eligible = [n.state is NodeState.UP for n in snapshot.nodes]
+    used = [[0] * len(resources) for _ in snapshot.nodes]
+    blocks: list[RunningBlock] = []
+    for job in snapshot.running:
+        # An under-predicted job still running needs at least one more second.
+        end = max(1, job.start_time + running_durations[job.id] - t)
+        per_node: dict[int, list[int]] = defaultdict(lambda: [0] * len(resources))
+        for unit in job.units:
+            n = node_index[unit.node_id]
+            acc = per_node[n]
+            for r, name in enumerate(resources):
+                acc[r] += unit.amounts.get(name, 0)
+        for n, amounts in per_node.items():
+            for r, a in enumerate(amounts):
+                used[n][r] += a
+            blocks.append(RunningBlock(n, tuple(amounts), end))
+    free = [
+        tuple(c - u for c, u in zip(cap, use, strict=True))
+        for cap, use in zip(capacity, used, strict=True)
+    ]
+    scale = tuple(max((c[r] for c in capacity), default=1) or 1 for r in range(len(resources)))
+    jobs = [
+        Job(
+            index=i,
+            id=q.id,
+            submit=q.submit_time,
+            units=q.units,
+            req=tuple(q.unit_request.get(r, 0) for r in resources),
+            duration=max(1, queued_durations[q.id]),
+        )
+        for i, q in enumerate(snapshot.queued)
+    ]
+    up_capacity = tuple(
+        sum(c[r] for c, ok in zip(capacity, eligible, strict=True) if ok)
+        for r in range(len(resources))
+    )
+    return Problem(
+        t=t,
+        resources=resources,
+        node_ids=[n.id for n in snapshot.nodes],
+        capacity=capacity,
+        eligible=eligible,
+        free_now=FreePool(free, eligible, scale),
+        blocks=blocks,
+        jobs=jobs,
+        up_capacity=up_capacity,
+    )

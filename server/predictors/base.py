@@ -1,0 +1,57 @@
+"""The interface of a duration predictor, and the job facts it may use.
+
+A predictor answers d_i in seconds (>= 1, never above the job's requested time) for a queued or
+running job, from what the knowledge base learned of completed jobs. The service asks it once per
+job and request; `learn` is called for every reported completion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
+from hpcdispatch.snapshot import Resources
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What a predictor may look at: the job as submitted (and the truth, in simulation)."""
+
+    user: str
+    name: str
+    queue: str
+    units: int
+    unit_request: Resources
+    requested_time: int
+    actual_duration: int | None = None  # oracle only
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A finished job: its facts and its actual run time."""
+
+    job_id: str
+    facts: JobFacts
+    start_time: int
+    end_time: int
+
+    @property
+    def run_time(self) -> int:
+        return self.end_time - self.start_time
+
+
+class DurationPredictor(Protocol):
+    name: ClassVar[str]
+
+    def predict(self, job: JobFacts) -> int:
+        """d_i in seconds, 1 <= d_i <= requested_time."""
+        ...
+
+    def learn(self, completion: Completion) -> None:
+        """Update the knowledge base with a finished job."""
+        ...
+
+
+def clamp(prediction: float, job: JobFacts) -> int:
+    """Round and bound a prediction to [1, requested_time]."""
+    return max(1, min(job.requested_time, int(round(prediction))))

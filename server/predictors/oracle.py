@@ -1,0 +1,23 @@
+"""Oracle (simulation only): d_i is the job's actual run time, a lower-bound baseline.
+
+A job that would overrun its requested time is killed then, so the oracle caps at it. Without
+an actual duration (a real cluster) the oracle falls back to the requested time.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from hpcdispatch.server.predictors.base import Completion, JobFacts, clamp
+
+
+class OraclePredictor:
+    name: ClassVar[str] = "oracle"
+
+    def predict(self, job: JobFacts) -> int:
+        if job.actual_duration is None:
+            return clamp(job.requested_time, job)
+        return clamp(job.actual_duration, job)
+
+    def learn(self, completion: Completion) -> None:
+        return None

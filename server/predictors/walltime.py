@@ -1,0 +1,17 @@
+"""Wall time: d_i is the user's requested time (the classical, over-estimating predictor)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from hpcdispatch.server.predictors.base import Completion, JobFacts, clamp
+
+
+class WalltimePredictor:
+    name: ClassVar[str] = "walltime"
+
+    def predict(self, job: JobFacts) -> int:
+        return clamp(job.requested_time, job)
+
+    def learn(self, completion: Completion) -> None:
+        return None
