@@ -152,7 +152,10 @@ class Pcp20Formulation:
             nodes = solution.nodes.get(job.index)
             if solution.starts[job.index] != 0 or nodes is None:
                 continue
-            for unit, n in zip(self.y[job.index], nodes, strict=True):
+            # Units are ordered along the primary line (symmetry breaking): hint them so.
+            r0 = self.primary[job.index]
+            ordered = sorted(nodes, key=lambda n: lines.base[r0][n])
+            for unit, n in zip(self.y[job.index], ordered, strict=True):
                 for r, var in unit.items():
                     key = (n, r)
                     pos = cursor.get(key)

@@ -2,7 +2,8 @@
 
 A predictor answers d_i in seconds (>= 1, never above the job's requested time) for a queued or
 running job, from what the knowledge base learned of completed jobs. The service asks it once per
-job and request; `learn` is called for every reported completion.
+job and request. Reported completions go to the cluster's knowledge base once, through
+`PredictorRegistry.learn`; a predictor's own `learn` is for using it on its own.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class DurationPredictor(Protocol):
         ...
 
     def learn(self, completion: Completion) -> None:
-        """Update the knowledge base with a finished job."""
+        """Record a finished job in the knowledge this predictor reads (if any)."""
         ...
 
 

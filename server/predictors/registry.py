@@ -1,45 +1,77 @@
-"""One set of predictors per cluster name, sharing that cluster's knowledge base."""
+"""One set of predictors per cluster name, all reading that cluster's history in one knowledge base.
+
+`learn` stores each completion once in the knowledge base; every predictor of the cluster sees it
+from there. With `store_path` the knowledge base is an SQLite file, so a new registry on the same
+file (a restarted server) predicts from the same history.
+"""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from types import TracebackType
 
 from hpcdispatch.server.predictors.base import Completion, DurationPredictor
+from hpcdispatch.server.predictors.data_driven import DataDrivenPredictor
+from hpcdispatch.server.predictors.knowledge_base import ClusterHistory, KnowledgeBase
+from hpcdispatch.server.predictors.last_two import LastTwoPredictor
 from hpcdispatch.server.predictors.oracle import OraclePredictor
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-Factory = Callable[[str], DurationPredictor]  # cluster name -> predictor
+Factory = Callable[[ClusterHistory], DurationPredictor]  # a cluster's history -> predictor
 
 
 class PredictorRegistry:
-    def __init__(self) -> None:
+    def __init__(self, store_path: str | None = None) -> None:
+        """`store_path`: the knowledge base's SQLite file, created if missing; None = in memory."""
+        self.knowledge_base = KnowledgeBase(store_path)
         self._factories: dict[int, Factory] = {
-            pb.PREDICTOR_WALLTIME: lambda cluster: WalltimePredictor(),
-            pb.PREDICTOR_ORACLE: lambda cluster: OraclePredictor(),
+            pb.PREDICTOR_WALLTIME: lambda history: WalltimePredictor(),
+            pb.PREDICTOR_LAST_TWO: LastTwoPredictor,
+            pb.PREDICTOR_DATA_DRIVEN: DataDrivenPredictor,
+            pb.PREDICTOR_ORACLE: lambda history: OraclePredictor(),
         }
         self._instances: dict[tuple[str, int], DurationPredictor] = {}
         self._lock = threading.Lock()
 
     def register(self, kind: int, factory: Factory) -> None:
-        self._factories[kind] = factory
+        with self._lock:
+            self._factories[kind] = factory
 
     def kinds(self) -> list[int]:
-        return sorted(self._factories)
+        with self._lock:
+            return sorted(self._factories)
 
     def predictor(self, cluster: str, kind: int) -> DurationPredictor:
+        """The cluster's predictor of this kind; KeyError for a kind not registered."""
         with self._lock:
             key = (cluster, kind)
             if key not in self._instances:
-                self._instances[key] = self._factories[kind](cluster)
+                factory = self._factories[kind]
+                self._instances[key] = factory(self.knowledge_base.history(cluster))
             return self._instances[key]
 
     def learn(self, cluster: str, completions: Iterable[Completion]) -> int:
-        """Every predictor of the cluster learns every completion; returns how many."""
+        """Store the completions once for all the cluster's predictors; returns how many.
+
+        Completions already known (same job id and start time) count but are not stored twice.
+        Raises ValueError, storing nothing, if one ends before it starts.
+        """
         batch = list(completions)
-        for kind in self.kinds():
-            predictor = self.predictor(cluster, kind)
-            for completion in batch:
-                predictor.learn(completion)
+        self.knowledge_base.record(cluster, batch)
         return len(batch)
+
+    def close(self) -> None:
+        self.knowledge_base.close()
+
+    def __enter__(self) -> PredictorRegistry:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()

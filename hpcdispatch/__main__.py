@@ -1,0 +1,5 @@
+import sys
+
+from hpcdispatch.cli import main
+
+sys.exit(main())

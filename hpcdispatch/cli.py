@@ -1,0 +1,113 @@
+"""The `hpcdispatch` command: serve, dispatch, and the tools built on the service."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from importlib import resources
+from pathlib import Path
+
+from google.protobuf import json_format
+
+from hpcdispatch import __version__
+from hpcdispatch.server.catalog import DISPATCHER_NAMES, PREDICTOR_NAMES
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+EXAMPLE_SNAPSHOT = "eurora_snapshot.json"
+
+
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run the gRPC dispatching service",
+                       description="Run the service. Keys: docs/configuration.md; precedence: "
+                       "flags > HPCDISPATCH_* environment > --config file > defaults.")
+    p.add_argument("--config", help="YAML configuration file")
+    p.add_argument("--listen", help="host:port to listen on (default 127.0.0.1:50051)")
+    p.add_argument("--workers", type=int, help="gRPC worker threads")
+    p.add_argument("--default-dispatcher", choices=sorted(DISPATCHER_NAMES))
+    p.add_argument("--default-predictor", choices=sorted(PREDICTOR_NAMES))
+    p.add_argument("--default-profile", help="search profile: papers | fast")
+    p.add_argument("--max-nodes", type=int, help="largest snapshot, in nodes")
+    p.add_argument("--max-jobs", type=int, help="largest snapshot, in running + queued jobs")
+    p.add_argument("--predictor-store", help="SQLite file of the predictors' knowledge base")
+    p.set_defaults(func=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from hpcdispatch.server.app import serve
+    from hpcdispatch.server.config import load_config
+
+    keys = ("listen", "workers", "default_dispatcher", "default_predictor", "default_profile",
+            "max_nodes", "max_jobs", "predictor_store")
+    config = load_config(args.config, overrides={k: getattr(args, k) for k in keys})
+    serve(config)
+    return 0
+
+
+def _add_dispatch(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "dispatch",
+        help="send a snapshot (protobuf JSON DispatchRequest) and print the decision",
+        description="Without --target, a service is started on loopback for this one call. "
+        "Without SNAPSHOT, a bundled example (Eurora-size, 100 queued jobs) is sent.",
+    )
+    p.add_argument("snapshot", nargs="?", help="DispatchRequest as protobuf JSON")
+    p.add_argument("--target", help="host:port of a running service")
+    p.add_argument("--dispatcher", choices=sorted(DISPATCHER_NAMES), help="override the request's")
+    p.add_argument("--timeout", type=float, default=30.0, help="deadline, seconds")
+    p.add_argument("--output", help="write the DispatchResponse JSON here instead of stdout")
+    p.set_defaults(func=_dispatch)
+
+
+def _embedded_or_remote(target: str | None) -> AbstractContextManager[str]:
+    if target:
+        return nullcontext(target)
+    from hpcdispatch.server.embedded import embedded_server
+
+    return embedded_server()
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from hpcdispatch.client import DispatcherClient
+
+    text = (
+        Path(args.snapshot).read_text(encoding="utf-8") if args.snapshot
+        else resources.files("hpcdispatch.examples").joinpath(EXAMPLE_SNAPSHOT).read_text()
+    )
+    request = json_format.Parse(text, pb.DispatchRequest())
+    if args.dispatcher:
+        request.dispatcher = DISPATCHER_NAMES[args.dispatcher]
+    with _embedded_or_remote(args.target) as target, DispatcherClient(target) as client:
+        response = client.dispatch(request, timeout=args.timeout)
+    out = json_format.MessageToJson(response, indent=2, preserving_proto_field_name=True)
+    if args.output:
+        Path(args.output).write_text(out + "\n", encoding="utf-8")
+    else:
+        print(out)
+    report = response.report
+    print(
+        f"{pb.Dispatcher.Name(report.dispatcher)}: {len(response.starts)} of "
+        f"{len(request.queued_jobs)} queued jobs start now; status "
+        f"{pb.SolveStatus.Name(report.status)}; {report.total_seconds * 1000:.1f} ms",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hpcdispatch", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"hpcdispatch {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_serve(sub)
+    _add_dispatch(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

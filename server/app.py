@@ -1,0 +1,100 @@
+"""The gRPC server: DispatcherService with health, reflection, keepalive and graceful stop."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from concurrent import futures
+from dataclasses import dataclass
+from types import FrameType
+
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from hpcdispatch.server.config import ServerConfig
+from hpcdispatch.server.predictors.registry import PredictorRegistry
+from hpcdispatch.server.service import DispatcherService
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
+
+__all__ = ["RunningServer", "ServerConfig", "serve", "start_server"]
+
+log = structlog.get_logger("hpcdispatch.server")
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["DispatcherService"].full_name
+
+
+@dataclass
+class RunningServer:
+    server: grpc.Server
+    port: int
+    health: health.HealthServicer
+    config: ServerConfig
+    predictors: PredictorRegistry
+
+    @property
+    def target(self) -> str:
+        host = self.config.listen.rsplit(":", 1)[0]
+        return f"{host}:{self.port}"
+
+    def stop(self, grace: float | None = None) -> None:
+        """Health goes NOT_SERVING first, then in-flight calls get `grace` seconds to finish."""
+        self.health.enter_graceful_shutdown()
+        self.server.stop(self.config.grace_seconds if grace is None else grace).wait()
+        close = getattr(self.predictors, "close", None)
+        if close is not None:
+            close()
+
+
+def _predictor_registry(config: ServerConfig) -> PredictorRegistry:
+    try:
+        return PredictorRegistry(store_path=config.predictor_store)  # type: ignore[call-arg]
+    except TypeError:
+        return PredictorRegistry()
+
+
+def start_server(config: ServerConfig) -> RunningServer:
+    """Start serving in background threads; returns once the port is bound."""
+    options = [
+        ("grpc.max_receive_message_length", config.max_message_bytes),
+        ("grpc.max_send_message_length", config.max_message_bytes),
+        ("grpc.keepalive_time_ms", 60_000),
+        ("grpc.keepalive_timeout_ms", 20_000),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+    ]
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=config.workers), options=options)
+    predictors = _predictor_registry(config)
+    pb_grpc.add_DispatcherServiceServicer_to_server(DispatcherService(config, predictors), server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
+    port = server.add_insecure_port(config.listen)
+    if port == 0:
+        raise OSError(f"cannot listen on {config.listen}")
+    server.start()
+    for name in ("", SERVICE_NAME):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("serving", listen=config.listen, port=port, workers=config.workers,
+             default_dispatcher=config.default_dispatcher, profile=config.default_profile)
+    return RunningServer(server, port, health_servicer, config, predictors)
+
+
+def serve(config: ServerConfig) -> None:
+    """Serve until SIGTERM or SIGINT; then stop gracefully."""
+    running = start_server(config)
+    stopping = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("stopping", signal=signal.Signals(signum).name, grace_s=config.grace_seconds)
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    stopping.wait()
+    running.stop()
+    log.info("stopped")

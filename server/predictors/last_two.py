@@ -1,0 +1,32 @@
+"""Last two (Tsafrir, Etsion, Feitelson 2007): the mean of the user's last two actual run times.
+
+d_i is the mean of the actual run times of the two jobs of the same user (on the same cluster)
+that completed last, by end time; with one completed job, that job's run time; with none, the
+requested time. It is never above the job's requested time (nor below 1 s).
+
+The history holds actual run times only. (The authors' code stored its own earlier predictions
+in the history instead of the run times — a bug this module does not reproduce.)
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from hpcdispatch.server.predictors.base import Completion, JobFacts, clamp
+from hpcdispatch.server.predictors.knowledge_base import ClusterHistory, HistoryFilter
+
+
+class LastTwoPredictor:
+    name: ClassVar[str] = "last_two"
+
+    def __init__(self, history: ClusterHistory) -> None:
+        self.history = history
+
+    def predict(self, job: JobFacts) -> int:
+        run_times = self.history.last_run_times(HistoryFilter(user=job.user), limit=2)
+        if not run_times:
+            return clamp(job.requested_time, job)
+        return clamp(sum(run_times) / len(run_times), job)
+
+    def learn(self, completion: Completion) -> None:
+        self.history.record([completion])

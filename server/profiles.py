@@ -1,0 +1,19 @@
+"""Named search profiles of the CP dispatchers (δ / 2δ / δmax restart policy, window m)."""
+
+from __future__ import annotations
+
+from hpcdispatch.server.dispatchers.base import SearchSettings
+
+PROFILES: dict[str, tuple[SearchSettings, str]] = {
+    "papers": (
+        SearchSettings("papers", delta_ms=1000, delta_max_ms=16000, k=2, window=100),
+        "The CP 2019 / PCP'20 papers' parameters: δ = 1 s, k = 2, δmax = 16 s, m = 100.",
+    ),
+    "fast": (
+        SearchSettings("fast", delta_ms=100, delta_max_ms=800, k=1, window=100),
+        "Default, chosen from benchmarks: δ = 100 ms, δmax = 800 ms, k = 1 (the first solution "
+        "found within δ is final), m = 100. The heuristic incumbent hints every attempt.",
+    ),
+}
+
+DEFAULT_PROFILE = "fast"

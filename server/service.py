@@ -1,0 +1,257 @@
+"""DispatcherService: validate the snapshot, predict durations, decide, check, answer."""
+
+from __future__ import annotations
+
+import time
+import traceback
+
+import grpc
+import structlog
+
+from hpcdispatch import __version__
+from hpcdispatch.decision_check import check_decision
+from hpcdispatch.proto_convert import snapshot_from_pb
+from hpcdispatch.server.catalog import dispatcher_kind, predictor_kind
+from hpcdispatch.server.config import ServerConfig
+from hpcdispatch.server.dispatchers import DISPATCHERS
+from hpcdispatch.server.dispatchers.base import Outcome, SearchControl, SearchSettings
+from hpcdispatch.server.dispatchers.problem import Problem, build_problem
+from hpcdispatch.server.errors import abort_invalid_argument
+from hpcdispatch.server.predictors.base import Completion, DurationPredictor, JobFacts
+from hpcdispatch.server.predictors.registry import PredictorRegistry
+from hpcdispatch.server.profiles import DEFAULT_PROFILE, PROFILES
+from hpcdispatch.server.validation import Violation, validate_dispatch_request
+from hpcdispatch.snapshot import Decision, JobStart, Snapshot
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
+
+log = structlog.get_logger("hpcdispatch.server")
+
+# Time kept back from the caller's deadline for checking and answering.
+DEADLINE_MARGIN_SECONDS = 0.05
+
+
+def resolve_settings(search: pb.SearchParameters, default_profile: str) -> SearchSettings:
+    """The named profile (or the default), with the request's explicit overrides."""
+    base, _ = PROFILES[search.profile or default_profile]
+    return SearchSettings(
+        profile=base.profile,
+        delta_ms=search.delta_ms if search.HasField("delta_ms") else base.delta_ms,
+        delta_max_ms=(
+            search.delta_max_ms if search.HasField("delta_max_ms")
+            else max(base.delta_max_ms, search.delta_ms if search.HasField("delta_ms") else 0)
+        ),
+        k=search.k if search.HasField("k") else base.k,
+        window=search.window if search.HasField("window") else base.window,
+    )
+
+
+def queued_facts(job: pb.QueuedJob) -> JobFacts:
+    return JobFacts(
+        user=job.user, name=job.name, queue=job.queue, units=job.units,
+        unit_request=dict(job.unit_request), requested_time=job.requested_time,
+        actual_duration=job.actual_duration if job.HasField("actual_duration") else None,
+    )
+
+
+def running_facts(job: pb.RunningJob) -> JobFacts:
+    first = job.units[0].amounts if job.units else {}
+    return JobFacts(
+        user=job.user, name=job.name, queue="", units=len(job.units),
+        unit_request=dict(first), requested_time=job.requested_time,
+    )
+
+
+def decision_of(problem: Problem, outcome: Outcome) -> Decision:
+    return Decision(
+        time=problem.t,
+        starts=[
+            JobStart(
+                problem.jobs[i].id,
+                tuple(problem.node_ids[n] for n in nodes),
+                problem.jobs[i].duration,
+            )
+            for i, nodes in sorted(outcome.starts.items())
+        ],
+    )
+
+
+class DispatcherService(pb_grpc.DispatcherServiceServicer):
+    def __init__(self, config: ServerConfig, predictors: PredictorRegistry) -> None:
+        self.config = config
+        self.predictors = predictors
+        self.default_dispatcher = dispatcher_kind(config.default_dispatcher)
+        self.default_predictor = predictor_kind(config.default_predictor)
+        if config.default_profile not in PROFILES:
+            raise ValueError(f"unknown default profile {config.default_profile!r}")
+
+    # -- Dispatch ------------------------------------------------------------------------------
+
+    def Dispatch(  # noqa: N802 (gRPC method name)
+        self, request: pb.DispatchRequest, context: grpc.ServicerContext
+    ) -> pb.DispatchResponse:
+        received = time.monotonic()
+        violations = validate_dispatch_request(request, self.config, self.predictors.kinds())
+        if violations:
+            log.warning("invalid snapshot", time=request.time, violations=len(violations),
+                        first=violations[0].field)
+            abort_invalid_argument(context, f"invalid snapshot: {len(violations)} problem(s), "
+                                   f"first: {violations[0].field}: {violations[0].description}",
+                                   violations)
+        kind = request.dispatcher or self.default_dispatcher
+        predictor_kind_ = request.predictor or self.default_predictor
+        settings = resolve_settings(request.search, self.config.default_profile)
+        snapshot = snapshot_from_pb(request)
+        predictor = self.predictors.predictor(request.cluster or "default", predictor_kind_)
+        problem = self._problem(request, snapshot, predictor)
+
+        left = context.time_remaining()
+        budget = self.config.max_decision_seconds if left is None else min(
+            left - DEADLINE_MARGIN_SECONDS, self.config.max_decision_seconds
+        )
+        control = SearchControl(
+            settings=settings,
+            deadline=received + max(budget, 0.0),
+            first_fit=request.allocator == pb.ALLOCATOR_FIRST_FIT,
+            workers=self.config.solver_workers,
+        )
+        outcome, decision, fallback_reason = self._decide(kind, problem, snapshot, control)
+        response = pb.DispatchResponse(time=request.time)
+        queued = {j.id: j for j in request.queued_jobs}
+        for start in decision.starts:
+            amounts = dict(queued[start.job_id].unit_request)
+            response.starts.add(
+                job_id=start.job_id,
+                expected_duration=start.expected_duration,
+                units=[pb.UnitPlacement(node_id=n, amounts=amounts) for n in start.nodes],
+            )
+        self._report(response.report, kind, predictor_kind_, settings, problem, outcome)
+        response.report.fallback_reason = fallback_reason
+        response.report.total_seconds = time.monotonic() - received
+        log.info(
+            "decision", time=request.time, dispatcher=kind, status=response.report.status,
+            queued=len(request.queued_jobs), running=len(request.running_jobs),
+            started=len(response.starts), attempts=len(outcome.attempts),
+            build_s=round(outcome.build_seconds, 4), solve_s=round(outcome.solve_seconds, 4),
+            total_s=round(response.report.total_seconds, 4), fallback=fallback_reason or None,
+        )
+        return response
+
+    def _problem(
+        self, request: pb.DispatchRequest, snapshot: Snapshot, predictor: DurationPredictor
+    ) -> Problem:
+        queued = {j.id: predictor.predict(queued_facts(j)) for j in request.queued_jobs}
+        running = {
+            j.id: j.expected_duration if j.HasField("expected_duration")
+            else predictor.predict(running_facts(j))
+            for j in request.running_jobs
+        }
+        return build_problem(snapshot, queued, running)
+
+    def _decide(
+        self, kind: int, problem: Problem, snapshot: Snapshot, control: SearchControl
+    ) -> tuple[Outcome, Decision, str]:
+        """Run the dispatcher; on an error or a decision that fails the check, fall back."""
+        reason = ""
+        try:
+            outcome = DISPATCHERS[kind].decide(problem, control)
+        except Exception as exc:  # a dispatcher bug must not cost the caller a decision
+            log.error("dispatcher failed", dispatcher=kind, error=repr(exc),
+                      trace=traceback.format_exc())
+            outcome, reason = None, f"dispatcher error: {exc!r}"
+        if outcome is not None:
+            decision = decision_of(problem, outcome)
+            problems = check_decision(snapshot, decision)
+            if not problems:
+                return outcome, decision, reason
+            log.error("decision failed the independent check", dispatcher=kind,
+                      problems=problems[:10])
+            reason = f"decision failed the check: {problems[0]}"
+        fallback = DISPATCHERS[pb.DISPATCHER_EASY].decide(problem, control)
+        fallback.status = pb.SOLVE_STATUS_FALLBACK
+        decision = decision_of(problem, fallback)
+        if check_decision(snapshot, decision):
+            log.critical("fallback decision failed the check; starting nothing")
+            fallback.starts = {}
+            decision = Decision(problem.t)
+        return fallback, decision, reason
+
+    @staticmethod
+    def _report(
+        report: pb.DecisionReport, kind: int, predictor: int, settings: SearchSettings,
+        problem: Problem, outcome: Outcome,
+    ) -> None:
+        report.dispatcher = kind
+        report.predictor = predictor
+        report.profile = settings.profile
+        report.status = outcome.status
+        report.model_variables = outcome.variables
+        report.model_constraints = outcome.constraints
+        report.build_seconds = outcome.build_seconds
+        report.solve_seconds = outcome.solve_seconds
+        for a in outcome.attempts:
+            attempt = report.attempts.add(
+                time_limit_ms=a.time_limit_ms, status=a.status, wall_seconds=a.wall_seconds
+            )
+            if a.objective is not None:
+                attempt.objective = a.objective
+        if outcome.objective is not None:
+            report.objective = outcome.objective
+        report.considered_job_ids.extend(problem.jobs[i].id for i in outcome.considered)
+        for i, reason in outcome.skipped:
+            report.skipped_jobs.add(job_id=problem.jobs[i].id, reason=reason)
+
+    # -- Completions and description --------------------------------------------------------
+
+    def ReportCompletions(  # noqa: N802
+        self, request: pb.ReportCompletionsRequest, context: grpc.ServicerContext
+    ) -> pb.ReportCompletionsResponse:
+        violations = []
+        for i, c in enumerate(request.completions):
+            if not c.job_id:
+                violations.append(Violation(f"completions[{i}].job_id", "must not be empty"))
+            if c.end_time < c.start_time:
+                violations.append(Violation(f"completions[{i}].end_time",
+                                            "must be >= start_time"))
+            if c.requested_time <= 0:
+                violations.append(Violation(f"completions[{i}].requested_time",
+                                            "must be > 0 seconds"))
+        if violations:
+            abort_invalid_argument(context, "invalid completions", violations[:100])
+        accepted = self.predictors.learn(
+            request.cluster or "default",
+            (
+                Completion(
+                    job_id=c.job_id,
+                    facts=JobFacts(
+                        user=c.user, name=c.name, queue=c.queue, units=c.units,
+                        unit_request=dict(c.unit_request), requested_time=c.requested_time,
+                    ),
+                    start_time=c.start_time,
+                    end_time=c.end_time,
+                )
+                for c in request.completions
+            ),
+        )
+        return pb.ReportCompletionsResponse(accepted=accepted)
+
+    def DescribeService(  # noqa: N802
+        self, request: pb.DescribeServiceRequest, context: grpc.ServicerContext
+    ) -> pb.DescribeServiceResponse:
+        return pb.DescribeServiceResponse(
+            version=__version__,
+            default_dispatcher=self.default_dispatcher,
+            default_predictor=self.default_predictor,
+            default_profile=self.config.default_profile or DEFAULT_PROFILE,
+            profiles=[
+                pb.SearchProfile(
+                    name=s.profile, delta_ms=s.delta_ms, delta_max_ms=s.delta_max_ms, k=s.k,
+                    window=s.window, description=text,
+                )
+                for s, text in PROFILES.values()
+            ],
+            dispatchers=sorted(DISPATCHERS),
+            predictors=self.predictors.kinds(),
+            max_nodes=self.config.max_nodes,
+            max_jobs=self.config.max_jobs,
+        )

@@ -1,0 +1,193 @@
+"""Snapshot validation: every problem found, each named by its field path.
+
+The service turns the violations into INVALID_ARGUMENT with a google.rpc.BadRequest. Field paths
+use the proto field names, e.g. `queued_jobs[3].unit_request["gpu"]`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from hpcdispatch.server.config import ServerConfig
+from hpcdispatch.server.profiles import PROFILES
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+MAX_REPORTED = 100  # violations listed in one error
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    field: str
+    description: str
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.items: list[Violation] = []
+
+    def add(self, field: str, description: str) -> None:
+        if len(self.items) < MAX_REPORTED:
+            self.items.append(Violation(field, description))
+
+    @property
+    def full(self) -> bool:
+        return len(self.items) >= MAX_REPORTED
+
+
+def validate_dispatch_request(
+    request: pb.DispatchRequest, config: ServerConfig, known_predictors: list[int]
+) -> list[Violation]:
+    out = _Collector()
+    _check_sizes(request, config, out)
+    if out.items:
+        return out.items  # a snapshot beyond the limits is not inspected further
+    _check_options(request, known_predictors, out)
+    capacity = _check_nodes(request, out)
+    ids: Counter[str] = Counter()
+    _check_running(request, capacity, ids, out)
+    _check_queued(request, capacity, ids, config, out)
+    return out.items
+
+
+def _check_sizes(request: pb.DispatchRequest, config: ServerConfig, out: _Collector) -> None:
+    if len(request.nodes) > config.max_nodes:
+        out.add("nodes", f"{len(request.nodes)} nodes exceed the limit of {config.max_nodes}")
+    jobs = len(request.running_jobs) + len(request.queued_jobs)
+    if jobs > config.max_jobs:
+        out.add("queued_jobs", f"{jobs} running + queued jobs exceed the limit of "
+                f"{config.max_jobs}")
+
+
+def _check_options(request: pb.DispatchRequest, predictors: list[int], out: _Collector) -> None:
+    if request.dispatcher not in pb.Dispatcher.values():
+        out.add("dispatcher", f"unknown dispatcher value {request.dispatcher}")
+    if request.predictor != pb.PREDICTOR_UNSPECIFIED and request.predictor not in predictors:
+        out.add("predictor", f"unknown or unavailable predictor value {request.predictor}")
+    if request.allocator not in pb.Allocator.values():
+        out.add("allocator", f"unknown allocator value {request.allocator}")
+    search = request.search
+    if search.profile and search.profile not in PROFILES:
+        out.add("search.profile", f"unknown profile {search.profile!r}; one of "
+                f"{sorted(PROFILES)}")
+    for name in ("delta_ms", "delta_max_ms", "k", "window"):
+        if search.HasField(name) and getattr(search, name) < 1:
+            out.add(f"search.{name}", "must be >= 1")
+    if (search.HasField("delta_ms") and search.HasField("delta_max_ms")
+            and search.delta_max_ms < search.delta_ms):
+        out.add("search.delta_max_ms", "must be >= search.delta_ms")
+
+
+def _check_nodes(request: pb.DispatchRequest, out: _Collector) -> dict[str, dict[str, int]]:
+    capacity: dict[str, dict[str, int]] = {}
+    if not request.nodes:
+        out.add("nodes", "a snapshot needs at least one node")
+    for i, node in enumerate(request.nodes):
+        path = f"nodes[{i}]"
+        if not node.id:
+            out.add(f"{path}.id", "must not be empty")
+        elif node.id in capacity:
+            out.add(f"{path}.id", f"duplicate node id {node.id!r}")
+        if node.state not in (pb.NODE_STATE_UP, pb.NODE_STATE_DOWN, pb.NODE_STATE_DRAINED):
+            out.add(f"{path}.state", "must be NODE_STATE_UP, NODE_STATE_DOWN or "
+                    "NODE_STATE_DRAINED")
+        if not node.capacity:
+            out.add(f"{path}.capacity", "must name at least one resource type")
+        for resource, amount in node.capacity.items():
+            if not resource:
+                out.add(f"{path}.capacity", "resource type names must not be empty")
+            if amount <= 0:
+                out.add(f'{path}.capacity["{resource}"]', f"must be > 0, got {amount}")
+        if node.id and node.id not in capacity:
+            capacity[node.id] = dict(node.capacity)
+        if out.full:
+            break
+    return capacity
+
+
+def _check_running(
+    request: pb.DispatchRequest,
+    capacity: dict[str, dict[str, int]],
+    ids: Counter[str],
+    out: _Collector,
+) -> None:
+    used: dict[str, Counter[str]] = {}
+    for i, job in enumerate(request.running_jobs):
+        path = f"running_jobs[{i}]"
+        _check_id(job.id, path, ids, out)
+        if job.start_time > request.time:
+            out.add(f"{path}.start_time", f"{job.start_time} is after the snapshot time "
+                    f"{request.time}")
+        if job.requested_time <= 0:
+            out.add(f"{path}.requested_time", "must be > 0 seconds")
+        if job.HasField("expected_duration") and job.expected_duration <= 0:
+            out.add(f"{path}.expected_duration", "must be > 0 seconds")
+        if not job.units:
+            out.add(f"{path}.units", "a running job holds at least one unit")
+        for u, unit in enumerate(job.units):
+            upath = f"{path}.units[{u}]"
+            if unit.node_id not in capacity:
+                out.add(f"{upath}.node_id", f"unknown node {unit.node_id!r}")
+                continue
+            for resource, amount in unit.amounts.items():
+                if amount < 0:
+                    out.add(f'{upath}.amounts["{resource}"]', f"must be >= 0, got {amount}")
+                elif amount > 0 and resource not in capacity[unit.node_id]:
+                    out.add(f'{upath}.amounts["{resource}"]',
+                            f"node {unit.node_id!r} has no resource {resource!r}")
+            usage = used.setdefault(unit.node_id, Counter())
+            usage.update({r: a for r, a in unit.amounts.items() if a > 0})
+            for resource, total in usage.items():
+                cap = capacity[unit.node_id].get(resource, 0)
+                if total > cap:
+                    out.add(upath, f"running jobs hold {total} {resource!r} on node "
+                            f"{unit.node_id!r}, more than its capacity {cap}")
+                    usage[resource] = cap  # report each overflow once
+        if out.full:
+            return
+
+
+def _check_queued(
+    request: pb.DispatchRequest,
+    capacity: dict[str, dict[str, int]],
+    ids: Counter[str],
+    config: ServerConfig,
+    out: _Collector,
+) -> None:
+    known_types = {r for cap in capacity.values() for r in cap}
+    for i, job in enumerate(request.queued_jobs):
+        path = f"queued_jobs[{i}]"
+        _check_id(job.id, path, ids, out)
+        if job.submit_time > request.time:
+            out.add(f"{path}.submit_time", f"{job.submit_time} is after the snapshot time "
+                    f"{request.time}")
+        if job.units < 1:
+            out.add(f"{path}.units", f"must be >= 1, got {job.units}")
+        elif job.units > config.max_units:
+            out.add(f"{path}.units", f"{job.units} units exceed the limit of {config.max_units}")
+        if job.requested_time <= 0:
+            out.add(f"{path}.requested_time", "must be > 0 seconds")
+        if not job.unit_request:
+            out.add(f"{path}.unit_request", "must request at least one resource type")
+        for resource, amount in job.unit_request.items():
+            if amount <= 0:
+                out.add(f'{path}.unit_request["{resource}"]', f"must be > 0, got {amount}")
+            elif resource not in known_types:
+                out.add(f'{path}.unit_request["{resource}"]',
+                        f"no node has resource type {resource!r}")
+        if job.HasField("actual_duration") and job.actual_duration <= 0:
+            out.add(f"{path}.actual_duration", "must be > 0 seconds")
+        elif request.predictor == pb.PREDICTOR_ORACLE and not job.HasField("actual_duration"):
+            out.add(f"{path}.actual_duration", "the ORACLE predictor needs every queued job's "
+                    "actual duration")
+        if out.full:
+            return
+
+
+def _check_id(job_id: str, path: str, ids: Counter[str], out: _Collector) -> None:
+    if not job_id:
+        out.add(f"{path}.id", "must not be empty")
+        return
+    ids[job_id] += 1
+    if ids[job_id] == 2:
+        out.add(f"{path}.id", f"duplicate job id {job_id!r}")

@@ -1,0 +1,280 @@
+"""A throw-away one-host Slurm cluster with emulated nodes, for integration tests.
+
+One slurmctld and one `slurmd -D -N nX` per node, all as root on loopback, configured in a
+temporary directory (DESIGN.md §8). Every daemon is started and stopped by process id.
+Usable from a shell too: `python tests/slurm_cluster.py /tmp/dir` starts a cluster and keeps
+it up until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SLURM_PACKAGES = ("slurmctld", "slurmd", "slurm-client")
+_BINARIES = ("slurmctld", "slurmd", "squeue", "sinfo", "sbatch", "scontrol", "scancel")
+
+
+def missing_binaries() -> list[str]:
+    return [b for b in _BINARIES if shutil.which(b) is None]
+
+
+def ensure_slurm(install: bool = True, timeout: float = 600.0) -> str | None:
+    """Make sure Debian's Slurm is installed; return None when it is, else why it is not.
+
+    Installs with apt-get when running as root and apt-get exists.
+    """
+    if not missing_binaries():
+        return None
+    if not install:
+        return f"Slurm binaries missing: {', '.join(missing_binaries())}"
+    if os.geteuid() != 0:
+        return "Slurm is not installed and the tests do not run as root (apt-get needs root)"
+    if shutil.which("apt-get") is None:
+        return "Slurm is not installed and apt-get is not available"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    try:
+        subprocess.run(
+            ["apt-get", "update", "-q"], env=env, check=True, capture_output=True,
+            timeout=timeout,
+        )
+        subprocess.run(
+            ["apt-get", "install", "-y", "-q", "--no-install-recommends", *SLURM_PACKAGES],
+            env=env, check=True, capture_output=True, timeout=timeout,
+        )
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        tail = getattr(exc, "stderr", b"") or b""
+        return f"apt-get could not install Slurm: {exc}: {tail.decode(errors='replace')[-400:]}"
+    missing = missing_binaries()
+    return f"still missing after apt-get: {', '.join(missing)}" if missing else None
+
+
+def free_port_range(count: int, start: int = 17000, end: int = 30000) -> int:
+    """First port p such that p .. p+count-1 are all free on loopback."""
+    port = start
+    while port + count < end:
+        if all(_port_free(port + i) for i in range(count)):
+            return port
+        port += count + 1
+    raise RuntimeError("no free port range")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@dataclass
+class SlurmCluster:
+    """slurm.conf + daemons in `workdir`. Call start(), then stop() (always)."""
+
+    workdir: Path
+    nodes: int = 3
+    cpus: int = 4
+    memory_mib: int = 2000
+    partition: str = "batch"
+    job_submit_lua: Path | None = None  # copied next to slurm.conf; enables job_submit/lua
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def conf_path(self) -> Path:
+        return self.workdir / "etc" / "slurm.conf"
+
+    @property
+    def node_names(self) -> list[str]:
+        return [f"n{i}" for i in range(1, self.nodes + 1)]
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "SLURM_CONF": str(self.conf_path)}
+
+    def write_config(self) -> None:
+        etc = self.workdir / "etc"
+        for sub in ("etc", "state", "spool", "log", "run"):
+            (self.workdir / sub).mkdir(parents=True, exist_ok=True)
+        base = free_port_range(self.nodes + 1)
+        ctld_port, node_port = base, base + 1
+        w = self.workdir
+        lines = [
+            "ClusterName=hpcdtest",
+            "SlurmctldHost=localhost",
+            f"SlurmctldPort={ctld_port}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/none",
+            "CredType=cred/none",
+            f"StateSaveLocation={w}/state",
+            f"SlurmdSpoolDir={w}/spool/%n",
+            f"SlurmctldPidFile={w}/run/slurmctld.pid",
+            f"SlurmdPidFile={w}/run/slurmd.%n.pid",
+            f"SlurmctldLogFile={w}/log/slurmctld.log",
+            f"SlurmdLogFile={w}/log/slurmd.%n.log",
+            "SlurmctldDebug=info",
+            "SlurmdDebug=info",
+            "SlurmdParameters=config_overrides",
+            "SchedulerType=sched/backfill",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core_Memory",
+            "DefMemPerCPU=100",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            "JobCompType=jobcomp/none",
+            "MpiDefault=none",
+            "ReturnToService=2",
+            "MinJobAge=600",
+            "KillWait=2",
+            "InactiveLimit=0",
+            "SlurmdTimeout=30",
+            "MailProg=/bin/true",
+            f"NodeName=n[1-{self.nodes}] NodeHostname=localhost "
+            f"Port=[{node_port}-{node_port + self.nodes - 1}] CPUs={self.cpus} "
+            f"RealMemory={self.memory_mib} State=UNKNOWN",
+            f"PartitionName={self.partition} Nodes=n[1-{self.nodes}] Default=YES "
+            "MaxTime=INFINITE State=UP",
+        ]
+        if self.job_submit_lua is not None:
+            shutil.copy(self.job_submit_lua, etc / "job_submit.lua")
+            lines.append("JobSubmitPlugins=lua")
+        self.conf_path.write_text("\n".join(lines) + "\n")
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = (self.workdir / "log" / f"{name}.out").open("wb")
+        self.processes[name] = subprocess.Popen(
+            argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def start(self, timeout: float = 45.0) -> None:
+        """Write the config, start slurmctld and the slurmds; wait until every node is idle."""
+        self.write_config()
+        self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", str(self.conf_path)])
+        for node in self.node_names:
+            (self.workdir / "spool" / node).mkdir(parents=True, exist_ok=True)
+            self._spawn(f"slurmd-{node}", ["slurmd", "-D", "-N", node, "-f", str(self.conf_path)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            dead = [n for n, p in self.processes.items() if p.poll() is not None]
+            if dead:
+                raise RuntimeError(f"Slurm daemon(s) exited early: {dead}\n{self.logs()}")
+            if self._all_nodes_idle():
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"Slurm nodes not idle after {timeout} s\n{self.logs()}")
+
+    def _all_nodes_idle(self) -> bool:
+        proc = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%N %t"], env=self.env, capture_output=True, text=True,
+            timeout=10, check=False,
+        )
+        if proc.returncode != 0:
+            return False
+        states = dict(line.split() for line in proc.stdout.splitlines() if line.strip())
+        return all(states.get(n) == "idle" for n in self.node_names)
+
+    def run(self, *argv: str, check: bool = True, timeout: float = 20.0) -> str:
+        """Run a Slurm client command against this cluster; return stdout."""
+        proc = subprocess.run(
+            list(argv), env=self.env, capture_output=True, text=True, timeout=timeout,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr}")
+        return proc.stdout
+
+    def squeue_json(self) -> dict[str, Any]:
+        return dict(json.loads(self.run("squeue", "--json", "--all")))
+
+    def sbatch(self, *options: str, script: str = "sleep 1") -> str:
+        """Submit a batch job; return its id."""
+        out = self.run(
+            "sbatch", "--parsable", f"--chdir={self.workdir}",
+            f"--output={self.workdir}/log/job-%j.out", *options,
+            f"--wrap={script}",
+        )
+        return out.strip().split(";")[0]
+
+    def logs(self, tail: int = 30) -> str:
+        parts = []
+        for path in sorted((self.workdir / "log").glob("*")):
+            if path.suffix in (".log", ".out") and not path.name.startswith("job-"):
+                lines = path.read_text(errors="replace").splitlines()[-tail:]
+                parts.append(f"--- {path.name}\n" + "\n".join(lines))
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        """scancel everything, then stop each slurmd, then slurmctld; SIGKILL stragglers."""
+        ctld = self.processes.get("slurmctld")
+        if ctld is not None and ctld.poll() is None:
+            with contextlib.suppress(Exception):
+                self.run("scancel", "--full", "--partition", self.partition, check=False)
+                self.run("scancel", "--partition", self.partition, check=False)
+            time.sleep(1.0)
+        for name in [n for n in self.processes if n.startswith("slurmd-")] + ["slurmctld"]:
+            proc = self.processes.get(name)
+            if proc is not None:
+                _terminate(proc)
+        for pid in _slurmstepd_pids(self.workdir):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _terminate(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+def _slurmstepd_pids(workdir: Path) -> list[int]:
+    """slurmstepd processes whose environment points at this cluster's slurm.conf."""
+    pids = []
+    marker = str(workdir).encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            comm = (entry / "comm").read_text().strip()
+            if comm != "slurmstepd":
+                continue
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker in cmdline or marker in environ:
+            pids.append(int(entry.name))
+    return pids
+
+
+if __name__ == "__main__":
+    reason = ensure_slurm()
+    if reason:
+        sys.exit(reason)
+    cluster = SlurmCluster(Path(sys.argv[1]))
+    t0 = time.monotonic()
+    cluster.start()
+    print(f"up in {time.monotonic() - t0:.1f} s; export SLURM_CONF={cluster.conf_path}")
+    try:
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
