@@ -77,7 +77,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     )
     request = json_format.Parse(text, pb.DispatchRequest())
     if args.dispatcher:
-        request.dispatcher = DISPATCHER_NAMES[args.dispatcher]
+        request.dispatcher = pb.Dispatcher.ValueType(DISPATCHER_NAMES[args.dispatcher])
     with _embedded_or_remote(args.target) as target, DispatcherClient(target) as client:
         response = client.dispatch(request, timeout=args.timeout)
     out = json_format.MessageToJson(response, indent=2, preserving_proto_field_name=True)

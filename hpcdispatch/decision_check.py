@@ -18,8 +18,8 @@ def check_decision(snapshot: Snapshot, decision: Decision) -> list[str]:
     nodes = {n.id: n for n in snapshot.nodes}
     queued = {j.id: j for j in snapshot.queued}
     used: dict[str, Counter[str]] = {n: Counter() for n in nodes}
-    for job in snapshot.running:
-        for unit in job.units:
+    for running in snapshot.running:
+        for unit in running.units:
             if unit.node_id in used:
                 used[unit.node_id].update(unit.amounts)
 

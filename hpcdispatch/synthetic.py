@@ -23,15 +23,13 @@ def synthetic_snapshot(
     used_cores = 0
     order = list(nodes)
     rng.shuffle(order)
-    job_id = 0
     # Fill nodes with running jobs until about `busy` of the cores are in use.
-    for node in order:
+    for job_id, node in enumerate(order, start=1):
         if used_cores >= busy * total_cores:
             break
         cap = node.capacity
         share = rng.choice([0.25, 0.5, 0.75, 1.0])
         amounts = {r: max(1, int(v * share)) for r, v in cap.items()}
-        job_id += 1
         requested = rng.choice([600, 3600, 4 * 3600, 24 * 3600])
         start = time - rng.randint(0, requested - 1)
         running.append(

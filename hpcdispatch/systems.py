@@ -34,7 +34,7 @@ class System:
     groups: tuple[NodeGroup, ...]
 
     def nodes(self) -> tuple[Node, ...]:
-        out = []
+        out: list[Node] = []
         for g in self.groups:
             width = len(str(g.count))
             out.extend(

@@ -48,13 +48,6 @@ class RunningServer:
             close()
 
 
-def _predictor_registry(config: ServerConfig) -> PredictorRegistry:
-    try:
-        return PredictorRegistry(store_path=config.predictor_store)  # type: ignore[call-arg]
-    except TypeError:
-        return PredictorRegistry()
-
-
 def start_server(config: ServerConfig) -> RunningServer:
     """Start serving in background threads; returns once the port is bound."""
     options = [
@@ -66,7 +59,7 @@ def start_server(config: ServerConfig) -> RunningServer:
         ("grpc.keepalive_permit_without_calls", 1),
     ]
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=config.workers), options=options)
-    predictors = _predictor_registry(config)
+    predictors = PredictorRegistry(store_path=config.predictor_store)
     pb_grpc.add_DispatcherServiceServicer_to_server(DispatcherService(config, predictors), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -25,7 +25,8 @@ def dispatcher_kind(name: str) -> int:
     try:
         return DISPATCHER_NAMES[name]
     except KeyError:
-        raise ValueError(f"unknown dispatcher {name!r}; one of {sorted(DISPATCHER_NAMES)}") from None
+        known = sorted(DISPATCHER_NAMES)
+        raise ValueError(f"unknown dispatcher {name!r}; one of {known}") from None
 
 
 def predictor_kind(name: str) -> int:

@@ -65,7 +65,7 @@ def run_restart_policy(
         wall = time.monotonic() - started
         result.solve_seconds += wall
         result.attempts.append(
-            AttemptRecord(int(round(limit_s * 1000)), outcome.status, wall, outcome.objective)
+            AttemptRecord(round(limit_s * 1000), outcome.status, wall, outcome.objective)
         )
         if outcome.status == pb.SOLVE_STATUS_INFEASIBLE:
             result.status = pb.SOLVE_STATUS_INFEASIBLE

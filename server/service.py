@@ -87,7 +87,7 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
 
     # -- Dispatch ------------------------------------------------------------------------------
 
-    def Dispatch(  # noqa: N802 (gRPC method name)
+    def Dispatch(
         self, request: pb.DispatchRequest, context: grpc.ServicerContext
     ) -> pb.DispatchResponse:
         received = time.monotonic()
@@ -181,10 +181,10 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         report: pb.DecisionReport, kind: int, predictor: int, settings: SearchSettings,
         problem: Problem, outcome: Outcome,
     ) -> None:
-        report.dispatcher = kind
-        report.predictor = predictor
+        report.dispatcher = pb.Dispatcher.ValueType(kind)
+        report.predictor = pb.Predictor.ValueType(predictor)
         report.profile = settings.profile
-        report.status = outcome.status
+        report.status = pb.SolveStatus.ValueType(outcome.status)
         report.model_variables = outcome.variables
         report.model_constraints = outcome.constraints
         report.build_seconds = outcome.build_seconds
@@ -203,7 +203,7 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
 
     # -- Completions and description --------------------------------------------------------
 
-    def ReportCompletions(  # noqa: N802
+    def ReportCompletions(
         self, request: pb.ReportCompletionsRequest, context: grpc.ServicerContext
     ) -> pb.ReportCompletionsResponse:
         violations = []
@@ -235,13 +235,13 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         )
         return pb.ReportCompletionsResponse(accepted=accepted)
 
-    def DescribeService(  # noqa: N802
+    def DescribeService(
         self, request: pb.DescribeServiceRequest, context: grpc.ServicerContext
     ) -> pb.DescribeServiceResponse:
         return pb.DescribeServiceResponse(
             version=__version__,
-            default_dispatcher=self.default_dispatcher,
-            default_predictor=self.default_predictor,
+            default_dispatcher=pb.Dispatcher.ValueType(self.default_dispatcher),
+            default_predictor=pb.Predictor.ValueType(self.default_predictor),
             default_profile=self.config.default_profile or DEFAULT_PROFILE,
             profiles=[
                 pb.SearchProfile(
@@ -250,8 +250,8 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
                 )
                 for s, text in PROFILES.values()
             ],
-            dispatchers=sorted(DISPATCHERS),
-            predictors=self.predictors.kinds(),
+            dispatchers=[pb.Dispatcher.ValueType(k) for k in sorted(DISPATCHERS)],
+            predictors=[pb.Predictor.ValueType(k) for k in self.predictors.kinds()],
             max_nodes=self.config.max_nodes,
             max_jobs=self.config.max_jobs,
         )

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from hpcdispatch.server.predictors.base import Completion, JobFacts
 from hpcdispatch.server.predictors.data_driven import DataDrivenPredictor, resemblance_rules
 from hpcdispatch.server.predictors.job_keys import name_prefix, request_shape
@@ -91,7 +90,7 @@ def test_latest_first_by_end_time_then_by_recording(kb: KnowledgeBase) -> None:
         HistoryFilter(name_prefix="p"),
     ],
 )
-def test_every_lookup_walks_an_index_without_sorting(kb: KnowledgeBase, where: HistoryFilter) -> None:
+def test_every_lookup_walks_an_index_in_order(kb: KnowledgeBase, where: HistoryFilter) -> None:
     plan = " / ".join(kb.query_plan(*kb.query(CLUSTER, where, 2)))
     assert "USING INDEX" in plan, plan
     assert "TEMP B-TREE" not in plan, plan
@@ -109,6 +108,12 @@ def test_a_store_file_of_another_schema_version_is_refused(tmp_path: Path) -> No
     with sqlite3.connect(path) as db:
         db.execute("PRAGMA user_version=99")
     with pytest.raises(RuntimeError, match="schema version 99"):
+        KnowledgeBase(str(path))
+
+
+def test_a_store_that_cannot_be_opened_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "missing-dir" / "kb.sqlite"
+    with pytest.raises(OSError, match="missing-dir"):
         KnowledgeBase(str(path))
 
 

@@ -54,6 +54,10 @@ class CpDispatcher:
     kind: ClassVar[int]
     # Whether the heuristic incumbent places jobs on nodes at t (exact-allocation models).
     place_now: ClassVar[bool] = True
+    # Whether the list schedule is a solution of this model (same capacity view over time), so
+    # that its objective compares with the solver's. PCP'19 models the future node by node,
+    # where the pooled list schedule is optimistic: there any solver solution wins.
+    heuristic_in_model: ClassVar[bool] = True
 
     def formulate(self, problem: Problem, jobs: list[Job], deadline: float) -> Formulation:
         raise NotImplementedError
@@ -100,7 +104,7 @@ class CpDispatcher:
             outcome.status = pb.SOLVE_STATUS_INFEASIBLE
             return outcome
         if policy.best is not None and policy.objective is not None and (
-            policy.objective <= heuristic_objective + 1e-9
+            not self.heuristic_in_model or policy.objective <= heuristic_objective + 1e-9
         ):
             outcome.status, outcome.objective = policy.status, policy.objective
             outcome.starts = formulation.allocate(policy.best, control.first_fit)

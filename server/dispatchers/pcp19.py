@@ -95,6 +95,7 @@ class Pcp19Formulation:
 class Pcp19Dispatcher(CpDispatcher):
     name: ClassVar[str] = "pcp19"
     kind: ClassVar[int] = pb.DISPATCHER_PCP19
+    heuristic_in_model: ClassVar[bool] = False
 
     def formulate(self, problem: Problem, jobs: list[Job], deadline: float) -> Pcp19Formulation:
         return Pcp19Formulation(problem, jobs, deadline)

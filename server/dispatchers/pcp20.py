@@ -117,7 +117,7 @@ class Pcp20Formulation:
                 units.append(y)
                 positions.extend(y.values())
             self.y[job.index] = units
-        for r, rboxes in boxes.items():
+        for rboxes in boxes.values():
             model.add_no_overlap(rboxes)  # diffn at t: no two boxes share a unit of r
         # Then allocation: smallest domain first, as in the papers' search.
         model.add_decision_strategy(
@@ -159,8 +159,9 @@ class Pcp20Formulation:
                 for r, var in unit.items():
                     key = (n, r)
                     pos = cursor.get(key)
-                    if pos is None:
-                        pos = lines.base[r][n] + problem.capacity[n][r] - problem.free_now.free[n][r]
+                    if pos is None:  # the node's free part starts after its running work
+                        free = problem.free_now.free[n][r]
+                        pos = lines.base[r][n] + problem.capacity[n][r] - free
                     hints.append((var, pos))
                     cursor[key] = pos + job.req[r]
         return hints

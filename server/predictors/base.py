@@ -55,4 +55,4 @@ class DurationPredictor(Protocol):
 
 def clamp(prediction: float, job: JobFacts) -> int:
     """Round and bound a prediction to [1, requested_time]."""
-    return max(1, min(job.requested_time, int(round(prediction))))
+    return max(1, min(job.requested_time, round(prediction)))

@@ -79,26 +79,29 @@ class KnowledgeBase:
     """Completed jobs per cluster, in SQLite; `path=None` keeps them in memory."""
 
     def __init__(self, path: str | None = None) -> None:
+        """Open (creating if needed) the store at `path`; OSError if it cannot be opened."""
         self.path = path
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(
-            path if path is not None else ":memory:",
-            check_same_thread=False,
-            isolation_level=None,  # explicit transactions below
-        )
-        with self._lock:
-            if path is not None:
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA busy_timeout=5000")
+        try:
+            self._db = sqlite3.connect(
+                path if path is not None else ":memory:",
+                check_same_thread=False,
+                isolation_level=None,  # explicit transactions below
+            )
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION):
-                self._db.close()
-                raise RuntimeError(
-                    f"knowledge base {path}: schema version {version}, expected {SCHEMA_VERSION}"
-                )
-            self._db.executescript(_SCHEMA)
-            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except sqlite3.Error as exc:
+            raise OSError(f"cannot open the knowledge base {path}: {exc}") from exc
+        if version not in (0, SCHEMA_VERSION):
+            self._db.close()
+            raise RuntimeError(
+                f"knowledge base {path}: schema version {version}, expected {SCHEMA_VERSION}"
+            )
+        if path is not None:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across process crashes
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.executescript(_SCHEMA)
+        self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def record(self, cluster: str, completions: Iterable[Completion]) -> int:
         """Store completions in one transaction; returns how many were new.

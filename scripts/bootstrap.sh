@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Create .venv (if missing) and install hpcdispatch into it, editable, with the given extras.
+# Re-running is cheap: the install is redone only when pyproject.toml changed.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+extras="${1:-}"
+venv="${HPCDISPATCH_VENV:-$root/.venv}"
+python="${PYTHON:-python3}"
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv "$venv"
+fi
+stamp="$venv/.hpcdispatch-installed${extras:+-$extras}"
+want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  "$venv/bin/python" -m pip install --quiet --upgrade pip
+  "$venv/bin/python" -m pip install --quiet -e "$root${extras:+[$extras]}"
+  echo "$want" > "$stamp"
+fi
+echo "$venv"

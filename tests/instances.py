@@ -1,0 +1,73 @@
+"""Small hand-made dispatching instances for tests."""
+
+from __future__ import annotations
+
+import time
+
+from hpcdispatch.server.dispatchers import BY_NAME
+from hpcdispatch.server.dispatchers.base import Outcome, SearchControl, SearchSettings
+from hpcdispatch.server.dispatchers.problem import Problem, build_problem
+from hpcdispatch.snapshot import (
+    Decision,
+    JobStart,
+    Node,
+    NodeState,
+    QueuedJob,
+    RunningJob,
+    Snapshot,
+    UnitAllocation,
+)
+
+T = 1000
+FAST = SearchSettings("test", delta_ms=200, delta_max_ms=800, k=1, window=100)
+
+
+def node(i: int, cores: int = 4, state: NodeState = NodeState.UP, **extra: int) -> Node:
+    return Node(f"n{i}", state, {"core": cores, **extra})
+
+
+def running(job_id: str, node_id: str, cores: int, ends_in: int, **extra: int) -> RunningJob:
+    return RunningJob(
+        id=job_id, user="u", name="r", start_time=T - 10, requested_time=10 + ends_in,
+        expected_duration=10 + ends_in,
+        units=(UnitAllocation(node_id, {"core": cores, **extra}),),
+    )
+
+
+def queued(
+    job_id: str, cores: int, duration: int, submit: int = T - 100, units: int = 1, **extra: int
+) -> QueuedJob:
+    return QueuedJob(
+        id=job_id, user="u", name="q", queue="batch", submit_time=submit, units=units,
+        unit_request={"core": cores, **extra}, requested_time=duration,
+    )
+
+
+def problem_of(snapshot: Snapshot) -> Problem:
+    return build_problem(
+        snapshot,
+        {q.id: q.requested_time for q in snapshot.queued},
+        {
+            r.id: r.expected_duration if r.expected_duration is not None else r.requested_time
+            for r in snapshot.running
+        },
+    )
+
+
+def decide(name: str, snapshot: Snapshot, settings: SearchSettings = FAST) -> tuple[
+    Outcome, Decision
+]:
+    problem = problem_of(snapshot)
+    outcome = BY_NAME[name].decide(problem, SearchControl(settings, time.monotonic() + 30))
+    decision = Decision(
+        snapshot.time,
+        [
+            JobStart(problem.jobs[i].id, tuple(problem.node_ids[n] for n in nodes))
+            for i, nodes in outcome.starts.items()
+        ],
+    )
+    return outcome, decision
+
+
+def started(decision: Decision) -> set[str]:
+    return {s.job_id for s in decision.starts}

@@ -1,0 +1,170 @@
+"""Each dispatcher on small instances whose right answer is known."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpcdispatch.decision_check import check_decision
+from hpcdispatch.snapshot import NodeState, Snapshot
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+from tests.instances import T, decide, node, problem_of, queued, running, started
+
+ALL = ["fcfs", "easy", "hcp19", "pcp19", "pcp20"]
+CP = ["hcp19", "pcp19", "pcp20"]
+
+
+def test_fcfs_stops_at_the_first_job_that_does_not_fit() -> None:
+    snap = Snapshot(
+        T, (node(1), node(2)), (running("r", "n1", 4, 100),),
+        (queued("a", 4, 50, submit=T - 30), queued("b", 4, 50, submit=T - 20),
+         queued("c", 1, 50, submit=T - 10)),
+    )
+    _, decision = decide("fcfs", snap)
+    assert started(decision) == {"a"}  # b blocks c although c would fit
+
+
+def test_easy_backfills_a_job_that_ends_before_the_reservation() -> None:
+    # n1 busy until T+100; head "big" needs both nodes; n2 is free now.
+    snap = Snapshot(
+        T, (node(1), node(2)), (running("r", "n1", 4, 100),),
+        (queued("big", 4, 500, submit=T - 30, units=2), queued("long", 4, 1000, submit=T - 20),
+         queued("short", 4, 90, submit=T - 10)),
+    )
+    outcome, decision = decide("easy", snap)
+    assert started(decision) == {"short"}  # "long" would delay the head's reservation
+    reasons = {snap.queued[i].id: r for i, r in outcome.skipped}
+    assert reasons["long"] == pb.SKIP_REASON_BLOCKED
+    assert check_decision(snap, decision) == []
+
+
+def test_easy_backfills_a_long_job_on_resources_the_reservation_leaves_free() -> None:
+    # Head needs a whole 8-core node: reserved on n1 at T+100. n2's 4 cores are not needed by
+    # the reservation, so a long job may start there now, but not on n1's 4 free cores.
+    snap = Snapshot(
+        T, (node(1, cores=8), node(2)), (running("r", "n1", 4, 100),),
+        (queued("head", 8, 500, submit=T - 30), queued("long", 4, 10_000, submit=T - 10)),
+    )
+    _, decision = decide("easy", snap)
+    assert [(s.job_id, s.nodes) for s in decision.starts] == [("long", ("n2",))]
+
+
+def test_easy_protects_the_reservation_node_by_node() -> None:
+    # n1: 4 cores busy until T+100. n2: 4 free cores. Head needs 2 units of 4 cores -> needs
+    # n1 and n2 at T+100. "long" (2 cores, ends after T+100) fits n2 now but would take cores
+    # the reservation needs; "short" ends before T+100 and may use n2.
+    snap = Snapshot(
+        T, (node(1), node(2)), (running("r", "n1", 4, 100),),
+        (queued("head", 4, 500, submit=T - 30, units=2), queued("long", 2, 5000, submit=T - 20),
+         queued("short", 2, 50, submit=T - 10)),
+    )
+    _, decision = decide("easy", snap)
+    assert started(decision) == {"short"}
+
+
+@pytest.mark.parametrize("name", CP)
+def test_slowdown_minimising_dispatchers_differ_from_easy(name: str) -> None:
+    # One free node: EASY starts the older long job; minimising total slowdown starts the
+    # short one first (its slowdown grows 100× faster).
+    snap = Snapshot(
+        T, (node(1),), (),
+        (queued("old_long", 4, 10_000, submit=T - 60), queued("new_short", 4, 100, submit=T - 50)),
+    )
+    _, easy = decide("easy", snap)
+    outcome, cp = decide(name, snap)
+    assert started(easy) == {"old_long"}
+    assert started(cp) == {"new_short"}
+    assert outcome.objective is not None
+    # Objective = Σ (s - q + d) / d with new_short at T, old_long at T + 100.
+    expected = (T - (T - 50) + 100) / 100 + (T + 100 - (T - 60) + 10_000) / 10_000
+    assert outcome.objective == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_nothing_fits_at_t(name: str) -> None:
+    snap = Snapshot(
+        T, (node(1), node(2)),
+        (running("r1", "n1", 4, 100), running("r2", "n2", 3, 100)),
+        (queued("a", 2, 50), queued("b", 4, 50, units=2)),
+    )
+    outcome, decision = decide(name, snap)
+    assert decision.starts == []
+    reasons = dict(outcome.skipped)
+    if name in CP:
+        assert outcome.status == pb.SOLVE_STATUS_EMPTY
+        assert set(reasons.values()) == {pb.SKIP_REASON_CANNOT_FIT_NOW}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_a_job_larger_than_the_system_is_reported_and_does_not_block(name: str) -> None:
+    snap = Snapshot(
+        T, (node(1), node(2, state=NodeState.DOWN)), (),
+        (queued("huge", 4, 50, submit=T - 50, units=2), queued("small", 1, 50, submit=T - 10)),
+    )
+    outcome, decision = decide(name, snap)
+    assert started(decision) == {"small"}
+    assert (0, pb.SKIP_REASON_NEVER_FITS) in outcome.skipped
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_down_and_drained_nodes_get_no_work(name: str) -> None:
+    snap = Snapshot(
+        T, (node(1, state=NodeState.DRAINED), node(2, state=NodeState.DOWN), node(3)), (),
+        tuple(queued(f"j{i}", 2, 100 + i) for i in range(4)),
+    )
+    _, decision = decide(name, snap)
+    assert {n for s in decision.starts for n in s.nodes} == {"n3"}
+    assert len(decision.starts) == 2
+    assert check_decision(snap, decision) == []
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_multi_resource_units_stay_on_one_node(name: str) -> None:
+    # GPU jobs must land on the GPU node, with their cores there too.
+    nodes = (node(1, cores=8), node(2, cores=8, gpu=2), node(3, cores=8))
+    snap = Snapshot(
+        T, nodes, (running("r", "n2", 2, 100),),
+        (queued("g", 3, 100, gpu=1, units=2), queued("c", 8, 100, submit=T - 50)),
+    )
+    _, decision = decide(name, snap)
+    by_job = {s.job_id: s.nodes for s in decision.starts}
+    assert by_job.get("g") == ("n2", "n2")
+    assert check_decision(snap, decision) == []
+
+
+@pytest.mark.parametrize("name", ["pcp20", "pcp19"])
+def test_exact_allocation_models_see_fragmentation(name: str) -> None:
+    # 3 free cores on each of two nodes: three 2-core jobs pool into 6 cores but only two fit.
+    snap = Snapshot(
+        T, (node(1), node(2)), (running("r1", "n1", 1, 100), running("r2", "n2", 1, 100)),
+        tuple(queued(f"j{i}", 2, 100) for i in range(3)),
+    )
+    outcome, decision = decide(name, snap)
+    assert len(decision.starts) == 2
+    assert outcome.status in (pb.SOLVE_STATUS_OPTIMAL, pb.SOLVE_STATUS_FEASIBLE)
+
+
+def _idle_system(nodes: int) -> Snapshot:
+    return Snapshot(
+        T, tuple(node(i, cores=8) for i in range(nodes)), (),
+        tuple(queued(f"j{i}", 2 + i % 3, 100 + 10 * i, units=1 + i % 3) for i in range(12)),
+    )
+
+
+def test_pcp20_variable_count_does_not_depend_on_the_node_count() -> None:
+    sizes = {}
+    for nodes in (8, 80, 800):
+        outcome, decision = decide("pcp20", _idle_system(nodes))
+        sizes[nodes] = outcome.variables
+        assert len(outcome.considered) == 12
+        if nodes >= 80:
+            assert len(decision.starts) == 12  # room for all
+    assert sizes[8] == sizes[80] == sizes[800] > 0
+    # |Q| starts + |Q| now-literals + Σ rn_i positions (one resource type used).
+    jobs = problem_of(_idle_system(8)).jobs
+    assert sizes[8] == 2 * len(jobs) + sum(j.units for j in jobs)
+
+
+def test_pcp19_variable_count_grows_with_the_node_count() -> None:
+    small, _ = decide("pcp19", _idle_system(8))
+    large, _ = decide("pcp19", _idle_system(80))
+    assert large.variables > 5 * small.variables

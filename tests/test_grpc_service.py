@@ -1,0 +1,252 @@
+"""The service over real gRPC on loopback: decisions, reports, bad input, health, reflection."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_status import rpc_status
+
+from hpcdispatch.client import DispatcherClient
+from hpcdispatch.decision_check import check_decision
+from hpcdispatch.proto_convert import decision_from_pb, snapshot_from_pb, snapshot_to_pb
+from hpcdispatch.server.app import RunningServer
+from hpcdispatch.server.dispatchers import DISPATCHERS
+from hpcdispatch.server.dispatchers.base import Outcome
+from hpcdispatch.synthetic import synthetic_snapshot
+from hpcdispatch.systems import PRESETS, homogeneous
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+
+def eurora_request(queued: int = 60, seed: int = 3) -> pb.DispatchRequest:
+    return snapshot_to_pb(synthetic_snapshot(PRESETS["eurora"], queued, 0.7, seed=seed))
+
+
+@pytest.mark.parametrize("dispatcher", sorted(DISPATCHERS))
+def test_every_dispatcher_answers_with_a_checked_decision(
+    client: DispatcherClient, dispatcher: int
+) -> None:
+    request = eurora_request()
+    request.dispatcher = dispatcher
+    response = client.dispatch(request)
+    report = response.report
+    assert report.dispatcher == dispatcher
+    assert response.starts, "a 70 %-busy Eurora with 60 queued jobs has room for some"
+    assert check_decision(snapshot_from_pb(request), decision_from_pb(response)) == []
+    accounted = set(report.considered_job_ids) | {s.job_id for s in report.skipped_jobs}
+    assert accounted == {j.id for j in request.queued_jobs}
+    assert report.total_seconds >= report.build_seconds + report.solve_seconds * 0.99
+    for start in response.starts:
+        job = next(j for j in request.queued_jobs if j.id == start.job_id)
+        assert len(start.units) == job.units
+        assert all(dict(u.amounts) == dict(job.unit_request) for u in start.units)
+        assert start.expected_duration == job.requested_time  # wall-time predictor default
+    if dispatcher in (pb.DISPATCHER_PCP20, pb.DISPATCHER_HCP19, pb.DISPATCHER_PCP19):
+        assert report.attempts and report.attempts[0].time_limit_ms == 100
+        assert report.model_variables > 0 and report.model_constraints > 0
+        assert report.HasField("objective")
+
+
+def test_search_parameters_reach_the_restart_policy(client: DispatcherClient) -> None:
+    request = eurora_request()
+    request.dispatcher = pb.DISPATCHER_PCP20
+    request.search.profile = "papers"
+    request.search.delta_ms = 30
+    request.search.window = 5
+    response = client.dispatch(request)
+    assert response.report.profile == "papers"
+    assert response.report.attempts[0].time_limit_ms == 30
+    assert len(response.report.considered_job_ids) <= 5
+    outside = [s for s in response.report.skipped_jobs
+               if s.reason == pb.SKIP_REASON_OUTSIDE_WINDOW]
+    assert outside
+
+
+def test_the_request_deadline_caps_the_search(client: DispatcherClient) -> None:
+    request = snapshot_to_pb(synthetic_snapshot(PRESETS["kit-forhlr2"], 100, 0.7, seed=5))
+    request.dispatcher = pb.DISPATCHER_PCP20
+    request.search.profile = "papers"  # δ = 1 s ... δmax = 16 s
+    started = time.monotonic()
+    response = client.dispatch(request, timeout=2.0)
+    assert time.monotonic() - started < 2.0
+    assert sum(a.time_limit_ms for a in response.report.attempts) < 2000
+
+
+def _violations(call: Callable[[], object]) -> tuple[grpc.StatusCode, list[str]]:
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    error = info.value
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    assert status is not None, "rich status expected"
+    fields = []
+    for detail in status.details:
+        bad = error_details_pb2.BadRequest()
+        assert detail.Unpack(bad)
+        fields.extend(v.field for v in bad.field_violations)
+    return error.code(), fields  # type: ignore[attr-defined]
+
+
+def _mutate(fn: Callable[[pb.DispatchRequest], None]) -> pb.DispatchRequest:
+    request = eurora_request(queued=5)
+    fn(request)
+    return request
+
+
+BAD_INPUTS: dict[str, tuple[Callable[[pb.DispatchRequest], None], str]] = {
+    "duplicate node id": (lambda r: setattr(r.nodes[1], "id", r.nodes[0].id), "nodes[1].id"),
+    "duplicate job id": (
+        lambda r: setattr(r.queued_jobs[1], "id", r.queued_jobs[0].id), "queued_jobs[1].id"
+    ),
+    "running on unknown node": (
+        lambda r: setattr(r.running_jobs[0].units[0], "node_id", "nowhere"),
+        "running_jobs[0].units[0].node_id",
+    ),
+    "zero capacity": (
+        lambda r: r.nodes[2].capacity.__setitem__("core", 0), 'nodes[2].capacity["core"]'
+    ),
+    "negative request": (
+        lambda r: r.queued_jobs[0].unit_request.__setitem__("core", -2),
+        'queued_jobs[0].unit_request["core"]',
+    ),
+    "unknown resource type": (
+        lambda r: r.queued_jobs[1].unit_request.__setitem__("fpga", 1),
+        'queued_jobs[1].unit_request["fpga"]',
+    ),
+    "submit after t": (
+        lambda r: setattr(r.queued_jobs[2], "submit_time", r.time + 5),
+        "queued_jobs[2].submit_time",
+    ),
+    "start after t": (
+        lambda r: setattr(r.running_jobs[0], "start_time", r.time + 1),
+        "running_jobs[0].start_time",
+    ),
+    "zero units": (lambda r: setattr(r.queued_jobs[0], "units", 0), "queued_jobs[0].units"),
+    "no requested time": (
+        lambda r: setattr(r.queued_jobs[3], "requested_time", 0), "queued_jobs[3].requested_time"
+    ),
+    "node state unset": (
+        lambda r: setattr(r.nodes[0], "state", pb.NODE_STATE_UNSPECIFIED), "nodes[0].state"
+    ),
+    "running over capacity": (
+        lambda r: r.running_jobs[0].units[0].amounts.__setitem__("core", 10_000),
+        "running_jobs[0].units[0]",
+    ),
+    "bad search parameter": (lambda r: setattr(r.search, "delta_ms", 0), "search.delta_ms"),
+    "unknown profile": (lambda r: setattr(r.search, "profile", "turbo"), "search.profile"),
+    "oracle without durations": (
+        lambda r: (setattr(r, "predictor", pb.PREDICTOR_ORACLE),
+                   r.queued_jobs[0].ClearField("actual_duration")),
+        "queued_jobs[0].actual_duration",
+    ),
+    "no nodes": (lambda r: r.ClearField("nodes"), "nodes"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_is_invalid_argument_naming_the_field(
+    client: DispatcherClient, case: str
+) -> None:
+    mutate, field = BAD_INPUTS[case]
+    code, fields = _violations(lambda: client.dispatch(_mutate(mutate)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert field in fields, fields
+
+
+def test_a_snapshot_beyond_the_size_limits_is_rejected(server: RunningServer) -> None:
+    request = eurora_request(queued=5)
+    limit = server.config.max_nodes
+    for i in range(limit + 1 - len(request.nodes)):
+        request.nodes.add(id=f"x{i}", state=pb.NODE_STATE_UP, capacity={"core": 1})
+    with DispatcherClient(server.target) as c:
+        code, fields = _violations(lambda: c.dispatch(request, timeout=120))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "nodes" in fields
+
+
+def test_bad_completions_are_rejected(client: DispatcherClient) -> None:
+    bad = pb.JobCompletion(job_id="a", user="u", requested_time=10, start_time=50, end_time=40)
+    code, fields = _violations(lambda: client.report_completions([bad]))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert fields == ["completions[0].end_time"]
+    good = pb.JobCompletion(job_id="a", user="u", requested_time=10, start_time=40, end_time=50)
+    assert client.report_completions([good]) == 1
+
+
+def test_a_large_snapshot_goes_through(client: DispatcherClient) -> None:
+    """10,000 nodes and 5,000 queued jobs: well beyond gRPC's default 4 MiB message limit."""
+    snap = synthetic_snapshot(homogeneous("big", 10_000, {"core": 32, "mem": 131072}), 5_000,
+                              0.7, seed=2)
+    request = snapshot_to_pb(snap)
+    request.dispatcher = pb.DISPATCHER_PCP20
+    assert request.ByteSize() > 4 * 1024 * 1024 // 4
+    response = client.dispatch(request, timeout=120)
+    assert response.starts
+    assert check_decision(snap, decision_from_pb(response)) == []
+
+
+def test_a_failing_decision_is_replaced_by_the_checked_fallback(
+    client: DispatcherClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class OverAllocating:
+        name = "broken"
+        kind = pb.DISPATCHER_FCFS
+
+        def decide(self, problem: object, control: object) -> Outcome:
+            # Every queued job on node 0: far beyond its capacity.
+            jobs = problem.jobs  # type: ignore[attr-defined]
+            return Outcome(starts={j.index: [0] * j.units for j in jobs},
+                           status=pb.SOLVE_STATUS_HEURISTIC)
+
+    monkeypatch.setitem(DISPATCHERS, pb.DISPATCHER_FCFS, OverAllocating())
+    request = eurora_request()
+    request.dispatcher = pb.DISPATCHER_FCFS
+    response = client.dispatch(request)
+    assert response.report.status == pb.SOLVE_STATUS_FALLBACK
+    assert "failed the check" in response.report.fallback_reason
+    assert check_decision(snapshot_from_pb(request), decision_from_pb(response)) == []
+    assert response.starts  # EASY answered
+
+
+def test_a_crashing_dispatcher_is_replaced_by_the_fallback(
+    client: DispatcherClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Crashing:
+        name = "crash"
+        kind = pb.DISPATCHER_HCP19
+
+        def decide(self, problem: object, control: object) -> Outcome:
+            raise RuntimeError("boom")
+
+    monkeypatch.setitem(DISPATCHERS, pb.DISPATCHER_HCP19, Crashing())
+    request = eurora_request()
+    request.dispatcher = pb.DISPATCHER_HCP19
+    response = client.dispatch(request)
+    assert response.report.status == pb.SOLVE_STATUS_FALLBACK
+    assert "boom" in response.report.fallback_reason
+
+
+def test_health_and_reflection(server: RunningServer) -> None:
+    with grpc.insecure_channel(server.target) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "hpcdispatch.v1.DispatcherService"):
+            reply = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        replies = stub.ServerReflectionInfo(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5
+        )
+        names = {s.name for r in replies for s in r.list_services_response.service}
+    assert "hpcdispatch.v1.DispatcherService" in names
+
+
+def test_describe_service(client: DispatcherClient) -> None:
+    info = client.describe()
+    assert {p.name for p in info.profiles} >= {"papers", "fast"}
+    papers = next(p for p in info.profiles if p.name == "papers")
+    assert (papers.delta_ms, papers.delta_max_ms, papers.k, papers.window) == (1000, 16000, 2, 100)
+    assert set(info.dispatchers) == set(DISPATCHERS)
+    assert info.default_dispatcher == pb.DISPATCHER_PCP20

@@ -1,0 +1,108 @@
+"""`hpcdispatch serve` and `hpcdispatch dispatch` as processes, as an operator runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from hpcdispatch.client import DispatcherClient
+from hpcdispatch.proto_convert import snapshot_to_pb
+from hpcdispatch.synthetic import synthetic_snapshot
+from hpcdispatch.systems import PRESETS
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+CLI = [sys.executable, "-m", "hpcdispatch"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_sigterm_finishes_the_decision_in_flight_after_health_goes_not_serving(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    config = tmp_path / "server.yaml"
+    config.write_text("default_dispatcher: pcp20\nworkers: 2\ngrace_seconds: 20\n")
+    env = {**os.environ, "HPCDISPATCH_LISTEN": f"127.0.0.1:{port}"}
+    proc = subprocess.Popen([*CLI, "serve", "--config", str(config)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    target = f"127.0.0.1:{port}"
+    try:
+        client = DispatcherClient(target, timeout=30)
+        client.wait_ready(timeout=30)
+        request = snapshot_to_pb(synthetic_snapshot(PRESETS["eurora"], 80, 0.7, seed=4))
+        request.dispatcher = pb.DISPATCHER_PCP20
+        request.search.profile = "papers"
+        request.search.delta_ms = 1500  # long enough to be in flight when SIGTERM arrives
+        request.search.k = 1
+        result: dict[str, object] = {}
+
+        def call() -> None:
+            try:
+                result["response"] = client.dispatch(request, timeout=30)
+            except grpc.RpcError as exc:  # pragma: no cover - reported below
+                result["error"] = exc
+
+        worker = threading.Thread(target=call)
+        worker.start()
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        with grpc.insecure_channel(target) as channel:
+            statuses = set()
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                try:
+                    reply = health_pb2_grpc.HealthStub(channel).Check(
+                        health_pb2.HealthCheckRequest(service=""), timeout=1
+                    )
+                    statuses.add(reply.status)
+                    if reply.status == health_pb2.HealthCheckResponse.NOT_SERVING:
+                        break
+                except grpc.RpcError:
+                    break
+                time.sleep(0.05)
+        worker.join(timeout=30)
+        assert "error" not in result, result
+        response = result["response"]
+        assert isinstance(response, pb.DispatchResponse) and response.starts
+        assert proc.wait(timeout=30) == 0
+        assert health_pb2.HealthCheckResponse.NOT_SERVING in statuses or statuses == set()
+        client.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        output = proc.communicate()[0]
+    assert "stopping" in output and "SIGTERM" in output
+
+
+def test_dispatch_command_on_the_embedded_default(tmp_path: Path) -> None:
+    out = tmp_path / "decision.json"
+    done = subprocess.run([*CLI, "dispatch", "--output", str(out)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    decision = json.loads(out.read_text())
+    assert decision["starts"] and decision["report"]["dispatcher"] == "DISPATCHER_PCP20"
+    assert "queued jobs start now" in done.stderr
+
+
+def test_dispatch_command_reports_a_bad_snapshot(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"time": "10", "nodes": [{"id": "a", "state": "NODE_STATE_UP",
+                                                         "capacity": {"core": "0"}}]}))
+    done = subprocess.run([*CLI, "dispatch", str(bad)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode != 0
+    assert 'nodes[0].capacity["core"]' in done.stderr
