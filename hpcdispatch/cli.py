@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_serve(sub)
     _add_dispatch(sub)
+    from hpcdispatch.slurm_bridge.cli import register as register_slurm_bridge
+
+    register_slurm_bridge(sub)
     return parser
 
 

@@ -43,6 +43,7 @@ def resolve_settings(search: pb.SearchParameters, default_profile: str) -> Searc
         ),
         k=search.k if search.HasField("k") else base.k,
         window=search.window if search.HasField("window") else base.window,
+        stall_ms=search.stall_ms if search.HasField("stall_ms") else base.stall_ms,
     )
 
 
@@ -246,7 +247,7 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
             profiles=[
                 pb.SearchProfile(
                     name=s.profile, delta_ms=s.delta_ms, delta_max_ms=s.delta_max_ms, k=s.k,
-                    window=s.window, description=text,
+                    window=s.window, description=text, stall_ms=s.stall_ms,
                 )
                 for s, text in PROFILES.values()
             ],

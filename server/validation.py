@@ -73,6 +73,8 @@ def _check_options(request: pb.DispatchRequest, predictors: list[int], out: _Col
     for name in ("delta_ms", "delta_max_ms", "k", "window"):
         if search.HasField(name) and getattr(search, name) < 1:
             out.add(f"search.{name}", "must be >= 1")
+    if search.HasField("stall_ms") and search.stall_ms < 0:
+        out.add("search.stall_ms", "must be >= 0")
     if (search.HasField("delta_ms") and search.HasField("delta_max_ms")
             and search.delta_max_ms < search.delta_ms):
         out.add("search.delta_max_ms", "must be >= search.delta_ms")

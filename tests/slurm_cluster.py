@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -264,17 +265,23 @@ def _slurmstepd_pids(workdir: Path) -> list[int]:
     return pids
 
 
-if __name__ == "__main__":
+def _main() -> None:
     reason = ensure_slurm()
     if reason:
         sys.exit(reason)
     cluster = SlurmCluster(Path(sys.argv[1]))
     t0 = time.monotonic()
     cluster.start()
-    print(f"up in {time.monotonic() - t0:.1f} s; export SLURM_CONF={cluster.conf_path}")
+    print(f"up in {time.monotonic() - t0:.1f} s; export SLURM_CONF={cluster.conf_path}",
+          flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: stop.set())
     try:
-        signal.pause()
-    except KeyboardInterrupt:
-        pass
+        stop.wait()
     finally:
         cluster.stop()
+
+
+if __name__ == "__main__":
+    _main()

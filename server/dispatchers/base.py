@@ -19,6 +19,7 @@ class SearchSettings:
     delta_max_ms: int
     k: int
     window: int
+    stall_ms: int = 0  # end an attempt this long after its last improvement; 0 = never
 
 
 @dataclass(frozen=True, slots=True)

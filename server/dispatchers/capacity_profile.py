@@ -1,11 +1,13 @@
 """Pooled free capacity over time: a step function of free amounts per resource type.
 
-Times are relative to t (0 = now). The last step lasts forever.
+Times are relative to t (0 = now); step k holds from times[k] until times[k + 1], and the last
+step lasts forever. Arrays keep the per-job queries linear in the number of steps and vectorised.
 """
 
 from __future__ import annotations
 
-import bisect
+import numpy as np
+import numpy.typing as npt
 
 from hpcdispatch.server.dispatchers.free_pool import Vec
 
@@ -13,51 +15,53 @@ from hpcdispatch.server.dispatchers.free_pool import Vec
 class CapacityProfile:
     def __init__(self, free_now: Vec, releases: list[tuple[int, Vec]]) -> None:
         """`releases`: (time > 0, amounts freed at that time), e.g. running jobs' ends."""
-        self.times: list[int] = [0]
-        self.free: list[list[int]] = [list(free_now)]
+        times = [0]
+        steps = [np.asarray(free_now, dtype=np.int64)]
         for when, amounts in sorted(releases):
-            if when != self.times[-1]:
-                self.times.append(when)
-                self.free.append(list(self.free[-1]))
-            step = self.free[-1]
-            for r, a in enumerate(amounts):
-                step[r] += a
+            if when != times[-1]:
+                times.append(when)
+                steps.append(steps[-1].copy())
+            steps[-1] += np.asarray(amounts, dtype=np.int64)
+        self.times: npt.NDArray[np.int64] = np.asarray(times, dtype=np.int64)
+        self.free: npt.NDArray[np.int64] = np.vstack(steps).reshape(len(times), len(free_now))
 
     def _split(self, when: int) -> int:
         """Index of the step that starts exactly at `when`, creating it if needed."""
-        i = bisect.bisect_right(self.times, when) - 1
+        i = int(np.searchsorted(self.times, when, side="right")) - 1
         if self.times[i] == when:
             return i
-        self.times.insert(i + 1, when)
-        self.free.insert(i + 1, list(self.free[i]))
+        self.times = np.insert(self.times, i + 1, when)
+        self.free = np.insert(self.free, i + 1, self.free[i], axis=0)
         return i + 1
-
-    def fits(self, demand: Vec, start: int, duration: int) -> bool:
-        i = bisect.bisect_right(self.times, start) - 1
-        end = start + duration
-        while i < len(self.times) and self.times[i] < end:
-            if any(f < d for f, d in zip(self.free[i], demand, strict=True)):
-                return False
-            i += 1
-        return True
 
     def earliest_start(self, demand: Vec, duration: int, not_before: int = 0) -> int:
         """Earliest start >= not_before at which `demand` fits for `duration`.
 
-        Candidate starts are `not_before` and the step boundaries after it. The last step must
-        hold the demand (callers only ask for jobs that fit the whole pooled system).
+        The start of a feasible window is `not_before` or a step boundary; a window is a run of
+        consecutive steps with room, long enough for the duration. The last step must hold the
+        demand (callers only ask for jobs that fit the whole pooled system).
         """
-        first = bisect.bisect_right(self.times, not_before) - 1
-        candidates = [not_before, *self.times[first + 1 :]]
-        for start in candidates:
-            if self.fits(demand, start, duration):
+        first = int(np.searchsorted(self.times, not_before, side="right")) - 1
+        room = np.all(self.free[first:] >= np.asarray(demand, dtype=np.int64), axis=1)
+        steps = len(room)
+        k = 0
+        while k < steps:
+            if not room[k]:
+                blocked = np.flatnonzero(room[k:])
+                if not len(blocked):
+                    break
+                k += int(blocked[0])
+            start = max(int(self.times[first + k]), not_before)
+            gaps = np.flatnonzero(~room[k:])
+            if not len(gaps):
+                return start  # room until the last step, which lasts forever
+            stop = k + int(gaps[0])
+            if int(self.times[first + stop]) - start >= duration:
                 return start
+            k = stop
         raise ValueError("demand exceeds the pooled capacity at every time")
 
     def reserve(self, demand: Vec, start: int, duration: int) -> None:
         i = self._split(start)
         j = self._split(start + duration)
-        for k in range(i, j):
-            step = self.free[k]
-            for r, d in enumerate(demand):
-                step[r] -= d
+        self.free[i:j] -= np.asarray(demand, dtype=np.int64)

@@ -94,7 +94,8 @@ class CpDispatcher:
                 return solution, total_slowdown(problem, jobs, solution.starts)
 
             hint = formulation.hint(incumbent if incumbent is not None else heuristic)
-            return solve_attempt(formulation.model, limit, hint, extract, control.workers)
+            stall = control.settings.stall_ms / 1000 if control.settings.stall_ms else None
+            return solve_attempt(formulation.model, limit, hint, extract, control.workers, stall)
 
         policy = run_restart_policy(attempt, control.settings, control.deadline)
         outcome.attempts = policy.attempts

@@ -29,11 +29,10 @@ def submit_order(jobs: list[Job]) -> list[Job]:
 def never_fits(problem: Problem, job: Job) -> bool:
     """True when the job exceeds what all up nodes could offer even with nothing running."""
     fit = 0
-    for cap, ok in zip(problem.capacity, problem.eligible, strict=True):
-        if ok:
-            fit += units_per_node(cap, job.req)
-            if fit >= job.units:
-                return False
+    for cap, count in problem.up_capacity_groups().items():
+        fit += count * units_per_node(cap, job.req)
+        if fit >= job.units:
+            return False
     return True
 
 

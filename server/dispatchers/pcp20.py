@@ -22,6 +22,7 @@ import bisect
 from collections import defaultdict
 from typing import ClassVar
 
+import numpy as np
 from ortools.sat.python import cp_model
 
 from hpcdispatch.server.dispatchers.cp_dispatch import CpDispatcher, Solution
@@ -70,7 +71,10 @@ class Pcp20Formulation:
         self.problem, self.lines = problem, lines
         self.schedule = build_schedule_model(problem, jobs, pooled=True)
         self.model = model = self.schedule.model
-        free, cap = problem.free_now.free, problem.capacity
+        free = np.asarray(problem.free_now.free, dtype=np.int64)
+        cap = np.asarray(problem.capacity, dtype=np.int64)
+        node_end = [np.asarray(lines.base[r], dtype=np.int64) + cap[:, r]
+                    for r in range(len(problem.resources))]
         # y[job index][unit][r] for the types the job uses; primary type = first used one.
         self.y: dict[int, list[dict[int, cp_model.IntVar]]] = {}
         self.primary: dict[int, int] = {}
@@ -79,23 +83,23 @@ class Pcp20Formulation:
         for job, now in zip(jobs, self.schedule.now, strict=True):
             used = [r for r, q in enumerate(job.req) if q > 0]
             self.primary[job.index] = used[0]
-            candidates = [
-                n for n in range(len(cap))
-                if problem.eligible[n] and units_per_node(free[n], job.req) > 0
-            ]
+            candidates = np.asarray(sorted(
+                n
+                for vec, nodes in problem.free_now.groups.items()
+                if units_per_node(vec, job.req) > 0
+                for n in nodes
+            ), dtype=np.int64)
+            # Unit starts inside the free part of a node: [end - free, end - req] per node.
             domains = {
-                r: cp_model.Domain.from_intervals(
-                    [
-                        [
-                            lines.base[r][n] + cap[n][r] - free[n][r],
-                            lines.base[r][n] + cap[n][r] - job.req[r],
-                        ]
-                        for n in candidates
-                    ]
+                r: cp_model.Domain.from_flat_intervals(
+                    np.column_stack(
+                        (node_end[r][candidates] - free[candidates, r],
+                         node_end[r][candidates] - job.req[r])
+                    ).ravel().tolist()
                 )
                 for r in used
             }
-            candidate_groups = sorted({lines.group_of[n] for n in candidates})
+            candidate_groups = sorted({lines.group_of[n] for n in candidates.tolist()})
             units: list[dict[int, cp_model.IntVar]] = []
             for u in range(job.units):
                 y = {

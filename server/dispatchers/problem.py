@@ -53,6 +53,17 @@ class Problem:
     blocks: list[RunningBlock]  # running work, remaining duration max(1, s_i + d_i - t)
     jobs: list[Job]
     up_capacity: Vec  # Σ cap over eligible nodes (the pooled Tcap_r)
+    _capacity_groups: dict[Vec, int] | None = None
+
+    def up_capacity_groups(self) -> dict[Vec, int]:
+        """Distinct capacity vectors of up nodes, with how many nodes have each."""
+        if self._capacity_groups is None:
+            groups: dict[Vec, int] = defaultdict(int)
+            for cap, ok in zip(self.capacity, self.eligible, strict=True):
+                if ok:
+                    groups[cap] += 1
+            self._capacity_groups = dict(groups)
+        return self._capacity_groups
 
     def pooled_free_now(self) -> Vec:
         used = [0] * len(self.resources)

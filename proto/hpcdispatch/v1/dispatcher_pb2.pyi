@@ -471,6 +471,7 @@ class SearchParameters(_message.Message):
     DELTA_MAX_MS_FIELD_NUMBER: _builtins.int
     K_FIELD_NUMBER: _builtins.int
     WINDOW_FIELD_NUMBER: _builtins.int
+    STALL_MS_FIELD_NUMBER: _builtins.int
     profile: _builtins.str
     """named profile, e.g. "papers" or "fast"; empty = default"""
     delta_ms: _builtins.int
@@ -481,6 +482,10 @@ class SearchParameters(_message.Message):
     """stop after k attempts without improvement, >= 1"""
     window: _builtins.int
     """m: at most this many queued jobs enter a model, >= 1"""
+    stall_ms: _builtins.int
+    """End an attempt early when no better solution was found for this long after the last one,
+    milliseconds, >= 0; 0 = never (the attempt runs to its limit, as in the papers).
+    """
     def __init__(
         self,
         *,
@@ -489,10 +494,11 @@ class SearchParameters(_message.Message):
         delta_max_ms: _builtins.int | None = ...,
         k: _builtins.int | None = ...,
         window: _builtins.int | None = ...,
+        stall_ms: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_k", b"_k", "_window", b"_window", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "k", b"k", "window", b"window"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_k", b"_k", "_stall_ms", b"_stall_ms", "_window", b"_window", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "k", b"k", "stall_ms", b"stall_ms", "window", b"window"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_k", b"_k", "_window", b"_window", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "k", b"k", "profile", b"profile", "window", b"window"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_k", b"_k", "_stall_ms", b"_stall_ms", "_window", b"_window", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "k", b"k", "profile", b"profile", "stall_ms", b"stall_ms", "window", b"window"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__delta_max_ms: _TypeAlias = _typing.Literal["delta_max_ms"]  # noqa: Y015
     _WhichOneofArgType__delta_max_ms: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms"]  # noqa: Y015
@@ -500,6 +506,8 @@ class SearchParameters(_message.Message):
     _WhichOneofArgType__delta_ms: _TypeAlias = _typing.Literal["_delta_ms", b"_delta_ms"]  # noqa: Y015
     _WhichOneofReturnType__k: _TypeAlias = _typing.Literal["k"]  # noqa: Y015
     _WhichOneofArgType__k: _TypeAlias = _typing.Literal["_k", b"_k"]  # noqa: Y015
+    _WhichOneofReturnType__stall_ms: _TypeAlias = _typing.Literal["stall_ms"]  # noqa: Y015
+    _WhichOneofArgType__stall_ms: _TypeAlias = _typing.Literal["_stall_ms", b"_stall_ms"]  # noqa: Y015
     _WhichOneofReturnType__window: _TypeAlias = _typing.Literal["window"]  # noqa: Y015
     _WhichOneofArgType__window: _TypeAlias = _typing.Literal["_window", b"_window"]  # noqa: Y015
     @_typing.overload
@@ -508,6 +516,8 @@ class SearchParameters(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__delta_ms) -> _WhichOneofReturnType__delta_ms | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__k) -> _WhichOneofReturnType__k | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__stall_ms) -> _WhichOneofReturnType__stall_ms | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__window) -> _WhichOneofReturnType__window | None: ...
 
@@ -961,12 +971,14 @@ class SearchProfile(_message.Message):
     K_FIELD_NUMBER: _builtins.int
     WINDOW_FIELD_NUMBER: _builtins.int
     DESCRIPTION_FIELD_NUMBER: _builtins.int
+    STALL_MS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     delta_ms: _builtins.int
     delta_max_ms: _builtins.int
     k: _builtins.int
     window: _builtins.int
     description: _builtins.str
+    stall_ms: _builtins.int
     def __init__(
         self,
         *,
@@ -976,10 +988,11 @@ class SearchProfile(_message.Message):
         k: _builtins.int = ...,
         window: _builtins.int = ...,
         description: _builtins.str = ...,
+        stall_ms: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "description", b"description", "k", b"k", "name", b"name", "window", b"window"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "description", b"description", "k", b"k", "name", b"name", "stall_ms", b"stall_ms", "window", b"window"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

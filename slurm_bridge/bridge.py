@@ -1,0 +1,396 @@
+"""The bridge loop: read Slurm, ask hpcdispatch, pin and release the chosen jobs, reconcile.
+
+One cycle: read `sinfo`/`squeue`; reconcile the jobs released earlier with what Slurm did;
+build the snapshot; call Dispatch; check the decision independently; then, job by job, pin
+(`scontrol update NodeList=`) and release. A stop request is honoured between jobs, never
+between the pin and the release of one job. Errors never end the loop: the next cycle waits
+with exponential backoff (interval × 2^failures, capped) and the held jobs simply stay held.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import grpc
+import structlog
+
+from hpcdispatch.decision_check import check_decision
+from hpcdispatch.proto_convert import decision_from_pb, snapshot_to_pb
+from hpcdispatch.slurm_bridge.job_units import UnplaceableError, placement_for, unit_shape
+from hpcdispatch.slurm_bridge.metrics import BridgeMetrics
+from hpcdispatch.slurm_bridge.slurm_cli import SlurmCommandError, SlurmCommands
+from hpcdispatch.slurm_bridge.slurm_json import (
+    ACTIVE_STATES,
+    FINISHED_STATES,
+    SlurmJob,
+    SlurmNode,
+    SlurmParseError,
+    parse_jobs,
+    parse_nodes,
+)
+from hpcdispatch.slurm_bridge.snapshot_builder import (
+    BuilderSettings,
+    BuiltSnapshot,
+    InFlight,
+    build_snapshot,
+    is_managed_partition,
+    node_state,
+)
+from hpcdispatch.snapshot import NodeState, Snapshot
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+UNREACHABLE_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+
+class DispatchService(Protocol):
+    """What the bridge needs of hpcdispatch.client.DispatcherClient."""
+
+    def dispatch(
+        self, request: pb.DispatchRequest, timeout: float | None = None
+    ) -> pb.DispatchResponse: ...
+
+    def report_completions(
+        self, completions: Iterable[pb.JobCompletion], cluster: str = "",
+        timeout: float | None = None,
+    ) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeConfig:
+    partitions: frozenset[str]
+    interval: float = 10.0  # seconds between cycles
+    dry_run: bool = False
+    dispatcher: int = pb.DISPATCHER_UNSPECIFIED
+    predictor: int = pb.PREDICTOR_UNSPECIFIED
+    cluster: str = ""  # knowledge-base name at the service
+    dispatch_timeout: float = 30.0  # deadline of one Dispatch call, seconds
+    max_backoff: float = 300.0  # longest wait after repeated failures, seconds
+    start_timeout: float = 60.0  # a released job not started after this is held again
+    track_memory: bool = True
+    default_walltime: int = 86_400
+    report_completions: bool = True
+
+
+@dataclass(slots=True)
+class CycleResult:
+    ok: bool
+    error_kind: str = ""
+    decided: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    left_held: list[str] = field(default_factory=list)  # decided but not applied
+
+
+class Bridge:
+    def __init__(
+        self,
+        config: BridgeConfig,
+        slurm: SlurmCommands,
+        service: DispatchService,
+        metrics: BridgeMetrics | None = None,
+        clock: Callable[[], float] = time.time,
+        out: Callable[[str], None] = print,
+    ) -> None:
+        self.config = config
+        self.slurm = slurm
+        self.service = service
+        self.metrics = metrics or BridgeMetrics()
+        self.clock = clock
+        self.out = out
+        self.log: Any = structlog.get_logger("hpcdispatch.slurm_bridge")
+        self.stop_event = threading.Event()
+        self.in_flight: dict[str, InFlight] = {}
+        self.failures = 0
+        self.started_at = int(clock())
+        self._reported: set[str] = set()
+        self._warned_unmanaged: set[str] = set()
+        self._settings = BuilderSettings(config.partitions, config.track_memory,
+                                         config.default_walltime)
+
+    # -- loop ---------------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Ask the loop to stop after the job being applied (safe from a signal handler)."""
+        self.stop_event.set()
+
+    def run(self, once: bool = False) -> int:
+        """Run cycles until stopped; returns 0, or 1 when `once` and the cycle failed."""
+        self.log.info("bridge_started", partitions=sorted(self.config.partitions),
+                      interval=self.config.interval, dry_run=self.config.dry_run)
+        result = CycleResult(ok=True)
+        while not self.stop_event.is_set():
+            result = self.cycle()
+            if once:
+                break
+            wait = self.next_wait(result)
+            if self.stop_event.wait(wait):
+                break
+        self.log.info("bridge_stopped", in_flight=sorted(self.in_flight))
+        return 0 if result.ok else 1
+
+    def next_wait(self, result: CycleResult) -> float:
+        """The interval after a good cycle; exponential backoff after failed ones."""
+        if result.ok:
+            self.failures = 0
+            self.metrics.backoff_seconds.set(0)
+            return self.config.interval
+        self.failures += 1
+        wait = min(self.config.max_backoff, self.config.interval * 2 ** self.failures)
+        self.metrics.backoff_seconds.set(wait)
+        self.log.warning("retry_with_backoff", error_kind=result.error_kind,
+                         consecutive_failures=self.failures, retry_in_s=wait)
+        return wait
+
+    # -- one cycle ----------------------------------------------------------------------------
+
+    def cycle(self) -> CycleResult:
+        t0 = time.monotonic()
+        try:
+            result = self._cycle()
+        except Exception as exc:  # a bug must not end the daemon: log, count, back off
+            self.log.exception("cycle_crashed", error=repr(exc))
+            result = CycleResult(ok=False, error_kind="internal")
+            self.metrics.errors.labels("internal").inc()
+        elapsed = time.monotonic() - t0
+        self.metrics.cycle_seconds.observe(elapsed)
+        outcome = "error" if not result.ok else ("dry_run" if self.config.dry_run else "ok")
+        self.metrics.cycles.labels(outcome).inc()
+        self.log.info("cycle", outcome=outcome, error_kind=result.error_kind or None,
+                      decided=len(result.decided), released=result.released,
+                      left_held=result.left_held, in_flight=len(self.in_flight),
+                      duration_s=round(elapsed, 4))
+        return result
+
+    def _cycle(self) -> CycleResult:
+        now = int(self.clock())
+        try:
+            nodes = parse_nodes(self.slurm.sinfo())
+            threads = {n.name: n.threads for n in nodes}
+            jobs = parse_jobs(self.slurm.squeue(), threads)
+        except SlurmCommandError as exc:
+            return self._fail("slurm_command", "slurm_read_failed", error=str(exc))
+        except SlurmParseError as exc:
+            return self._fail("slurm_parse", "slurm_output_unreadable", error=str(exc))
+
+        self._reconcile(nodes, jobs, now)
+        built = build_snapshot(nodes, jobs, self._settings, now, self.in_flight)
+        self._observe(built)
+        for job_id, why in built.ignored.items():
+            self._warn_once(job_id, "held_job_not_managed", reason=why)
+
+        result = CycleResult(ok=True)
+        if built.snapshot.queued:
+            dispatched = self._dispatch(built)
+            if not dispatched.ok:
+                return dispatched
+            result = dispatched
+        if self.config.report_completions and not self.config.dry_run:
+            self._report_completions(jobs, nodes)
+        return result
+
+    def _fail(self, kind: str, event: str, **fields: Any) -> CycleResult:
+        self.metrics.errors.labels(kind).inc()
+        self.log.error(event, error_kind=kind, **fields)
+        return CycleResult(ok=False, error_kind=kind)
+
+    def _observe(self, built: BuiltSnapshot) -> None:
+        snap = built.snapshot
+        self.metrics.held_jobs.set(len(snap.queued))
+        self.metrics.in_flight_jobs.set(len(self.in_flight))
+        counts = Counter(n.state.value for n in snap.nodes)
+        for state in NodeState:
+            self.metrics.nodes.labels(state.value).set(counts.get(state.value, 0))
+
+    # -- dispatch and apply -------------------------------------------------------------------
+
+    def _dispatch(self, built: BuiltSnapshot) -> CycleResult:
+        snapshot = built.snapshot
+        request = snapshot_to_pb(snapshot)
+        request.dispatcher = self.config.dispatcher  # type: ignore[assignment]
+        request.predictor = self.config.predictor  # type: ignore[assignment]
+        request.cluster = self.config.cluster
+        held = [j.id for j in snapshot.queued]
+        t0 = time.monotonic()
+        try:
+            response = self.service.dispatch(request, timeout=self.config.dispatch_timeout)
+        except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else None
+            kind = "service_unavailable" if code in UNREACHABLE_CODES else "service_error"
+            return self._fail(kind, "dispatch_failed_jobs_stay_held", code=str(code),
+                              details=exc.details() if isinstance(exc, grpc.Call) else str(exc),
+                              held_jobs=len(held))
+        self.metrics.dispatch_seconds.observe(time.monotonic() - t0)
+        decision = decision_from_pb(response)
+        self.metrics.jobs_decided.inc(len(decision.starts))
+        problems = check_decision(snapshot, decision)
+        if problems:
+            return self._fail("invalid_decision", "decision_rejected", problems=problems[:10])
+        result = CycleResult(ok=True, decided=[s.job_id for s in decision.starts])
+        self.log.info("decision", time=snapshot.time, held_jobs=len(held),
+                      starts={s.job_id: list(s.nodes) for s in decision.starts},
+                      status=pb.SolveStatus.Name(response.report.status))
+        for index, start in enumerate(decision.starts):
+            if self.stop_event.is_set():
+                result.left_held = [s.job_id for s in decision.starts[index:]]
+                self.log.warning("stop_requested_jobs_left_held", jobs=result.left_held)
+                break
+            self._apply(built, snapshot, start.job_id, start.nodes, result)
+        return result
+
+    def _apply(self, built: BuiltSnapshot, snapshot: Snapshot, job_id: str,
+               unit_nodes: Sequence[str], result: CycleResult) -> None:
+        shape = built.shapes[job_id]
+        try:
+            placement = placement_for(shape, unit_nodes)
+        except UnplaceableError as exc:
+            self.metrics.errors.labels("unplaceable").inc()
+            self.log.warning("decision_not_applicable_job_stays_held", job_id=job_id,
+                             reason=str(exc))
+            result.left_held.append(job_id)
+            return
+        num_nodes = None if shape.one_per_node else placement.num_nodes
+        if self.config.dry_run:
+            self.out(f"dry-run: would start job {job_id} on {placement.node_list} "
+                     f"(units on {','.join(unit_nodes)})")
+            return
+        try:
+            self.slurm.pin(job_id, placement.node_list, num_nodes)
+        except SlurmCommandError as exc:
+            self.metrics.errors.labels("slurm_command").inc()
+            self.log.error("pin_failed_job_stays_held", job_id=job_id, error=str(exc))
+            result.left_held.append(job_id)
+            return
+        try:
+            self.slurm.release(job_id)
+        except SlurmCommandError as exc:
+            self.metrics.errors.labels("slurm_command").inc()
+            self.log.error("half_applied_pinned_not_released", job_id=job_id,
+                           nodes=placement.node_list, error=str(exc),
+                           note="the job stays held and is dispatched again next cycle")
+            result.left_held.append(job_id)
+            return
+        queued = next(q for q in snapshot.queued if q.id == job_id)
+        self.in_flight[job_id] = InFlight(job_id, tuple(unit_nodes), dict(shape.per_unit),
+                                          snapshot.time, queued.requested_time)
+        self.metrics.jobs_released.inc()
+        result.released.append(job_id)
+        self.log.info("job_released", job_id=job_id, nodes=placement.node_list,
+                      num_nodes=num_nodes)
+
+    # -- reconciliation -----------------------------------------------------------------------
+
+    def _reconcile(self, nodes: Sequence[SlurmNode], jobs: Sequence[SlurmJob], now: int) -> None:
+        """Compare the released jobs with what Slurm did; adopt pinned jobs after a restart."""
+        by_id = {j.id: j for j in jobs}
+        known = set(self.in_flight)  # this cycle's `jobs` predates any re-hold below
+        up = {n.name for n in nodes if node_state(n) is NodeState.UP}
+        for job_id, flight in list(self.in_flight.items()):
+            job = by_id.get(job_id)
+            if job is None:
+                self._reconciled("vanished", job_id)
+            elif job.allocations and (job.state in ACTIVE_STATES or job.state in FINISHED_STATES):
+                self._check_started(job, flight)
+            elif job.state in FINISHED_STATES:
+                self._reconciled("ended_before_start", job_id, state=job.state)
+            elif job.held:
+                self._reconciled("held_again", job_id)
+            elif job.state == "PENDING":
+                down = sorted(set(flight.unit_nodes) - up)
+                if down:
+                    self._rehold(job_id, "node_unavailable", nodes=down)
+                elif now - flight.released_at > self.config.start_timeout:
+                    self._rehold(job_id, "not_started", reason=job.reason,
+                                 waited_s=now - flight.released_at)
+        if self.config.dry_run:
+            return
+        for job in jobs:
+            if (job.state == "PENDING" and not job.held and job.id not in known
+                    and is_managed_partition(job, self.config.partitions)):
+                if job.required_nodes:
+                    self._adopt(job, now)
+                else:
+                    self._warn_once(job.id, "pending_job_not_held",
+                                    note="submitted without hold; Slurm schedules it itself")
+
+    def _check_started(self, job: SlurmJob, flight: InFlight) -> None:
+        del self.in_flight[job.id]
+        actual = {a.node: a.cpus for a in job.allocations}
+        planned = Counter(flight.unit_nodes)
+        if set(actual) != set(planned):
+            self.metrics.reconciliations.labels("started_elsewhere").inc()
+            self.log.warning("reconcile_started_elsewhere", job_id=job.id,
+                             planned=sorted(planned), actual=sorted(actual))
+            return
+        cores = flight.per_unit.get("core", 1)
+        if any(actual[n] != c * cores for n, c in planned.items()):
+            self.metrics.reconciliations.labels("layout_differs").inc()
+            self.log.info("reconcile_layout_differs", job_id=job.id,
+                          planned={n: c * cores for n, c in planned.items()}, actual=actual)
+        self.log.info("job_started", job_id=job.id, nodes=sorted(actual))
+
+    def _reconciled(self, kind: str, job_id: str, **fields: Any) -> None:
+        self.in_flight.pop(job_id, None)
+        self.metrics.reconciliations.labels(kind).inc()
+        self.log.warning("reconcile_" + kind, job_id=job_id, **fields)
+
+    def _rehold(self, job_id: str, kind: str, **fields: Any) -> None:
+        """Take a released job that cannot start back under the bridge's control."""
+        try:
+            self.slurm.hold(job_id)
+            self.slurm.unpin(job_id)
+        except SlurmCommandError as exc:
+            self.metrics.errors.labels("slurm_command").inc()
+            self.log.error("rehold_failed", job_id=job_id, error=str(exc), kind=kind)
+            return
+        self._reconciled(kind, job_id, action="held again and unpinned", **fields)
+
+    def _adopt(self, job: SlurmJob, now: int) -> None:
+        shape = unit_shape(job, self.config.track_memory, 0)
+        nodes = job.required_nodes
+        unit_nodes = tuple(nodes[i % len(nodes)] for i in range(shape.units))
+        self.in_flight[job.id] = InFlight(job.id, unit_nodes, dict(shape.per_unit), now,
+                                          job.time_limit_s or self.config.default_walltime)
+        self.metrics.reconciliations.labels("adopted").inc()
+        self.log.info("reconcile_adopted_pinned_job", job_id=job.id, nodes=list(nodes))
+
+    def _warn_once(self, job_id: str, event: str, **fields: Any) -> None:
+        if job_id not in self._warned_unmanaged:
+            self._warned_unmanaged.add(job_id)
+            self.log.warning(event, job_id=job_id, **fields)
+
+    # -- completions --------------------------------------------------------------------------
+
+    def _report_completions(self, jobs: Sequence[SlurmJob], nodes: Sequence[SlurmNode]) -> None:
+        visible = {j.id for j in jobs}
+        self._reported &= visible
+        node_memory = max((n.real_memory for n in nodes), default=0)
+        batch = []
+        for job in jobs:
+            if (job.state in FINISHED_STATES and job.allocations and job.start_time > 0
+                    and job.end_time >= max(job.start_time, self.started_at)
+                    and job.id not in self._reported
+                    and is_managed_partition(job, self.config.partitions)):
+                shape = unit_shape(job, self.config.track_memory, node_memory)
+                batch.append(pb.JobCompletion(
+                    job_id=job.id, user=job.user, name=job.name,
+                    queue=",".join(job.partitions), units=shape.units,
+                    unit_request=shape.per_unit,
+                    requested_time=job.time_limit_s or self.config.default_walltime,
+                    start_time=job.start_time, end_time=job.end_time,
+                ))
+        if not batch:
+            return
+        try:
+            self.service.report_completions(batch, cluster=self.config.cluster,
+                                            timeout=self.config.dispatch_timeout)
+        except grpc.RpcError as exc:
+            self.metrics.errors.labels("report_completions").inc()
+            self.log.warning("report_completions_failed", jobs=len(batch), error=str(exc))
+            return
+        self._reported.update(c.job_id for c in batch)
+        self.metrics.completions.inc(len(batch))
+        self.log.info("completions_reported", jobs=[c.job_id for c in batch])

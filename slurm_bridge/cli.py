@@ -1,0 +1,110 @@
+"""`hpcdispatch slurm-bridge`: the argparse subcommand that runs the bridge daemon."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from types import FrameType
+
+from hpcdispatch.server.catalog import DISPATCHER_NAMES, PREDICTOR_NAMES
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `slurm-bridge` subcommand (sets func=run)."""
+    p = subparsers.add_parser(
+        "slurm-bridge",
+        help="dispatch held Slurm jobs through an hpcdispatch service",
+        description="Reads squeue/sinfo, asks the service which held jobs of the given "
+        "partitions start now and where, then pins them (scontrol update NodeList=) and "
+        "releases them. See docs/slurm-bridge.md.",
+    )
+    p.add_argument("--target", default="127.0.0.1:50051", help="host:port of the service")
+    p.add_argument("--partition", action="append", required=True, dest="partitions",
+                   help="managed partition (repeatable)")
+    p.add_argument("--interval", type=float, default=10.0, help="seconds between cycles")
+    p.add_argument("--dry-run", action="store_true", help="print decisions, change nothing")
+    p.add_argument("--once", action="store_true", help="run a single cycle and exit")
+    p.add_argument("--metrics-port", type=int, default=0,
+                   help="serve Prometheus /metrics on this port (0 = off)")
+    p.add_argument("--metrics-addr", default="0.0.0.0", help="address of the metrics server")
+    p.add_argument("--dispatcher", choices=sorted(DISPATCHER_NAMES),
+                   help="dispatcher to ask for (default: the server's)")
+    p.add_argument("--predictor", choices=sorted(PREDICTOR_NAMES),
+                   help="duration predictor (default: the server's)")
+    p.add_argument("--cluster", default="", help="knowledge-base name at the service")
+    p.add_argument("--dispatch-timeout", type=float, default=30.0,
+                   help="deadline of one Dispatch call, seconds")
+    p.add_argument("--max-backoff", type=float, default=300.0,
+                   help="longest wait between cycles after repeated errors, seconds")
+    p.add_argument("--start-timeout", type=float, default=60.0,
+                   help="hold a released job again if Slurm has not started it by then")
+    p.add_argument("--no-memory", action="store_true", help="do not model memory ('mem')")
+    p.add_argument("--default-walltime", type=int, default=86_400,
+                   help="seconds assumed for jobs without a time limit")
+    p.add_argument("--no-completions", action="store_true",
+                   help="do not report finished jobs to the predictors")
+    p.add_argument("--slurm-bin-dir", default="", help="directory of squeue/sinfo/scontrol")
+    p.add_argument("--slurm-timeout", type=float, default=30.0,
+                   help="timeout of one Slurm command, seconds")
+    p.add_argument("--log-format", choices=("kv", "json"), default="kv")
+    p.add_argument("--log-level", default="info")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the bridge until SIGTERM/SIGINT (or one cycle with --once)."""
+    from hpcdispatch.client import DispatcherClient
+    from hpcdispatch.slurm_bridge.bridge import Bridge, BridgeConfig
+    from hpcdispatch.slurm_bridge.logging_setup import configure_logging
+    from hpcdispatch.slurm_bridge.metrics import BridgeMetrics
+    from hpcdispatch.slurm_bridge.slurm_cli import SlurmCommands
+
+    configure_logging(args.log_format, args.log_level)
+    config = BridgeConfig(
+        partitions=frozenset(args.partitions),
+        interval=args.interval,
+        dry_run=args.dry_run,
+        dispatcher=DISPATCHER_NAMES[args.dispatcher] if args.dispatcher
+        else pb.DISPATCHER_UNSPECIFIED,
+        predictor=PREDICTOR_NAMES[args.predictor] if args.predictor
+        else pb.PREDICTOR_UNSPECIFIED,
+        cluster=args.cluster,
+        dispatch_timeout=args.dispatch_timeout,
+        max_backoff=args.max_backoff,
+        start_timeout=args.start_timeout,
+        track_memory=not args.no_memory,
+        default_walltime=args.default_walltime,
+        report_completions=not args.no_completions,
+    )
+    metrics = BridgeMetrics()
+    if args.metrics_port:
+        metrics.serve(args.metrics_port, args.metrics_addr)
+    # The gRPC client retries UNAVAILABLE itself; keep that short, the bridge backs off.
+    client = DispatcherClient(args.target, timeout=args.dispatch_timeout, retries=2)
+    slurm = SlurmCommands(bin_dir=args.slurm_bin_dir, timeout=args.slurm_timeout)
+    bridge = Bridge(config, slurm, client, metrics)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        bridge.log.info("stop_signal", signal=signal.Signals(signum).name)
+        bridge.request_stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        return bridge.run(once=args.once)
+    finally:
+        client.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry point: `python -m hpcdispatch.slurm_bridge.cli ...`."""
+    parser = argparse.ArgumentParser(prog="hpcdispatch")
+    sub = parser.add_subparsers(dest="command", required=True)
+    register(sub)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

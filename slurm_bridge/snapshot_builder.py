@@ -1,0 +1,146 @@
+"""Build the dispatching snapshot from what Slurm reports.
+
+Nodes: every node of the managed partitions. Running jobs: every job (of any partition) that
+holds resources on those nodes, from its real per-node allocation, plus the jobs the bridge
+released that Slurm has not started yet (at their planned nodes, so that no cycle hands the
+same cores out twice). Queued jobs: the held, pending jobs of the managed partitions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from hpcdispatch.slurm_bridge.job_units import CORE, MEM, UnitShape, unit_shape
+from hpcdispatch.slurm_bridge.slurm_json import ACTIVE_STATES, SlurmJob, SlurmNode
+from hpcdispatch.snapshot import (
+    Node,
+    NodeState,
+    QueuedJob,
+    RunningJob,
+    Snapshot,
+    UnitAllocation,
+)
+
+UP_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
+DOWN_FLAGS = frozenset({
+    "NOT_RESPONDING", "FAIL", "POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN", "POWERING_UP",
+    "MAINTENANCE", "REBOOT_ISSUED", "REBOOT_REQUESTED",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class BuilderSettings:
+    partitions: frozenset[str]
+    track_memory: bool = True
+    default_walltime: int = 86_400  # seconds, for jobs without a time limit
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """A job the bridge pinned and released, not seen running yet."""
+
+    job_id: str
+    unit_nodes: tuple[str, ...]  # one node per unit, as decided
+    per_unit: Mapping[str, int]
+    released_at: int  # Unix seconds
+    requested_time: int
+
+
+@dataclass(slots=True)
+class BuiltSnapshot:
+    snapshot: Snapshot
+    shapes: dict[str, UnitShape]  # managed queued job id -> its unit shape
+    ignored: dict[str, str] = field(default_factory=dict)  # held job id -> why not managed
+
+
+def node_state(node: SlurmNode) -> NodeState:
+    if "DRAIN" in node.flags or node.state in ("drained", "draining", "drain"):
+        return NodeState.DRAINED
+    if node.state not in UP_STATES or node.flags & DOWN_FLAGS:
+        return NodeState.DOWN
+    return NodeState.UP
+
+
+def is_managed_partition(job: SlurmJob, partitions: frozenset[str]) -> bool:
+    return bool(job.partitions) and set(job.partitions) <= partitions
+
+
+def build_snapshot(
+    nodes: Sequence[SlurmNode],
+    jobs: Sequence[SlurmJob],
+    settings: BuilderSettings,
+    now: int,
+    in_flight: Mapping[str, InFlight] | None = None,
+) -> BuiltSnapshot:
+    in_flight = in_flight or {}
+    managed_nodes = [n for n in nodes if set(n.partitions) & settings.partitions]
+    track_memory = settings.track_memory and all(n.real_memory > 1 for n in managed_nodes)
+    snap_nodes = tuple(
+        Node(n.name, node_state(n), _capacity(n, track_memory))
+        for n in managed_nodes
+    )
+    node_ids = {n.id for n in snap_nodes}
+    node_memory = max((n.real_memory for n in managed_nodes), default=0)
+
+    running: list[RunningJob] = []
+    queued: list[QueuedJob] = []
+    shapes: dict[str, UnitShape] = {}
+    ignored: dict[str, str] = {}
+    for job in jobs:
+        flight = in_flight.get(job.id)
+        if job.state in ACTIVE_STATES and job.allocations:
+            units = tuple(
+                UnitAllocation(a.node, _amounts(a.cpus, a.memory, track_memory))
+                for a in job.allocations if a.node in node_ids
+            )
+            if units:
+                running.append(RunningJob(
+                    id=job.id, user=job.user, name=job.name,
+                    start_time=min(job.start_time or now, now),
+                    requested_time=job.time_limit_s or settings.default_walltime,
+                    expected_duration=None, units=units,
+                ))
+        elif job.state == "PENDING" and flight is not None and not job.held:
+            running.append(RunningJob(
+                id=job.id, user=job.user, name=job.name,
+                start_time=min(flight.released_at, now),
+                requested_time=flight.requested_time, expected_duration=None,
+                units=tuple(
+                    UnitAllocation(node, _per_unit(flight.per_unit, track_memory))
+                    for node in flight.unit_nodes if node in node_ids
+                ),
+            ))
+        elif job.held and is_managed_partition(job, settings.partitions):
+            if job.is_array_pending or job.is_het:
+                ignored[job.id] = "job arrays and heterogeneous jobs are not managed"
+                continue
+            shape = unit_shape(job, track_memory, node_memory)
+            shapes[job.id] = shape
+            queued.append(QueuedJob(
+                id=job.id, user=job.user, name=job.name, queue=",".join(job.partitions),
+                submit_time=min(job.submit_time, now), units=shape.units,
+                unit_request=dict(shape.per_unit),
+                requested_time=job.time_limit_s or settings.default_walltime,
+            ))
+    running = [r for r in running if r.units]
+    snapshot = Snapshot(time=now, nodes=snap_nodes, running=tuple(running), queued=tuple(queued))
+    return BuiltSnapshot(snapshot=snapshot, shapes=shapes, ignored=ignored)
+
+
+def _capacity(node: SlurmNode, track_memory: bool) -> dict[str, int]:
+    cap = {CORE: max(1, node.cpus)}
+    if track_memory:
+        cap[MEM] = node.real_memory
+    return cap
+
+
+def _amounts(cpus: int, memory: int, track_memory: bool) -> dict[str, int]:
+    amounts = {CORE: cpus}
+    if track_memory:
+        amounts[MEM] = memory
+    return amounts
+
+
+def _per_unit(per_unit: Mapping[str, int], track_memory: bool) -> dict[str, int]:
+    return {r: v for r, v in per_unit.items() if track_memory or r != MEM}

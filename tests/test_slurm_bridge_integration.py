@@ -1,0 +1,188 @@
+"""The Slurm bridge against real Slurm 22.05 daemons and a real hpcdispatch service.
+
+A one-host cluster (3 emulated nodes × 4 CPUs, 2000 MiB) holds every job of partition `batch`
+through the shipped deploy/slurm/job_submit.lua. A stream of jobs of different sizes is
+submitted; the bridge dispatches them through the service. Checked: jobs stay held while the
+service is unreachable; each job ran on exactly the nodes the service chose; no node was ever
+over-committed (squeue polled while jobs run); every job completed. Skipped, with the reason,
+when Slurm cannot be installed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pytest
+
+from hpcdispatch.client import DispatcherClient
+from hpcdispatch.slurm_bridge.bridge import Bridge, BridgeConfig
+from hpcdispatch.slurm_bridge.metrics import BridgeMetrics
+from hpcdispatch.slurm_bridge.slurm_cli import SlurmCommands
+from hpcdispatch.slurm_bridge.slurm_json import ACTIVE_STATES, parse_jobs
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+from tests.slurm_cluster import SlurmCluster, ensure_slurm
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+ROOT = Path(__file__).resolve().parents[1]
+JOB_SUBMIT_LUA = ROOT / "deploy" / "slurm" / "job_submit.lua"
+CPUS, MEMORY = 4, 2000
+
+# (sbatch size options, sleep seconds): a mix of serial, multi-task, multi-core-task and
+# memory-heavy jobs; several need more than one node's worth of CPUs.
+WAVES: list[list[tuple[tuple[str, ...], int]]] = [
+    [(("-n", "3"), 4), (("-n", "2", "-c", "2"), 3), (("-n", "6"), 3), (("-n", "1"), 2),
+     (("-n", "1", "--mem-per-cpu", "1500"), 3)],
+    [(("-n", "4"), 2), (("-n", "1", "-c", "3"), 3), (("-n", "8"), 2), (("-n", "2"), 4)],
+    [(("-n", "5"), 2), (("-n", "1"), 1), (("-n", "3", "-c", "2"), 2), (("-n", "1"), 3),
+     (("-n", "2", "--mem-per-cpu", "900"), 2)],
+]
+
+
+class RecordingClient:
+    """The real client, recording the nodes the service chose for each job (last decision)."""
+
+    def __init__(self, client: DispatcherClient) -> None:
+        self.client = client
+        self.chosen: dict[str, set[str]] = {}
+        self.lock = threading.Lock()
+
+    def dispatch(self, request: pb.DispatchRequest, timeout: float | None = None) -> (
+        pb.DispatchResponse
+    ):
+        response = self.client.dispatch(request, timeout)
+        with self.lock:
+            for start in response.starts:
+                self.chosen[start.job_id] = {u.node_id for u in start.units}
+        return response
+
+    def report_completions(self, completions: Iterable[pb.JobCompletion], cluster: str = "",
+                           timeout: float | None = None) -> int:
+        return self.client.report_completions(completions, cluster, timeout)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    reason = ensure_slurm()
+    if reason is not None:
+        if os.environ.get("HPCDISPATCH_REQUIRE_SLURM"):  # CI that must not skip
+            pytest.fail(f"Slurm required but unavailable: {reason}")
+        pytest.skip(f"Slurm integration test skipped: {reason}")
+    c = SlurmCluster(tmp_path_factory.mktemp("slurm"), cpus=CPUS, memory_mib=MEMORY,
+                     job_submit_lua=JOB_SUBMIT_LUA)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+        alive = {name: p.pid for name, p in c.processes.items() if p.poll() is None}
+        assert not alive, f"daemons still running after stop: {alive}"
+
+
+@pytest.fixture(scope="module")
+def service() -> Iterator[str]:
+    from hpcdispatch.server.app import ServerConfig, start_server
+
+    server = start_server(ServerConfig(listen="127.0.0.1:0", default_dispatcher="easy"))
+    try:
+        yield f"127.0.0.1:{server.port}"
+    finally:
+        server.stop(1.0)
+
+
+def _submit(cluster: SlurmCluster, wave: list[tuple[tuple[str, ...], int]]) -> list[str]:
+    # No -H: the shipped job_submit.lua must hold them.
+    return [cluster.sbatch("-t", "2", *size, script=f"sleep {secs}") for size, secs in wave]
+
+
+def _jobs(cluster: SlurmCluster) -> dict[str, object]:
+    return {j.id: j for j in parse_jobs(cluster.squeue_json())}
+
+
+def test_bridge_dispatches_held_jobs_on_real_slurm(cluster: SlurmCluster, service: str) -> None:
+    t_start = time.monotonic()
+    slurm = SlurmCommands(env=cluster.env, timeout=20)
+    submitted = _submit(cluster, WAVES[0])
+
+    # The lua script held them all; Slurm's own scheduler must not start them.
+    time.sleep(1.5)
+    first = parse_jobs(cluster.squeue_json())
+    assert {j.id for j in first if j.held} == set(submitted), [(j.id, j.reason) for j in first]
+
+    # Service unreachable: one cycle fails, nothing is released, the jobs stay held.
+    dead = DispatcherClient("127.0.0.1:1", timeout=1.0, retries=2)
+    broken = Bridge(BridgeConfig(frozenset({"batch"}), interval=0.5, dispatch_timeout=1.0),
+                    slurm, dead)
+    result = broken.cycle()
+    dead.close()
+    assert not result.ok and result.error_kind == "service_unavailable"
+    assert broken.next_wait(result) > 0.5
+    assert all(j.held for j in parse_jobs(cluster.squeue_json()) if j.id in submitted)
+
+    # The real bridge against the real service.
+    client = DispatcherClient(service, timeout=10.0)
+    recorder = RecordingClient(client)
+    metrics = BridgeMetrics()
+    bridge = Bridge(
+        BridgeConfig(frozenset({"batch"}), interval=0.5, dispatch_timeout=10.0,
+                     start_timeout=30.0, dispatcher=pb.DISPATCHER_EASY),
+        slurm, recorder, metrics,
+    )
+    thread = threading.Thread(target=bridge.run, daemon=True)
+    thread.start()
+
+    peak: dict[str, int] = defaultdict(int)
+    overcommits: list[str] = []
+    polls = 0
+    submit_at = [time.monotonic() + 3.0, time.monotonic() + 7.0]
+    waves = list(WAVES[1:])
+    deadline = time.monotonic() + 120.0
+    try:
+        while time.monotonic() < deadline:
+            if waves and time.monotonic() >= submit_at[0]:
+                submitted += _submit(cluster, waves.pop(0))
+                submit_at.pop(0)
+            jobs = parse_jobs(cluster.squeue_json())
+            polls += 1
+            cpus: dict[str, int] = defaultdict(int)
+            mem: dict[str, int] = defaultdict(int)
+            for job in jobs:
+                if job.state in ACTIVE_STATES:
+                    for a in job.allocations:
+                        cpus[a.node] += a.cpus
+                        mem[a.node] += a.memory
+            for node, used in cpus.items():
+                peak[node] = max(peak[node], used)
+                if used > CPUS or mem[node] > MEMORY:
+                    overcommits.append(f"{node}: {used} CPUs, {mem[node]} MiB")
+            mine = [j for j in jobs if j.id in submitted]
+            if not waves and len(mine) == len(submitted) and all(
+                j.state == "COMPLETED" for j in mine
+            ):
+                break
+            assert thread.is_alive(), "bridge loop ended on its own"
+            time.sleep(0.3)
+    finally:
+        bridge.request_stop()
+        thread.join(15)
+        client.close()
+    assert not thread.is_alive(), "bridge did not stop"
+
+    final = {j.id: j for j in parse_jobs(cluster.squeue_json())}
+    states = {jid: final[jid].state if jid in final else "gone" for jid in submitted}
+    assert all(s == "COMPLETED" for s in states.values()), states
+    assert not overcommits, overcommits[:5]
+    assert polls >= 10
+    assert max(peak.values()) >= 3, f"the cluster was never busy: {dict(peak)}"
+    for jid in submitted:
+        ran_on = {a.node for a in final[jid].allocations}
+        assert jid in recorder.chosen, f"job {jid} ran without a decision of the service"
+        assert ran_on == recorder.chosen[jid], (jid, ran_on, recorder.chosen[jid])
+    released = metrics.registry.get_sample_value("hpcdispatch_bridge_jobs_released_total")
+    assert released is not None and released >= len(submitted)
+    assert time.monotonic() - t_start < 150
