@@ -59,7 +59,9 @@ class CpDispatcher:
     # where the pooled list schedule is optimistic: there any solver solution wins.
     heuristic_in_model: ClassVar[bool] = True
 
-    def formulate(self, problem: Problem, jobs: list[Job], deadline: float) -> Formulation:
+    def formulate(
+        self, problem: Problem, jobs: list[Job], deadline: float, heuristic: Solution
+    ) -> Formulation:
         raise NotImplementedError
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
@@ -79,7 +81,7 @@ class CpDispatcher:
         heuristic = Solution(greedy.starts, greedy.nodes)
         heuristic_objective = total_slowdown(problem, jobs, greedy.starts)
         try:
-            formulation = self.formulate(problem, jobs, control.deadline)
+            formulation = self.formulate(problem, jobs, control.deadline, heuristic)
         except BuildBudgetExceeded:
             outcome.build_seconds = time.monotonic() - built
             outcome.status, outcome.objective = pb.SOLVE_STATUS_HEURISTIC, heuristic_objective

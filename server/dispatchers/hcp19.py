@@ -53,5 +53,7 @@ class Hcp19Dispatcher(CpDispatcher):
     kind: ClassVar[int] = pb.DISPATCHER_HCP19
     place_now: ClassVar[bool] = False
 
-    def formulate(self, problem: Problem, jobs: list[Job], deadline: float) -> Hcp19Formulation:
+    def formulate(
+        self, problem: Problem, jobs: list[Job], deadline: float, heuristic: Solution
+    ) -> Hcp19Formulation:
         return Hcp19Formulation(problem, jobs)

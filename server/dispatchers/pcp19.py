@@ -97,5 +97,7 @@ class Pcp19Dispatcher(CpDispatcher):
     kind: ClassVar[int] = pb.DISPATCHER_PCP19
     heuristic_in_model: ClassVar[bool] = False
 
-    def formulate(self, problem: Problem, jobs: list[Job], deadline: float) -> Pcp19Formulation:
+    def formulate(
+        self, problem: Problem, jobs: list[Job], deadline: float, heuristic: Solution
+    ) -> Pcp19Formulation:
         return Pcp19Formulation(problem, jobs, deadline)

@@ -19,6 +19,7 @@ re-planned, never dispatched, before the next dispatching time.
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections import defaultdict
 from typing import ClassVar
 
@@ -66,8 +67,32 @@ class ResourceLines:
         return self.order[bisect.bisect_right(self.starts[r], position) - 1]
 
 
+# Node window: a unit may start now on at most this many nodes, the best-fitting ones (and the
+# heuristic's choice), so the domains, like the variable count, do not grow with the system.
+NODE_WINDOW_MIN = 64
+NODE_WINDOW_PER_UNIT = 4
+
+
+def candidate_nodes(problem: Problem, job: Job, hinted: list[int]) -> list[int]:
+    """Nodes a unit of `job` may use at t: the best-fitting ones that hold one, in line order."""
+    want = max(NODE_WINDOW_MIN, NODE_WINDOW_PER_UNIT * job.units)
+    pool = problem.free_now
+    fitting = sorted(
+        ((pool.score(vec), vec) for vec in pool.groups if units_per_node(vec, job.req) > 0),
+    )
+    chosen: set[int] = set(hinted)
+    for _, vec in fitting:
+        nodes = pool.groups[vec]
+        chosen.update(nodes if len(nodes) <= want else heapq.nsmallest(want, nodes))
+        if len(chosen) >= want:
+            break
+    return sorted(chosen)
+
+
 class Pcp20Formulation:
-    def __init__(self, problem: Problem, jobs: list[Job], lines: ResourceLines) -> None:
+    def __init__(
+        self, problem: Problem, jobs: list[Job], lines: ResourceLines, heuristic: Solution
+    ) -> None:
         self.problem, self.lines = problem, lines
         self.schedule = build_schedule_model(problem, jobs, pooled=True)
         self.model = model = self.schedule.model
@@ -83,12 +108,9 @@ class Pcp20Formulation:
         for job, now in zip(jobs, self.schedule.now, strict=True):
             used = [r for r, q in enumerate(job.req) if q > 0]
             self.primary[job.index] = used[0]
-            candidates = np.asarray(sorted(
-                n
-                for vec, nodes in problem.free_now.groups.items()
-                if units_per_node(vec, job.req) > 0
-                for n in nodes
-            ), dtype=np.int64)
+            candidates = np.asarray(
+                candidate_nodes(problem, job, heuristic.nodes.get(job.index, [])), dtype=np.int64
+            )
             # Unit starts inside the free part of a node: [end - free, end - req] per node.
             domains = {
                 r: cp_model.Domain.from_flat_intervals(
@@ -191,5 +213,7 @@ class Pcp20Dispatcher(CpDispatcher):
     name: ClassVar[str] = "pcp20"
     kind: ClassVar[int] = pb.DISPATCHER_PCP20
 
-    def formulate(self, problem: Problem, jobs: list[Job], deadline: float) -> Pcp20Formulation:
-        return Pcp20Formulation(problem, jobs, ResourceLines(problem))
+    def formulate(
+        self, problem: Problem, jobs: list[Job], deadline: float, heuristic: Solution
+    ) -> Pcp20Formulation:
+        return Pcp20Formulation(problem, jobs, ResourceLines(problem), heuristic)

@@ -9,9 +9,14 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+import numpy as np
+
 from hpcdispatch.server.dispatchers.capacity_profile import CapacityProfile
 from hpcdispatch.server.dispatchers.free_pool import FreePool, Vec
 from hpcdispatch.snapshot import NodeState, Snapshot
+
+# Distinct release times of running work in the pooled (after-t) capacity view.
+MAX_RELEASE_STEPS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +59,7 @@ class Problem:
     jobs: list[Job]
     up_capacity: Vec  # Σ cap over eligible nodes (the pooled Tcap_r)
     _capacity_groups: dict[Vec, int] | None = None
+    _releases: list[tuple[int, Vec]] | None = None
 
     def up_capacity_groups(self) -> dict[Vec, int]:
         """Distinct capacity vectors of up nodes, with how many nodes have each."""
@@ -74,14 +80,31 @@ class Problem:
         return tuple(c - u for c, u in zip(self.up_capacity, used, strict=True))
 
     def pooled_releases(self) -> list[tuple[int, Vec]]:
-        """Running work on eligible nodes merged by end time: (end, amounts)."""
-        merged: dict[int, list[int]] = defaultdict(lambda: [0] * len(self.resources))
-        for b in self.blocks:
-            if self.eligible[b.node]:
-                acc = merged[b.end]
-                for r, a in enumerate(b.amounts):
-                    acc[r] += a
-        return sorted((end, tuple(v)) for end, v in merged.items())
+        """Running work on eligible nodes merged by end time: (end, amounts), sorted.
+
+        At most MAX_RELEASE_STEPS distinct ends are kept: beyond that, an end is moved later to
+        the next kept one. Freeing resources later than predicted only makes the plan for after
+        t more cautious; what is free at t, the only thing dispatched, is exact.
+        """
+        if self._releases is not None:
+            return self._releases
+        ends = np.fromiter((b.end for b in self.blocks if self.eligible[b.node]), dtype=np.int64)
+        amounts = np.asarray(
+            [b.amounts for b in self.blocks if self.eligible[b.node]], dtype=np.int64
+        ).reshape(len(ends), len(self.resources))
+        distinct = np.unique(ends)
+        if len(distinct) > MAX_RELEASE_STEPS:
+            stride = -(-len(distinct) // MAX_RELEASE_STEPS)
+            kept = np.unique(np.append(distinct[stride - 1 :: stride], distinct[-1]))
+            ends = kept[np.searchsorted(kept, ends)]
+            distinct = kept
+        totals = np.zeros((len(distinct), len(self.resources)), dtype=np.int64)
+        np.add.at(totals, np.searchsorted(distinct, ends), amounts)
+        self._releases = [
+            (int(end), tuple(int(a) for a in row))
+            for end, row in zip(distinct, totals, strict=True)
+        ]
+        return self._releases
 
     def pooled_profile(self) -> CapacityProfile:
         return CapacityProfile(self.pooled_free_now(), self.pooled_releases())
