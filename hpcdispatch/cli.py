@@ -101,8 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_serve(sub)
     _add_dispatch(sub)
+    from hpcdispatch.sim_adapter.cli import register as register_simulation
     from hpcdispatch.slurm_bridge.cli import register as register_slurm_bridge
 
+    register_simulation(sub)
     register_slurm_bridge(sub)
     return parser
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from hpcdispatch.server.predictors.base import Completion, JobFacts
 from hpcdispatch.server.predictors.data_driven import DataDrivenPredictor, resemblance_rules
 from hpcdispatch.server.predictors.job_keys import name_prefix, request_shape

@@ -1,0 +1,99 @@
+"""The thin adapter: the simulator reaches the dispatcher only through the gRPC contract.
+
+`service_target(None)` starts a service on loopback for the duration of a `with` block (the
+embedded default); `service_target("host:port")` uses an existing one. `GrpcBackend` sends
+each DispatchRequest with `hpcdispatch.client.DispatcherClient` and reports completions to the
+run's knowledge base (`cluster`), so the service's predictors learn as the replay goes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, cast
+
+from hpcdispatch.client import DispatcherClient
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+DEFAULT = "default"  # leave the request field unset: the server's default
+
+
+def _names(enum: Any, prefix: str) -> dict[str, int]:
+    out = {DEFAULT: 0}
+    for name, value in enum.items():
+        if value:
+            out[name.removeprefix(prefix).lower().replace("_", "-")] = value
+    return out
+
+
+DISPATCHERS: dict[str, int] = _names(pb.Dispatcher, "DISPATCHER_")  # fcfs, easy, pcp20, ...
+PREDICTORS: dict[str, int] = _names(pb.Predictor, "PREDICTOR_")  # walltime, last-two, ...
+ALLOCATORS: dict[str, int] = _names(pb.Allocator, "ALLOCATOR_")  # best-fit, first-fit
+DISPATCHER_BY_KIND = {v: k for k, v in DISPATCHERS.items()}
+PREDICTOR_BY_KIND = {v: k for k, v in PREDICTORS.items()}
+
+
+def _lookup(table: dict[str, int], kind: str, name: str) -> int:
+    try:
+        return table[name]
+    except KeyError:
+        raise ValueError(f"unknown {kind} {name!r}; one of {sorted(table)}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchSettings:
+    """The per-run options of every DispatchRequest (names as on the command line)."""
+
+    dispatcher: str = DEFAULT
+    predictor: str = DEFAULT
+    allocator: str = DEFAULT
+    profile: str = ""  # search profile; empty = the server's default
+    cluster: str = ""  # knowledge base name; empty = "default"
+
+    def template(self) -> pb.DispatchRequest:
+        request = pb.DispatchRequest(
+            dispatcher=cast("pb.Dispatcher.ValueType",
+                            _lookup(DISPATCHERS, "dispatcher", self.dispatcher)),
+            predictor=cast("pb.Predictor.ValueType",
+                           _lookup(PREDICTORS, "predictor", self.predictor)),
+            allocator=cast("pb.Allocator.ValueType",
+                           _lookup(ALLOCATORS, "allocator", self.allocator)),
+            cluster=self.cluster,
+        )
+        if self.profile:
+            request.search.profile = self.profile
+        return request
+
+
+class GrpcBackend:
+    """DispatchBackend over a DispatcherClient."""
+
+    def __init__(self, client: DispatcherClient, cluster: str = "",
+                 timeout: float | None = None) -> None:
+        self.client = client
+        self.cluster = cluster
+        self.timeout = timeout
+
+    def dispatch(self, request: pb.DispatchRequest) -> pb.DispatchResponse:
+        return self.client.dispatch(request, timeout=self.timeout)
+
+    def report_completions(self, completions: Sequence[pb.JobCompletion]) -> None:
+        self.client.report_completions(completions, cluster=self.cluster, timeout=self.timeout)
+
+
+@contextmanager
+def service_target(target: str | None = None, **server_options: Any) -> Iterator[str]:
+    """Yield `target`, or start a loopback service (ServerConfig `server_options`) and stop it."""
+    if target:
+        yield target
+        return
+    from hpcdispatch.server.app import ServerConfig, start_server
+
+    config = dataclasses.replace(ServerConfig(), listen="127.0.0.1:0", **server_options)
+    running = start_server(config)
+    try:
+        yield f"127.0.0.1:{running.port}"
+    finally:
+        running.stop(1.0)

@@ -1,0 +1,225 @@
+"""Run outputs: jobs.csv and decisions.csv written as the replay goes, summary.json at the end.
+
+Per-job statistics are accumulated on the fly (Welford), so a replay of any length keeps only
+one float per decision and one per predicted job (for percentiles and the accuracy
+distribution) in memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from array import array
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from hpcdispatch.sim_adapter.records import DecisionRecord, JobRecord
+
+JOB_COLUMNS = (
+    "job_id", "user", "submit", "start", "end", "wait", "run", "requested_time", "predicted",
+    "killed", "slowdown", "bounded_slowdown", "units", "cores", "node_count", "nodes",
+)
+DECISION_COLUMNS = (
+    "time", "queue_length", "running_jobs", "dispatcher", "predictor", "profile", "attempts",
+    "status", "model_variables", "model_constraints", "started", "decision_seconds",
+    "roundtrip_seconds", "fallback_reason",
+)
+# Bins of actual / predicted run time: (upper edge, label), a value goes to the first bin whose
+# edge it is below; exactly 1 (a perfect prediction) has a bin of its own.
+RATIO_BINS = ((0.1, "<0.1"), (0.25, "0.1-0.25"), (0.5, "0.25-0.5"), (0.75, "0.5-0.75"),
+              (1.0, "0.75-1"), (math.nextafter(1.0, 2.0), "1"), (2.0, "1-2"),
+              (math.inf, ">=2"))
+
+
+@dataclass(slots=True)
+class Moments:
+    """Running mean and standard deviation (Welford)."""
+
+    n: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+    maximum: float = -math.inf
+
+    def add(self, x: float) -> None:
+        self.n += 1
+        delta = x - self.mean
+        self.mean += delta / self.n
+        self.m2 += delta * (x - self.mean)
+        self.maximum = max(self.maximum, x)
+
+    def as_dict(self) -> dict[str, float | None]:
+        if not self.n:
+            return {"mean": None, "std": None, "max": None}
+        return {"mean": self.mean, "std": math.sqrt(self.m2 / self.n), "max": self.maximum}
+
+
+def quantile(values: list[float], q: float) -> float:
+    """Linear-interpolated quantile of sorted `values` (non-empty), q in [0, 1]."""
+    pos = q * (len(values) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (pos - lo)
+
+
+def distribution(values: array[float]) -> dict[str, float | int | None]:
+    data = sorted(values)
+    if not data:
+        return {"count": 0, "mean": None, "p50": None, "p95": None, "p99": None, "max": None}
+    return {
+        "count": len(data), "mean": sum(data) / len(data), "p50": quantile(data, 0.5),
+        "p95": quantile(data, 0.95), "p99": quantile(data, 0.99), "max": data[-1],
+    }
+
+
+@dataclass(slots=True)
+class Accuracy:
+    """Predicted d_i (JobStart.expected_duration) against the time the job really ran."""
+
+    n: int = 0
+    abs_error: float = 0.0
+    under: int = 0  # predicted < actual
+    over: int = 0  # predicted > actual
+    ratios: array[float] = field(default_factory=lambda: array("d"))
+
+    def add(self, predicted: int, actual: int) -> None:
+        self.n += 1
+        self.abs_error += abs(predicted - actual)
+        if predicted < actual:
+            self.under += 1
+        elif predicted > actual:
+            self.over += 1
+        self.ratios.append(actual / predicted)
+
+    def as_dict(self) -> dict[str, Any]:
+        if not self.n:
+            return {"jobs": 0}
+        data = sorted(self.ratios)
+        bins: Counter[str] = Counter()
+        for r in data:
+            bins[next(label for edge, label in RATIO_BINS if r < edge)] += 1
+        return {
+            "jobs": self.n,
+            "mae_seconds": self.abs_error / self.n,
+            "underestimation_rate": self.under / self.n,
+            "overestimation_rate": self.over / self.n,
+            "exact_rate": (self.n - self.under - self.over) / self.n,
+            "actual_over_predicted": {
+                "p5": quantile(data, 0.05), "p25": quantile(data, 0.25),
+                "p50": quantile(data, 0.5), "p75": quantile(data, 0.75),
+                "p95": quantile(data, 0.95), "mean": sum(data) / len(data),
+                "bins": {label: bins.get(label, 0) for _, label in RATIO_BINS},
+            },
+        }
+
+
+class RunRecorder:
+    """ReplayObserver writing the CSV files (when `out_dir` is given) and summing up a run."""
+
+    def __init__(self, out_dir: Path | None = None) -> None:
+        self.out_dir = out_dir
+        self.wait = Moments()
+        self.slowdown = Moments()
+        self.bounded_slowdown = Moments()
+        self.accuracy = Accuracy()
+        self.core_seconds = 0
+        self.killed = 0
+        self.jobs = 0
+        self.dropped: Counter[str] = Counter()
+        self.decision_seconds: array[float] = array("d")
+        self.roundtrip_seconds: array[float] = array("d")
+        self.queue_length = Moments()
+        self.statuses: Counter[str] = Counter()
+        self.fallbacks = 0
+        self._files: list[IO[str]] = []
+        self._jobs_csv: Any = None
+        self._decisions_csv: Any = None
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            self._jobs_csv = self._writer(out_dir / "jobs.csv", JOB_COLUMNS)
+            self._decisions_csv = self._writer(out_dir / "decisions.csv", DECISION_COLUMNS)
+
+    def _writer(self, path: Path, columns: tuple[str, ...]) -> Any:
+        handle = path.open("w", newline="", encoding="utf-8")
+        self._files.append(handle)
+        writer = csv.writer(handle)
+        writer.writerow(columns)
+        return writer
+
+    def job_finished(self, record: JobRecord) -> None:
+        self.jobs += 1
+        self.wait.add(record.wait)
+        self.slowdown.add(record.slowdown)
+        self.bounded_slowdown.add(record.bounded_slowdown)
+        self.core_seconds += record.cores * record.run
+        self.killed += record.killed
+        if record.predicted > 0:
+            self.accuracy.add(record.predicted, record.run)
+        if self._jobs_csv is not None:
+            self._jobs_csv.writerow((
+                record.id, record.user, record.submit, record.start, record.end, record.wait,
+                record.run, record.requested_time, record.predicted, int(record.killed),
+                f"{record.slowdown:.6g}", f"{record.bounded_slowdown:.6g}", record.units,
+                record.cores, len(record.nodes), " ".join(record.nodes),
+            ))
+
+    def decision_made(self, record: DecisionRecord) -> None:
+        self.decision_seconds.append(record.decision_seconds)
+        self.roundtrip_seconds.append(record.roundtrip_seconds)
+        self.queue_length.add(record.queue_length)
+        self.statuses[record.status] += 1
+        self.fallbacks += bool(record.fallback_reason)
+        if self._decisions_csv is not None:
+            self._decisions_csv.writerow((
+                record.time, record.queue_length, record.running_jobs, record.dispatcher,
+                record.predictor, record.profile, record.attempts, record.status,
+                record.variables, record.constraints, record.started,
+                f"{record.decision_seconds:.6f}", f"{record.roundtrip_seconds:.6f}",
+                record.fallback_reason,
+            ))
+
+    def job_dropped(self, reason: str) -> None:
+        self.dropped[reason] += 1
+
+    def close(self) -> None:
+        for handle in self._files:
+            handle.close()
+        self._files.clear()
+
+    def summary(
+        self, *, first_submit: int | None, last_end: int | None, total_cores: int,
+        replay_seconds: float, meta: dict[str, Any], cleaning: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The run's JSON summary (see docs in the module docstring of `report`)."""
+        makespan = (last_end - first_submit) if first_submit is not None and last_end else 0
+        utilisation = (self.core_seconds / (total_cores * makespan)
+                       if makespan > 0 and total_cores > 0 else None)
+        return {
+            **meta,
+            "jobs": self.jobs,
+            "killed_jobs": self.killed,
+            "wait_seconds": self.wait.as_dict(),
+            "slowdown": self.slowdown.as_dict(),
+            "bounded_slowdown": self.bounded_slowdown.as_dict(),
+            "utilisation": utilisation,
+            "makespan_seconds": makespan,
+            "first_submit": first_submit,
+            "last_end": last_end,
+            "decisions": len(self.decision_seconds),
+            "decision_seconds": distribution(self.decision_seconds),
+            "roundtrip_seconds": distribution(self.roundtrip_seconds),
+            "decision_statuses": dict(sorted(self.statuses.items())),
+            "fallback_decisions": self.fallbacks,
+            "queue_length": self.queue_length.as_dict(),
+            "replay_seconds": replay_seconds,
+            "predictor_accuracy": self.accuracy.as_dict(),
+            "cleaning": cleaning,
+            "dropped_in_replay": dict(sorted(self.dropped.items())),
+        }
+
+
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

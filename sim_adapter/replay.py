@@ -1,0 +1,130 @@
+"""One replay run end to end: trace + system + settings -> outputs in a run directory."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from hpcdispatch.client import DispatcherClient
+from hpcdispatch.sim_adapter.adapter import (
+    DEFAULT,
+    DISPATCHER_BY_KIND,
+    PREDICTOR_BY_KIND,
+    DispatchSettings,
+    GrpcBackend,
+)
+from hpcdispatch.sim_adapter.outputs import RunRecorder, write_summary
+from hpcdispatch.sim_adapter.simulator import ReplayOptions, Simulator
+from hpcdispatch.sim_adapter.swf import CleaningStats, iter_jobs, read_header
+from hpcdispatch.sim_adapter.workload import UnitMode, resolve_system, rule_for_system
+
+BUNDLED_TRACE = "KTH-SP2-1996-2.1-cln.slice.swf.xz"
+
+
+def bundled_trace() -> Path:
+    """The slice of a real trace shipped in the package (see data/README.md)."""
+    path = resources.files("hpcdispatch.sim_adapter").joinpath("data", BUNDLED_TRACE)
+    return Path(str(path))
+
+
+def trace_name(path: Path) -> str:
+    name = path.name
+    for suffix in (".xz", ".gz", ".swf"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    trace: Path
+    settings: DispatchSettings
+    system: str | None = None  # preset, file, NODESxCORES; None = from the header
+    unit_mode: UnitMode = "node"
+    limit_jobs: int | None = None
+    charge_decision_time: bool = False
+    progress: bool = False
+    timeout: float = 120.0  # deadline of each call, seconds
+
+
+def _resolved(settings: DispatchSettings, described: Any) -> tuple[str, str]:
+    dispatcher = settings.dispatcher
+    if dispatcher == DEFAULT:
+        dispatcher = DISPATCHER_BY_KIND.get(described.default_dispatcher, DEFAULT)
+    predictor = settings.predictor
+    if predictor == DEFAULT:
+        predictor = PREDICTOR_BY_KIND.get(described.default_predictor, DEFAULT)
+    return dispatcher, predictor
+
+
+def run_label(spec: RunSpec, dispatcher: str, predictor: str) -> str:
+    parts = [dispatcher if spec.settings.dispatcher != DEFAULT else f"{dispatcher}(default)",
+             predictor]
+    if spec.settings.allocator != DEFAULT:
+        parts.append(spec.settings.allocator)
+    if spec.charge_decision_time:
+        parts.append("charged")
+    return "-".join(parts)
+
+
+def safe_dirname(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
+
+
+def replay(spec: RunSpec, target: str, out_dir: Path | None) -> dict[str, Any]:
+    """Replay `spec.trace` through the service at `target`; returns (and writes) the summary."""
+    header = read_header(spec.trace)
+    system = resolve_system(spec.system, header, name=trace_name(spec.trace))
+    rule = rule_for_system(system, spec.unit_mode)
+    cleaning = CleaningStats()
+    with DispatcherClient(target, timeout=spec.timeout) as client:
+        described = client.describe(timeout=min(spec.timeout, 15.0))
+        dispatcher, predictor = _resolved(spec.settings, described)
+        label = run_label(spec, dispatcher, predictor)
+        # A knowledge base of its own per run: runs on one server do not share history.
+        cluster = f"replay-{safe_dirname(label)}-{uuid.uuid4().hex[:8]}"
+        settings = DispatchSettings(
+            dispatcher=spec.settings.dispatcher, predictor=spec.settings.predictor,
+            allocator=spec.settings.allocator, profile=spec.settings.profile, cluster=cluster,
+        )
+        recorder = RunRecorder(out_dir)
+        total = spec.limit_jobs if spec.limit_jobs is not None else header.max_records
+        simulator = Simulator(
+            system, rule, GrpcBackend(client, cluster, spec.timeout), settings.template(),
+            recorder,
+            ReplayOptions(
+                charge_decision_time=spec.charge_decision_time,
+                oracle=predictor == "oracle",
+                progress=spec.progress,
+                expected_jobs=total,
+            ),
+        )
+        try:
+            result = simulator.run(iter_jobs(spec.trace, cleaning, spec.limit_jobs))
+        finally:
+            recorder.close()
+    total_cores = sum(n.capacity.get("core", 0) for n in simulator.nodes)
+    meta = {
+        "label": label,
+        "trace": str(spec.trace),
+        "system": {"name": system.name, "nodes": system.node_count, "cores": total_cores},
+        "unit_rule": {"mode": rule.mode, "cores_per_node": rule.cores_per_node},
+        "dispatcher": dispatcher,
+        "dispatcher_requested": spec.settings.dispatcher,
+        "predictor": predictor,
+        "allocator": spec.settings.allocator,
+        "profile": spec.settings.profile or described.default_profile,
+        "charge_decision_time": spec.charge_decision_time,
+        "limit_jobs": spec.limit_jobs,
+        "server_version": described.version,
+    }
+    summary = recorder.summary(
+        first_submit=result.first_submit, last_end=result.last_end, total_cores=total_cores,
+        replay_seconds=result.wall_seconds, meta=meta, cleaning=cleaning.as_dict(),
+    )
+    if out_dir is not None:
+        write_summary(out_dir / "summary.json", summary)
+    return summary

@@ -1,0 +1,322 @@
+"""Standard Workload Format (SWF) reader: header metadata, raw records and cleaned jobs.
+
+Plain, `.gz` and `.xz` files are read line by line (generators), so a trace of any length needs
+memory for one record at a time. Cleaning follows the usual replay conventions
+(DESIGN.md §6, traces/README.md):
+
+- width = requested processors (field 8) when > 0, else allocated processors (field 5);
+- estimate = requested time (field 9) when > 0, else the run time (field 4), at least 1 s;
+- a record with run time < 0, width <= 0 or submit time < 0 is dropped, and every drop is
+  counted by reason in `CleaningStats` (never silent).
+
+A malformed line (wrong field count, a value that is not a number, a negative size other than
+the SWF "unknown" value -1, submit times going backwards) raises `SwfFormatError` naming the
+file, the line number and the problem.
+"""
+
+from __future__ import annotations
+
+import gzip
+import lzma
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import IO
+
+FIELD_COUNT = 18
+_HEADER_KEY = re.compile(r"^;\s?([A-Za-z][A-Za-z0-9_]*):\s*(.*)$")
+# Fields (0-based) that hold sizes: -1 means unknown, anything below is impossible.
+_SIZE_FIELDS = (4, 6, 7, 8, 9)  # allocated procs, used memory, req. procs, req. time, req. memory
+_FLOAT_FIELDS = (5, 6, 9)  # average CPU time and the memory fields may be fractional
+
+
+class SwfFormatError(ValueError):
+    """A malformed SWF line: the file, the 1-based line number and what is wrong."""
+
+    def __init__(self, path: str | Path, line: int, problem: str) -> None:
+        super().__init__(f"{path}:{line}: {problem}")
+        self.path = str(path)
+        self.line = line
+        self.problem = problem
+
+
+@dataclass(frozen=True, slots=True)
+class SwfRecord:
+    """One job line: the 18 SWF fields in order (-1 = unknown)."""
+
+    job_number: int
+    submit_time: int  # seconds from the log start
+    wait_time: int  # as scheduled by the production scheduler
+    run_time: int
+    allocated_procs: int
+    avg_cpu_time: float
+    used_memory: float  # KB per processor
+    requested_procs: int
+    requested_time: int  # the user's wall-time limit
+    requested_memory: float  # KB per processor
+    status: int  # 1 completed, 0 failed, 5 cancelled, 2/3/4 partial executions
+    user_id: int
+    group_id: int
+    executable: int
+    queue: int
+    partition: int
+    preceding_job: int
+    think_time: int
+
+
+_RECORD_FIELDS = tuple(f.name for f in fields(SwfRecord))
+assert len(_RECORD_FIELDS) == FIELD_COUNT
+
+
+@dataclass(slots=True)
+class SwfHeader:
+    """Header comments (`; Key: value`); a key may repeat (Note, Partition, ...)."""
+
+    values: dict[str, list[str]] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)  # the raw comment lines, in order
+
+    def get(self, key: str) -> str | None:
+        found = self.values.get(key)
+        return found[0] if found else None
+
+    def get_int(self, key: str) -> int | None:
+        raw = self.get(key)
+        if raw is None:
+            return None
+        try:
+            return int(raw.split()[0])
+        except (ValueError, IndexError):
+            return None
+
+    @property
+    def max_nodes(self) -> int | None:
+        return self.get_int("MaxNodes")
+
+    @property
+    def max_procs(self) -> int | None:
+        return self.get_int("MaxProcs")
+
+    @property
+    def unix_start_time(self) -> int | None:
+        return self.get_int("UnixStartTime")
+
+    @property
+    def max_records(self) -> int | None:
+        return self.get_int("MaxRecords")
+
+    @property
+    def max_jobs(self) -> int | None:
+        return self.get_int("MaxJobs")
+
+    @property
+    def notes(self) -> list[str]:
+        return list(self.values.get("Note", []))
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    """A cleaned SWF job, ready to replay."""
+
+    id: str  # the SWF job number
+    submit: int  # q_i, seconds
+    run_time: int  # actual run time, seconds, >= 0
+    width: int  # processors, > 0
+    requested_time: int  # estimate used as the wall-time limit, seconds, >= 1
+    user: str  # "" when unknown
+    group: str
+    executable: str
+    queue: str
+    partition: str
+    requested_memory_kb: float  # per processor; <= 0 when unknown
+    line: int  # line number in the trace file
+
+    @property
+    def duration(self) -> int:
+        """Time the job holds its resources: killed at its requested time."""
+        return min(self.run_time, self.requested_time)
+
+    @property
+    def killed(self) -> bool:
+        return self.run_time > self.requested_time
+
+
+@dataclass(slots=True)
+class CleaningStats:
+    """What cleaning did: records read, jobs kept, drops by reason, estimates filled in."""
+
+    records: int = 0
+    kept: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)
+    estimate_from_run_time: int = 0
+
+    def drop(self, reason: str) -> None:
+        self.dropped[reason] += 1
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "records": self.records,
+            "kept": self.kept,
+            "dropped": dict(sorted(self.dropped.items())),
+            "dropped_total": sum(self.dropped.values()),
+            "estimate_from_run_time": self.estimate_from_run_time,
+        }
+
+
+def open_text(path: str | Path) -> IO[str]:
+    """Open a plain, .gz or .xz file for reading text."""
+    name = str(path)
+    if name.endswith(".xz"):
+        return lzma.open(name, "rt", encoding="utf-8", errors="replace")
+    if name.endswith(".gz"):
+        return gzip.open(name, "rt", encoding="utf-8", errors="replace")
+    return open(name, encoding="utf-8", errors="replace")
+
+
+def _number(path: str | Path, lineno: int, index: int, text: str) -> float | int:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        raise SwfFormatError(
+            path, lineno, f"field {index + 1} ({_RECORD_FIELDS[index]}) is not a number: {text!r}"
+        ) from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise SwfFormatError(
+            path, lineno, f"field {index + 1} ({_RECORD_FIELDS[index]}) is not finite: {text!r}"
+        )
+    if index in _FLOAT_FIELDS:
+        return value
+    if value.is_integer():
+        return int(value)
+    raise SwfFormatError(
+        path, lineno, f"field {index + 1} ({_RECORD_FIELDS[index]}) must be an integer: {text!r}"
+    )
+
+
+def parse_record(path: str | Path, lineno: int, line: str) -> SwfRecord:
+    """Parse one job line; raises SwfFormatError naming the problem."""
+    parts = line.split()
+    if len(parts) != FIELD_COUNT:
+        raise SwfFormatError(
+            path, lineno, f"expected {FIELD_COUNT} whitespace-separated fields, found {len(parts)}"
+        )
+    values = [_number(path, lineno, i, p) for i, p in enumerate(parts)]
+    for i in _SIZE_FIELDS:
+        if values[i] < -1:
+            raise SwfFormatError(
+                path, lineno,
+                f"field {i + 1} ({_RECORD_FIELDS[i]}) is negative ({parts[i]}); "
+                "only -1 (unknown) is allowed",
+            )
+    record = SwfRecord(*values)  # type: ignore[arg-type]
+    return record
+
+
+def _header_line(header: SwfHeader, line: str, last_key: str | None) -> str | None:
+    header.lines.append(line)
+    match = _HEADER_KEY.match(line)
+    if match:
+        key, value = match.group(1), match.group(2).strip()
+        header.values.setdefault(key, []).append(value)
+        return key
+    text = line[1:].strip()
+    if text and last_key is not None:  # continuation of the previous key's value
+        values = header.values[last_key]
+        values[-1] = f"{values[-1]} {text}".strip()
+        return last_key
+    return None if not text else last_key
+
+
+def read_header(path: str | Path) -> SwfHeader:
+    """The comment lines before the first job line."""
+    header = SwfHeader()
+    last_key: str | None = None
+    with open_text(path) as handle:
+        for raw in handle:
+            line = raw.strip()
+            if not line:
+                continue
+            if not line.startswith(";"):
+                break
+            last_key = _header_line(header, line, last_key)
+    return header
+
+
+def iter_records(path: str | Path) -> Iterator[tuple[int, SwfRecord]]:
+    """(line number, record) for every job line; comments and blank lines are skipped."""
+    with open_text(path) as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            line = raw.strip()
+            if not line or line.startswith(";"):
+                continue
+            yield lineno, parse_record(path, lineno, line)
+
+
+def _label(value: int, prefix: str = "") -> str:
+    return f"{prefix}{value}" if value >= 0 else ""
+
+
+def clean_record(lineno: int, record: SwfRecord, stats: CleaningStats) -> TraceJob | None:
+    """Apply the conventions to one record; None (and a counted reason) when it is dropped."""
+    stats.records += 1
+    if record.submit_time < 0:
+        stats.drop("submit_time < 0")
+        return None
+    if record.run_time < 0:
+        stats.drop("run_time < 0")
+        return None
+    width = record.requested_procs if record.requested_procs > 0 else record.allocated_procs
+    if width <= 0:
+        stats.drop("width <= 0")
+        return None
+    if record.requested_time > 0:
+        estimate = record.requested_time
+    else:
+        estimate = record.run_time
+        stats.estimate_from_run_time += 1
+    stats.kept += 1
+    return TraceJob(
+        id=str(record.job_number),
+        submit=record.submit_time,
+        run_time=record.run_time,
+        width=width,
+        requested_time=max(1, estimate),
+        user=_label(record.user_id, "u"),
+        group=_label(record.group_id, "g"),
+        executable=_label(record.executable, "app"),
+        queue=_label(record.queue, "q"),
+        partition=_label(record.partition, "p"),
+        requested_memory_kb=record.requested_memory,
+        line=lineno,
+    )
+
+
+def iter_jobs(
+    path: str | Path, stats: CleaningStats, limit: int | None = None
+) -> Iterator[TraceJob]:
+    """Cleaned jobs in submit order, at most `limit` of them; drops are counted in `stats`.
+
+    Records must be sorted by submit time (as the SWF requires): a record submitted before
+    the previous one raises SwfFormatError, since a streaming replay cannot go back in time.
+    """
+    previous = -1
+    previous_line = 0
+    for lineno, record in iter_records(path):
+        if limit is not None and stats.kept >= limit:
+            return
+        if record.submit_time >= 0:
+            if record.submit_time < previous:
+                raise SwfFormatError(
+                    path, lineno,
+                    f"submit time {record.submit_time} is earlier than {previous} on line "
+                    f"{previous_line}; SWF records must be sorted by submit time",
+                )
+            previous, previous_line = record.submit_time, lineno
+        job = clean_record(lineno, record, stats)
+        if job is not None:
+            yield job
