@@ -5,4 +5,4 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="$("$root/scripts/bootstrap.sh" | tail -n 1)"
 cd "$root"
-exec "$venv/bin/hpcdispatch" dispatch "$@"
+exec "$venv/bin/hpcdispatch" simulate "$@"

@@ -1,4 +1,5 @@
-"""The gRPC server: DispatcherService with health, reflection, keepalive and graceful stop."""
+"""The gRPC server: DispatcherService with health, reflection, keepalive, metrics, request ids,
+optional TLS / mutual TLS, and graceful stop."""
 
 from __future__ import annotations
 
@@ -14,8 +15,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from hpcdispatch.server.config import ServerConfig
+from hpcdispatch.server.logging_config import configure_logging
+from hpcdispatch.server.metrics import ServiceMetrics
 from hpcdispatch.server.predictors.registry import PredictorRegistry
+from hpcdispatch.server.request_id import RequestIdInterceptor
 from hpcdispatch.server.service import DispatcherService
+from hpcdispatch.server.tls import server_credentials, tls_mode
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 
@@ -33,6 +38,8 @@ class RunningServer:
     health: health.HealthServicer
     config: ServerConfig
     predictors: PredictorRegistry
+    metrics: ServiceMetrics | None = None
+    metrics_port: int | None = None  # bound /metrics port; None when metrics are off
 
     @property
     def target(self) -> str:
@@ -43,6 +50,8 @@ class RunningServer:
         """Health goes NOT_SERVING first, then in-flight calls get `grace` seconds to finish."""
         self.health.enter_graceful_shutdown()
         self.server.stop(self.config.grace_seconds if grace is None else grace).wait()
+        if self.metrics is not None:
+            self.metrics.stop_http()
         close = getattr(self.predictors, "close", None)
         if close is not None:
             close()
@@ -58,27 +67,44 @@ def start_server(config: ServerConfig) -> RunningServer:
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
         ("grpc.keepalive_permit_without_calls", 1),
     ]
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=config.workers), options=options)
+    credentials = server_credentials(config)
+    metrics = ServiceMetrics()
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=config.workers),
+        options=options,
+        interceptors=[metrics.interceptor(), RequestIdInterceptor()],
+    )
     predictors = PredictorRegistry(store_path=config.predictor_store)
-    pb_grpc.add_DispatcherServiceServicer_to_server(DispatcherService(config, predictors), server)
+    pb_grpc.add_DispatcherServiceServicer_to_server(
+        DispatcherService(config, predictors, metrics), server
+    )
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    port = server.add_insecure_port(config.listen)
+    if credentials is None:
+        port = server.add_insecure_port(config.listen)
+    else:
+        port = server.add_secure_port(config.listen, credentials)
     if port == 0:
         raise OSError(f"cannot listen on {config.listen}")
+    metrics_port = None
+    if config.metrics_port:
+        host = config.metrics_host or config.listen.rsplit(":", 1)[0].strip("[]")
+        metrics_port = metrics.start_http(host, config.metrics_port)
     server.start()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("serving", listen=config.listen, port=port, workers=config.workers,
-             default_dispatcher=config.default_dispatcher, profile=config.default_profile)
-    return RunningServer(server, port, health_servicer, config, predictors)
+             default_dispatcher=config.default_dispatcher, profile=config.default_profile,
+             transport=tls_mode(config), metrics_port=metrics_port)
+    return RunningServer(server, port, health_servicer, config, predictors, metrics, metrics_port)
 
 
 def serve(config: ServerConfig) -> None:
-    """Serve until SIGTERM or SIGINT; then stop gracefully."""
+    """Configure logging, serve until SIGTERM or SIGINT; then stop gracefully."""
+    configure_logging(config.log_format, config.log_level)
     running = start_server(config)
     stopping = threading.Event()
 

@@ -32,19 +32,31 @@ class ServerConfig:
     solver_workers: int = 1  # CP-SAT search workers per decision
     predictor_store: str | None = None  # SQLite file of the predictors' knowledge base
     grace_seconds: float = 30.0  # SIGTERM: time in-flight decisions get to finish
+    metrics_port: int | None = None  # Prometheus /metrics HTTP port; None or 0: off
+    metrics_host: str | None = None  # address /metrics binds to; None: the host of `listen`
+    log_format: str = "auto"  # json | console | auto (console on a terminal, else json)
+    log_level: str = "info"  # debug | info | warning | error
+    tls_cert: str | None = None  # PEM certificate chain of the server; with tls_key: TLS on
+    tls_key: str | None = None  # PEM private key of the server
+    tls_client_ca: str | None = None  # PEM CA bundle; set: clients must present a cert (mTLS)
+
+
+NONE_WORDS = ("", "none", "None", "null")
 
 
 def _coerce(name: str, raw: Any, kind: Any) -> Any:
     text = str(raw)
+    optional = str(kind).endswith("| None")
+    if optional and (raw is None or text in NONE_WORDS):
+        return None
+    base = str(kind).removesuffix("| None").strip()
     try:
-        if kind in ("int", int):
+        if base in ("int", str(int)):
             return int(text)
-        if kind in ("float", float):
+        if base in ("float", str(float)):
             return float(text)
     except ValueError as exc:
         raise ValueError(f"configuration key {name!r}: {raw!r} is not a number") from exc
-    if name == "predictor_store" and text in ("", "none", "None"):
-        return None
     return text
 
 

@@ -10,10 +10,14 @@ PROFILES: dict[str, tuple[SearchSettings, str]] = {
         "The CP 2019 / PCP'20 papers' parameters: δ = 1 s, k = 2, δmax = 16 s, m = 100.",
     ),
     "fast": (
-        SearchSettings("fast", delta_ms=100, delta_max_ms=800, k=1, window=100, stall_ms=10),
+        SearchSettings(
+            "fast", delta_ms=100, delta_max_ms=800, k=1, window=100, stall_ms=10,
+            protect_head=True,
+        ),
         "Default, chosen from benchmarks (BENCHMARKS.md): δ = 100 ms, δmax = 800 ms, k = 1 "
         "(the first attempt with a solution is final), m = 100, and an attempt ends 10 ms "
-        "after its last improving solution. Every attempt is hinted with the incumbent.",
+        "after its last improving solution. Every attempt is hinted with the incumbent. The "
+        "oldest job that cannot start now gets EASY's reservation, so wide jobs do not starve.",
     ),
 }
 

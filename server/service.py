@@ -11,12 +11,13 @@ import structlog
 from hpcdispatch import __version__
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.proto_convert import snapshot_from_pb
-from hpcdispatch.server.catalog import dispatcher_kind, predictor_kind
+from hpcdispatch.server.catalog import PREDICTOR_BY_KIND, dispatcher_kind, predictor_kind
 from hpcdispatch.server.config import ServerConfig
 from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.server.dispatchers.base import Outcome, SearchControl, SearchSettings
 from hpcdispatch.server.dispatchers.problem import Problem, build_problem
 from hpcdispatch.server.errors import abort_invalid_argument
+from hpcdispatch.server.metrics import ServiceMetrics, dispatcher_label, status_label
 from hpcdispatch.server.predictors.base import Completion, DurationPredictor, JobFacts
 from hpcdispatch.server.predictors.registry import PredictorRegistry
 from hpcdispatch.server.profiles import DEFAULT_PROFILE, PROFILES
@@ -44,7 +45,14 @@ def resolve_settings(search: pb.SearchParameters, default_profile: str) -> Searc
         k=search.k if search.HasField("k") else base.k,
         window=search.window if search.HasField("window") else base.window,
         stall_ms=search.stall_ms if search.HasField("stall_ms") else base.stall_ms,
+        protect_head=(
+            search.protect_head if search.HasField("protect_head") else base.protect_head
+        ),
     )
+
+
+def predictor_name(kind: int) -> str:
+    return PREDICTOR_BY_KIND.get(kind, str(kind))
 
 
 def queued_facts(job: pb.QueuedJob) -> JobFacts:
@@ -78,9 +86,13 @@ def decision_of(problem: Problem, outcome: Outcome) -> Decision:
 
 
 class DispatcherService(pb_grpc.DispatcherServiceServicer):
-    def __init__(self, config: ServerConfig, predictors: PredictorRegistry) -> None:
+    def __init__(
+        self, config: ServerConfig, predictors: PredictorRegistry,
+        metrics: ServiceMetrics | None = None,
+    ) -> None:
         self.config = config
         self.predictors = predictors
+        self.metrics = metrics
         self.default_dispatcher = dispatcher_kind(config.default_dispatcher)
         self.default_predictor = predictor_kind(config.default_predictor)
         if config.default_profile not in PROFILES:
@@ -92,6 +104,9 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         self, request: pb.DispatchRequest, context: grpc.ServicerContext
     ) -> pb.DispatchResponse:
         received = time.monotonic()
+        structlog.contextvars.bind_contextvars(
+            snapshot_time=request.time, cluster=request.cluster or "default"
+        )
         violations = validate_dispatch_request(request, self.config, self.predictors.kinds())
         if violations:
             log.warning("invalid snapshot", time=request.time, violations=len(violations),
@@ -129,12 +144,24 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         self._report(response.report, kind, predictor_kind_, settings, problem, outcome)
         response.report.fallback_reason = fallback_reason
         response.report.total_seconds = time.monotonic() - received
+        report = response.report
+        if self.metrics is not None:
+            self.metrics.observe_decision(
+                report, len(request.queued_jobs), len(request.running_jobs), len(response.starts)
+            )
+            self.metrics.remember_predictions(
+                request.cluster or "default", predictor_kind_,
+                ((s.job_id, s.expected_duration) for s in response.starts),
+            )
         log.info(
-            "decision", time=request.time, dispatcher=kind, status=response.report.status,
+            "decision", dispatcher=dispatcher_label(kind), status=status_label(report.status),
+            predictor=predictor_name(predictor_kind_), profile=settings.profile,
             queued=len(request.queued_jobs), running=len(request.running_jobs),
-            started=len(response.starts), attempts=len(outcome.attempts),
+            considered=len(report.considered_job_ids), started=len(response.starts),
+            attempts=len(outcome.attempts), variables=report.model_variables,
+            constraints=report.model_constraints,
             build_s=round(outcome.build_seconds, 4), solve_s=round(outcome.solve_seconds, 4),
-            total_s=round(response.report.total_seconds, 4), fallback=fallback_reason or None,
+            total_s=round(report.total_seconds, 4), fallback=fallback_reason or None,
         )
         return response
 
@@ -160,6 +187,7 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
             log.error("dispatcher failed", dispatcher=kind, error=repr(exc),
                       trace=traceback.format_exc())
             outcome, reason = None, f"dispatcher error: {exc!r}"
+            self._count_fallback(kind, "dispatcher_error")
         if outcome is not None:
             decision = decision_of(problem, outcome)
             problems = check_decision(snapshot, decision)
@@ -168,14 +196,25 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
             log.error("decision failed the independent check", dispatcher=kind,
                       problems=problems[:10])
             reason = f"decision failed the check: {problems[0]}"
+            self._count_check_failure(kind)
+            self._count_fallback(kind, "check_failed")
         fallback = DISPATCHERS[pb.DISPATCHER_EASY].decide(problem, control)
         fallback.status = pb.SOLVE_STATUS_FALLBACK
         decision = decision_of(problem, fallback)
         if check_decision(snapshot, decision):
             log.critical("fallback decision failed the check; starting nothing")
+            self._count_check_failure(pb.DISPATCHER_EASY)
             fallback.starts = {}
             decision = Decision(problem.t)
         return fallback, decision, reason
+
+    def _count_fallback(self, kind: int, reason: str) -> None:
+        if self.metrics is not None:
+            self.metrics.count_fallback(kind, reason)
+
+    def _count_check_failure(self, kind: int) -> None:
+        if self.metrics is not None:
+            self.metrics.count_check_failure(kind)
 
     @staticmethod
     def _report(
@@ -219,8 +258,13 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
                                             "must be > 0 seconds"))
         if violations:
             abort_invalid_argument(context, "invalid completions", violations[:100])
+        cluster = request.cluster or "default"
+        if self.metrics is not None:
+            self.metrics.observe_completions(
+                cluster, ((c.job_id, c.start_time, c.end_time) for c in request.completions)
+            )
         accepted = self.predictors.learn(
-            request.cluster or "default",
+            cluster,
             (
                 Completion(
                     job_id=c.job_id,
@@ -248,6 +292,7 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
                 pb.SearchProfile(
                     name=s.profile, delta_ms=s.delta_ms, delta_max_ms=s.delta_max_ms, k=s.k,
                     window=s.window, description=text, stall_ms=s.stall_ms,
+                    protect_head=s.protect_head,
                 )
                 for s, text in PROFILES.values()
             ],

@@ -19,6 +19,8 @@ from hpcdispatch.snapshot import (
 from tests.instances import T, decide
 
 QUICK = SearchSettings("test", delta_ms=20, delta_max_ms=40, k=1, window=20)
+PROTECTED = SearchSettings("test", delta_ms=20, delta_max_ms=40, k=1, window=20,
+                           protect_head=True)
 TYPES = ("core", "mem", "gpu")
 
 
@@ -61,11 +63,17 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
     return Snapshot(T, tuple(nodes), tuple(running), tuple(queued))
 
 
-@pytest.mark.parametrize("name", ["fcfs", "easy", "hcp19", "pcp19", "pcp20"])
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.parametrize(
+    ("name", "search"),
+    [(n, QUICK) for n in ("fcfs", "easy", "hcp19", "pcp19", "pcp20")]
+    + [("hcp19", PROTECTED), ("pcp20", PROTECTED)],
+)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(snapshot=snapshots())
-def test_every_decision_passes_the_independent_check(name: str, snapshot: Snapshot) -> None:
-    outcome, decision = decide(name, snapshot, QUICK)
+def test_every_decision_passes_the_independent_check(
+    name: str, search: SearchSettings, snapshot: Snapshot
+) -> None:
+    outcome, decision = decide(name, snapshot, search)
     assert check_decision(snapshot, decision) == []
     queued_ids = {q.id for q in snapshot.queued}
     considered = {snapshot.queued[i].id for i in outcome.considered}

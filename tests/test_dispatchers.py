@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.snapshot import NodeState, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
-from tests.instances import T, decide, node, problem_of, queued, running, started
+from tests.instances import FAST, T, decide, node, problem_of, queued, running, started
 
 ALL = ["fcfs", "easy", "hcp19", "pcp19", "pcp20"]
 CP = ["hcp19", "pcp19", "pcp20"]
@@ -141,6 +143,24 @@ def test_exact_allocation_models_see_fragmentation(name: str) -> None:
     outcome, decision = decide(name, snap)
     assert len(decision.starts) == 2
     assert outcome.status in (pb.SOLVE_STATUS_OPTIMAL, pb.SOLVE_STATUS_FEASIBLE)
+
+
+@pytest.mark.parametrize("name", ["hcp19", "pcp20"])
+def test_protect_head_keeps_the_oldest_blocked_jobs_reservation(name: str) -> None:
+    # n1 busy until T+100, n2 free. "wide" (oldest) needs both nodes: reserved at T+100.
+    # "long" would hold n2 past T+100; "short" ends before. Unprotected, both start on n2.
+    snap = Snapshot(
+        T, (node(1), node(2)), (running("r", "n1", 4, 100),),
+        (queued("wide", 4, 500, submit=T - 300, units=2), queued("long", 2, 5000, submit=T - 20),
+         queued("short", 2, 50, submit=T - 10)),
+    )
+    _, unprotected = decide(name, snap)
+    assert started(unprotected) == {"long", "short"}
+    protected_settings = dataclasses.replace(FAST, protect_head=True)
+    outcome, protected = decide(name, snap, protected_settings)
+    assert started(protected) == {"short"}
+    assert outcome.status in (pb.SOLVE_STATUS_OPTIMAL, pb.SOLVE_STATUS_FEASIBLE)
+    assert check_decision(snap, protected) == []
 
 
 def _idle_system(nodes: int) -> Snapshot:

@@ -20,6 +20,7 @@ class SearchSettings:
     k: int
     window: int
     stall_ms: int = 0  # end an attempt this long after its last improvement; 0 = never
+    protect_head: bool = False  # EASY-like reservation for the oldest job that cannot start
 
 
 @dataclass(frozen=True, slots=True)

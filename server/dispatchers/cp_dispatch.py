@@ -23,6 +23,7 @@ from hpcdispatch.server.dispatchers.cpsat_attempt import model_size, solve_attem
 from hpcdispatch.server.dispatchers.greedy_schedule import greedy_schedule, total_slowdown
 from hpcdispatch.server.dispatchers.job_selection import select_for_model
 from hpcdispatch.server.dispatchers.problem import Job, Problem
+from hpcdispatch.server.dispatchers.reservation import Reservation, reserve
 from hpcdispatch.server.restart_policy import AttemptResult, run_restart_policy
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
@@ -58,11 +59,27 @@ class CpDispatcher:
     # that its objective compares with the solver's. PCP'19 models the future node by node,
     # where the pooled list schedule is optimistic: there any solver solution wins.
     heuristic_in_model: ClassVar[bool] = True
+    # Whether the model can protect a head job's reservation (SearchSettings.protect_head).
+    protects_head: ClassVar[bool] = True
 
     def formulate(
-        self, problem: Problem, jobs: list[Job], deadline: float, heuristic: Solution
+        self,
+        problem: Problem,
+        jobs: list[Job],
+        deadline: float,
+        heuristic: Solution,
+        reservation: Reservation | None,
     ) -> Formulation:
         raise NotImplementedError
+
+    @staticmethod
+    def head_reservation(problem: Problem, skipped: list[tuple[int, int]]) -> Reservation | None:
+        """EASY's protection for the oldest job that cannot start now, if any."""
+        blocked = [problem.jobs[i] for i, why in skipped if why == pb.SKIP_REASON_CANNOT_FIT_NOW]
+        if not blocked:
+            return None
+        head = min(blocked, key=lambda j: (j.submit, j.index))
+        return reserve(problem, problem.free_now.copy(), head)
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         selection = select_for_model(problem, control.settings.window)
@@ -77,11 +94,17 @@ class CpDispatcher:
             return outcome
 
         built = time.monotonic()
-        greedy = greedy_schedule(problem, jobs, self.place_now, control.first_fit)
+        reservation = (
+            self.head_reservation(problem, selection.skipped)
+            if control.settings.protect_head and self.protects_head else None
+        )
+        greedy = greedy_schedule(problem, jobs, self.place_now, control.first_fit, reservation)
         heuristic = Solution(greedy.starts, greedy.nodes)
         heuristic_objective = total_slowdown(problem, jobs, greedy.starts)
         try:
-            formulation = self.formulate(problem, jobs, control.deadline, heuristic)
+            formulation = self.formulate(
+                problem, jobs, control.deadline, heuristic, reservation
+            )
         except BuildBudgetExceeded:
             outcome.build_seconds = time.monotonic() - built
             outcome.status, outcome.objective = pb.SOLVE_STATUS_HEURISTIC, heuristic_objective

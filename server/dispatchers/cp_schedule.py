@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from hpcdispatch.server.dispatchers.free_pool import Vec
 from hpcdispatch.server.dispatchers.problem import Job, Problem
 
 # Weight scale: w_i = round(WEIGHT_SCALE / d_i), at least 1.
@@ -28,17 +29,28 @@ class ScheduleModel:
     horizon: int
 
 
-def horizon(problem: Problem, jobs: list[Job]) -> int:
-    """eoh - t: the last running end plus Σ d_i bounds any list schedule of the jobs."""
-    last_end = max((b.end for b in problem.blocks), default=0)
+def horizon(
+    problem: Problem, jobs: list[Job], reserved: tuple[tuple[int, int, Vec], ...] = ()
+) -> int:
+    """eoh - t: the last end of fixed work plus Σ d_i bounds any list schedule of the jobs."""
+    last_end = max(
+        [b.end for b in problem.blocks] + [start + length for start, length, _ in reserved],
+        default=0,
+    )
     return last_end + sum(j.duration for j in jobs) + 1
 
 
-def build_schedule_model(problem: Problem, jobs: list[Job], pooled: bool) -> ScheduleModel:
+def build_schedule_model(
+    problem: Problem,
+    jobs: list[Job],
+    pooled: bool,
+    reserved: tuple[tuple[int, int, Vec], ...] = (),
+) -> ScheduleModel:
     """Start variables, intervals, objective; with `pooled`, one cumulative per resource type
-    over Tcap_r = Σ_n cap[n][r] (up nodes) holding the running jobs and the queued ones."""
+    over Tcap_r = Σ_n cap[n][r] (up nodes) holding the running jobs, the queued ones, and the
+    `reserved` blocks (start, duration, pooled demand) of a protected head job."""
     model = cp_model.CpModel()
-    h = horizon(problem, jobs)
+    h = horizon(problem, jobs, reserved)
     starts, intervals, now = [], [], []
     for j in jobs:
         s = model.new_int_var(0, h - j.duration, f"s_{j.index}")
@@ -49,7 +61,7 @@ def build_schedule_model(problem: Problem, jobs: list[Job], pooled: bool) -> Sch
         model.add(s >= 1).only_enforce_if(~b)
         now.append(b)
     if pooled:
-        add_pooled_cumulatives(model, problem, jobs, intervals)
+        add_pooled_cumulatives(model, problem, jobs, intervals, list(reserved))
     model.minimize(
         sum(max(1, round(WEIGHT_SCALE / j.duration)) * s for j, s in zip(jobs, starts, strict=True))
     )
@@ -63,15 +75,20 @@ def add_pooled_cumulatives(
     problem: Problem,
     jobs: list[Job],
     intervals: list[cp_model.IntervalVar],
+    reserved: list[tuple[int, int, Vec]],
 ) -> None:
     """cumulative([s_i], [d_i], [rn_i × req_i,r], Tcap_r) for each resource type any job uses."""
-    releases = problem.pooled_releases()
-    running = [model.new_fixed_size_interval_var(0, end, f"run_{end}") for end, _ in releases]
+    # Fixed blocks: running work from t to its (coarsened) end, then reservations.
+    fixed = [(0, end, amounts) for end, amounts in problem.pooled_releases()] + reserved
+    running = [
+        model.new_fixed_size_interval_var(start, length, f"fixed_{k}")
+        for k, (start, length, _) in enumerate(fixed)
+    ]
     for r in range(len(problem.resources)):
         if not any(j.req[r] for j in jobs):
             continue  # no constraint for a resource type no job in the model uses
         demands = [j.units * j.req[r] for j in jobs]
-        held = [(iv, amounts[r]) for iv, (_, amounts) in zip(running, releases, strict=True)]
+        held = [(iv, amounts[r]) for iv, (_, _, amounts) in zip(running, fixed, strict=True)]
         held = [(iv, a) for iv, a in held if a > 0]
         model.add_cumulative(
             [iv for iv, _ in held] + intervals,

@@ -1,7 +1,7 @@
 """A list schedule in priority order: the heuristic incumbent of the CP dispatchers.
 
 Each job, highest priority first, gets the earliest start at which the pooled capacity holds it
-for d_i. With `place_now`, a start at t also needs a node-level placement at t (best fit), so the
+for d_i. With `exact_now`, a start at t also needs a node-level placement at t (best fit), so the
 jobs it starts now form a valid decision by themselves.
 """
 
@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hpcdispatch.server.dispatchers.free_pool import Vec
 from hpcdispatch.server.dispatchers.problem import Job, Problem
+from hpcdispatch.server.dispatchers.reservation import Reservation, place_now
 
 
 @dataclass(slots=True)
@@ -19,16 +21,24 @@ class GreedySchedule:
 
 
 def greedy_schedule(
-    problem: Problem, jobs: list[Job], place_now: bool, first_fit: bool = False
+    problem: Problem,
+    jobs: list[Job],
+    exact_now: bool,
+    first_fit: bool = False,
+    reservation: Reservation | None = None,
 ) -> GreedySchedule:
+    """With `reservation`, its head's block is in the pooled plan and starts at t respect it."""
     profile = problem.pooled_profile()
     pool = problem.free_now.copy()
+    if reservation is not None:
+        reservation = reservation.copy()
+        profile.reserve(*_demand_first(reservation.block()))
     schedule = GreedySchedule({}, {})
     for job in jobs:
         demand = job.demand()
         start = profile.earliest_start(demand, job.duration)
-        if start == 0 and place_now:
-            nodes = pool.place(job.req, job.units, first_fit)
+        if start == 0 and exact_now:
+            nodes = place_now(pool, reservation, job, first_fit)
             if nodes is None:
                 start = profile.earliest_start(demand, job.duration, not_before=1)
             else:
@@ -36,6 +46,11 @@ def greedy_schedule(
         profile.reserve(demand, start, job.duration)
         schedule.starts[job.index] = start
     return schedule
+
+
+def _demand_first(block: tuple[int, int, Vec]) -> tuple[Vec, int, int]:
+    start, duration, demand = block
+    return demand, start, duration
 
 
 def total_slowdown(problem: Problem, jobs: list[Job], starts: dict[int, int]) -> float:

@@ -13,13 +13,17 @@ from ortools.sat.python import cp_model
 from hpcdispatch.server.dispatchers.cp_dispatch import CpDispatcher, Solution
 from hpcdispatch.server.dispatchers.cp_schedule import ScheduleModel, build_schedule_model
 from hpcdispatch.server.dispatchers.problem import Job, Problem
+from hpcdispatch.server.dispatchers.reservation import Reservation, place_now
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 
 class Hcp19Formulation:
-    def __init__(self, problem: Problem, jobs: list[Job]) -> None:
-        self.problem = problem
-        self.schedule: ScheduleModel = build_schedule_model(problem, jobs, pooled=True)
+    def __init__(
+        self, problem: Problem, jobs: list[Job], reservation: Reservation | None
+    ) -> None:
+        self.problem, self.reservation = problem, reservation
+        blocks = (reservation.block(),) if reservation is not None else ()
+        self.schedule: ScheduleModel = build_schedule_model(problem, jobs, True, blocks)
         self.model = self.schedule.model
 
     def hint(self, solution: Solution) -> list[tuple[cp_model.IntVar, int]]:
@@ -39,10 +43,11 @@ class Hcp19Formulation:
     def allocate(self, solution: Solution, first_fit: bool) -> dict[int, list[int]]:
         """Best fit, in priority order, for the jobs the schedule starts at t."""
         pool = self.problem.free_now.copy()
+        reservation = self.reservation.copy() if self.reservation is not None else None
         starts: dict[int, list[int]] = {}
         for job in self.schedule.jobs:
             if solution.starts[job.index] == 0:
-                nodes = pool.place(job.req, job.units, first_fit)
+                nodes = place_now(pool, reservation, job, first_fit)
                 if nodes is not None:
                     starts[job.index] = nodes
         return starts
@@ -54,6 +59,11 @@ class Hcp19Dispatcher(CpDispatcher):
     place_now: ClassVar[bool] = False
 
     def formulate(
-        self, problem: Problem, jobs: list[Job], deadline: float, heuristic: Solution
+        self,
+        problem: Problem,
+        jobs: list[Job],
+        deadline: float,
+        heuristic: Solution,
+        reservation: Reservation | None,
     ) -> Hcp19Formulation:
-        return Hcp19Formulation(problem, jobs)
+        return Hcp19Formulation(problem, jobs, reservation)

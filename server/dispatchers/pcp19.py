@@ -20,6 +20,7 @@ from hpcdispatch.server.dispatchers.cp_dispatch import BuildBudgetExceeded, CpDi
 from hpcdispatch.server.dispatchers.cp_schedule import build_schedule_model
 from hpcdispatch.server.dispatchers.free_pool import units_per_node
 from hpcdispatch.server.dispatchers.problem import Job, Problem
+from hpcdispatch.server.dispatchers.reservation import Reservation
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 
@@ -96,8 +97,14 @@ class Pcp19Dispatcher(CpDispatcher):
     name: ClassVar[str] = "pcp19"
     kind: ClassVar[int] = pb.DISPATCHER_PCP19
     heuristic_in_model: ClassVar[bool] = False
+    protects_head: ClassVar[bool] = False  # the papers' node-level model, unchanged
 
     def formulate(
-        self, problem: Problem, jobs: list[Job], deadline: float, heuristic: Solution
+        self,
+        problem: Problem,
+        jobs: list[Job],
+        deadline: float,
+        heuristic: Solution,
+        reservation: Reservation | None,
     ) -> Pcp19Formulation:
         return Pcp19Formulation(problem, jobs, deadline)

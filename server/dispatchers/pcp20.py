@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import ClassVar
 
 import numpy as np
@@ -28,8 +28,9 @@ from ortools.sat.python import cp_model
 
 from hpcdispatch.server.dispatchers.cp_dispatch import CpDispatcher, Solution
 from hpcdispatch.server.dispatchers.cp_schedule import build_schedule_model
-from hpcdispatch.server.dispatchers.free_pool import units_per_node
+from hpcdispatch.server.dispatchers.free_pool import FreePool, units_per_node
 from hpcdispatch.server.dispatchers.problem import Job, Problem
+from hpcdispatch.server.dispatchers.reservation import Reservation
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 
@@ -73,10 +74,9 @@ NODE_WINDOW_MIN = 64
 NODE_WINDOW_PER_UNIT = 4
 
 
-def candidate_nodes(problem: Problem, job: Job, hinted: list[int]) -> list[int]:
+def candidate_nodes(pool: FreePool, job: Job, hinted: list[int]) -> list[int]:
     """Nodes a unit of `job` may use at t: the best-fitting ones that hold one, in line order."""
     want = max(NODE_WINDOW_MIN, NODE_WINDOW_PER_UNIT * job.units)
-    pool = problem.free_now
     fitting = sorted(
         ((pool.score(vec), vec) for vec in pool.groups if units_per_node(vec, job.req) > 0),
     )
@@ -91,12 +91,22 @@ def candidate_nodes(problem: Problem, job: Job, hinted: list[int]) -> list[int]:
 
 class Pcp20Formulation:
     def __init__(
-        self, problem: Problem, jobs: list[Job], lines: ResourceLines, heuristic: Solution
+        self,
+        problem: Problem,
+        jobs: list[Job],
+        lines: ResourceLines,
+        heuristic: Solution,
+        reservation: Reservation | None = None,
     ) -> None:
-        self.problem, self.lines = problem, lines
-        self.schedule = build_schedule_model(problem, jobs, pooled=True)
+        self.problem, self.lines, self.reservation = problem, lines, reservation
+        blocks = (reservation.block(),) if reservation is not None else ()
+        self.schedule = build_schedule_model(problem, jobs, True, blocks)
         self.model = model = self.schedule.model
-        free = np.asarray(problem.free_now.free, dtype=np.int64)
+        free_now = np.asarray(problem.free_now.free, dtype=np.int64)
+        limit = (
+            np.asarray(reservation.limit.free, dtype=np.int64) if reservation is not None
+            else free_now
+        )
         cap = np.asarray(problem.capacity, dtype=np.int64)
         node_end = [np.asarray(lines.base[r], dtype=np.int64) + cap[:, r]
                     for r in range(len(problem.resources))]
@@ -108,9 +118,17 @@ class Pcp20Formulation:
         for job, now in zip(jobs, self.schedule.now, strict=True):
             used = [r for r, q in enumerate(job.req) if q > 0]
             self.primary[job.index] = used[0]
+            # A job still running at the head's reserved start τ may only use `limit`.
+            protected = reservation is not None and reservation.runs_past(job)
+            pool = reservation.limit if reservation is not None and protected else problem.free_now
+            free = limit if protected else free_now
             candidates = np.asarray(
-                candidate_nodes(problem, job, heuristic.nodes.get(job.index, [])), dtype=np.int64
+                candidate_nodes(pool, job, heuristic.nodes.get(job.index, [])), dtype=np.int64
             )
+            if not len(candidates):
+                model.add(now == 0)  # nowhere to go without delaying the head: not now
+                self.y[job.index] = []
+                continue
             # Unit starts inside the free part of a node: [end - free, end - req] per node.
             domains = {
                 r: cp_model.Domain.from_flat_intervals(
@@ -172,24 +190,29 @@ class Pcp20Formulation:
             (s, solution.starts[j.index])
             for j, s in zip(self.schedule.jobs, self.schedule.starts, strict=True)
         ]
-        problem, lines = self.problem, self.lines
-        cursor: dict[tuple[int, int], int] = {}  # (node, r) -> next free position
-        for job in self.schedule.jobs:
-            nodes = solution.nodes.get(job.index)
-            if solution.starts[job.index] != 0 or nodes is None:
-                continue
-            # Units are ordered along the primary line (symmetry breaking): hint them so.
+        problem, lines, reservation = self.problem, self.lines, self.reservation
+        # Fill each node's free part from its right end: jobs still running at τ first (they
+        # must sit within the right `limit` part), then the others.
+        cursor: dict[tuple[int, int], int] = {}  # (node, r) -> lowest position taken
+        placed = [
+            j for j in self.schedule.jobs
+            if solution.starts[j.index] == 0 and j.index in solution.nodes and self.y[j.index]
+        ]
+        if reservation is not None:
+            placed.sort(key=lambda j: not reservation.runs_past(j))
+        for job in placed:
             r0 = self.primary[job.index]
-            ordered = sorted(nodes, key=lambda n: lines.base[r0][n])
-            for unit, n in zip(self.y[job.index], ordered, strict=True):
-                for r, var in unit.items():
+            counts = Counter(solution.nodes[job.index])
+            units = iter(self.y[job.index])
+            # Units are ordered along the primary line (symmetry breaking): hint them so.
+            for n in sorted(counts, key=lambda n: lines.base[r0][n]):
+                block = [next(units) for _ in range(counts[n])]
+                for r in block[0]:
                     key = (n, r)
-                    pos = cursor.get(key)
-                    if pos is None:  # the node's free part starts after its running work
-                        free = problem.free_now.free[n][r]
-                        pos = lines.base[r][n] + problem.capacity[n][r] - free
-                    hints.append((var, pos))
-                    cursor[key] = pos + job.req[r]
+                    top = cursor.get(key, lines.base[r][n] + problem.capacity[n][r])
+                    first = top - len(block) * job.req[r]
+                    hints.extend((unit[r], first + k * job.req[r]) for k, unit in enumerate(block))
+                    cursor[key] = first
         return hints
 
     def extract(self, solver: cp_model.CpSolver) -> Solution:
@@ -214,6 +237,11 @@ class Pcp20Dispatcher(CpDispatcher):
     kind: ClassVar[int] = pb.DISPATCHER_PCP20
 
     def formulate(
-        self, problem: Problem, jobs: list[Job], deadline: float, heuristic: Solution
+        self,
+        problem: Problem,
+        jobs: list[Job],
+        deadline: float,
+        heuristic: Solution,
+        reservation: Reservation | None,
     ) -> Pcp20Formulation:
-        return Pcp20Formulation(problem, jobs, ResourceLines(problem), heuristic)
+        return Pcp20Formulation(problem, jobs, ResourceLines(problem), heuristic, reservation)

@@ -472,6 +472,7 @@ class SearchParameters(_message.Message):
     K_FIELD_NUMBER: _builtins.int
     WINDOW_FIELD_NUMBER: _builtins.int
     STALL_MS_FIELD_NUMBER: _builtins.int
+    PROTECT_HEAD_FIELD_NUMBER: _builtins.int
     profile: _builtins.str
     """named profile, e.g. "papers" or "fast"; empty = default"""
     delta_ms: _builtins.int
@@ -486,6 +487,10 @@ class SearchParameters(_message.Message):
     """End an attempt early when no better solution was found for this long after the last one,
     milliseconds, >= 0; 0 = never (the attempt runs to its limit, as in the papers).
     """
+    protect_head: _builtins.bool
+    """Reserve resources for the oldest queued job that cannot start now, as EASY does for its
+    head job, so wide jobs cannot starve behind a stream of small ones (HCP'19 and PCP'20).
+    """
     def __init__(
         self,
         *,
@@ -495,10 +500,11 @@ class SearchParameters(_message.Message):
         k: _builtins.int | None = ...,
         window: _builtins.int | None = ...,
         stall_ms: _builtins.int | None = ...,
+        protect_head: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_k", b"_k", "_stall_ms", b"_stall_ms", "_window", b"_window", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "k", b"k", "stall_ms", b"stall_ms", "window", b"window"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_k", b"_k", "_protect_head", b"_protect_head", "_stall_ms", b"_stall_ms", "_window", b"_window", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "k", b"k", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "window", b"window"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_k", b"_k", "_stall_ms", b"_stall_ms", "_window", b"_window", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "k", b"k", "profile", b"profile", "stall_ms", b"stall_ms", "window", b"window"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_k", b"_k", "_protect_head", b"_protect_head", "_stall_ms", b"_stall_ms", "_window", b"_window", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "k", b"k", "profile", b"profile", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "window", b"window"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__delta_max_ms: _TypeAlias = _typing.Literal["delta_max_ms"]  # noqa: Y015
     _WhichOneofArgType__delta_max_ms: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms"]  # noqa: Y015
@@ -506,6 +512,8 @@ class SearchParameters(_message.Message):
     _WhichOneofArgType__delta_ms: _TypeAlias = _typing.Literal["_delta_ms", b"_delta_ms"]  # noqa: Y015
     _WhichOneofReturnType__k: _TypeAlias = _typing.Literal["k"]  # noqa: Y015
     _WhichOneofArgType__k: _TypeAlias = _typing.Literal["_k", b"_k"]  # noqa: Y015
+    _WhichOneofReturnType__protect_head: _TypeAlias = _typing.Literal["protect_head"]  # noqa: Y015
+    _WhichOneofArgType__protect_head: _TypeAlias = _typing.Literal["_protect_head", b"_protect_head"]  # noqa: Y015
     _WhichOneofReturnType__stall_ms: _TypeAlias = _typing.Literal["stall_ms"]  # noqa: Y015
     _WhichOneofArgType__stall_ms: _TypeAlias = _typing.Literal["_stall_ms", b"_stall_ms"]  # noqa: Y015
     _WhichOneofReturnType__window: _TypeAlias = _typing.Literal["window"]  # noqa: Y015
@@ -516,6 +524,8 @@ class SearchParameters(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__delta_ms) -> _WhichOneofReturnType__delta_ms | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__k) -> _WhichOneofReturnType__k | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__protect_head) -> _WhichOneofReturnType__protect_head | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__stall_ms) -> _WhichOneofReturnType__stall_ms | None: ...
     @_typing.overload
@@ -972,6 +982,7 @@ class SearchProfile(_message.Message):
     WINDOW_FIELD_NUMBER: _builtins.int
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     STALL_MS_FIELD_NUMBER: _builtins.int
+    PROTECT_HEAD_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     delta_ms: _builtins.int
     delta_max_ms: _builtins.int
@@ -979,6 +990,7 @@ class SearchProfile(_message.Message):
     window: _builtins.int
     description: _builtins.str
     stall_ms: _builtins.int
+    protect_head: _builtins.bool
     def __init__(
         self,
         *,
@@ -989,10 +1001,11 @@ class SearchProfile(_message.Message):
         window: _builtins.int = ...,
         description: _builtins.str = ...,
         stall_ms: _builtins.int = ...,
+        protect_head: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "description", b"description", "k", b"k", "name", b"name", "stall_ms", b"stall_ms", "window", b"window"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "description", b"description", "k", b"k", "name", b"name", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "window", b"window"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,72 @@
+"""Decision time and model size against system size (64 … 100,000 nodes).
+
+A fixed queue of 100 jobs, the machine about 70 % busy, the same instance for every dispatcher,
+sent through a real service on loopback; time is measured at the client (the whole round trip:
+encoding, validation, prediction, model, search, check). PCP'19's model grows with the nodes;
+past the request deadline its build gives up and the heuristic answers (status HEURISTIC).
+
+    python -m benchmarks.scale [--nodes 64,1000,10000,100000] [--seeds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from hpcdispatch.client import DispatcherClient
+from hpcdispatch.proto_convert import snapshot_to_pb
+from hpcdispatch.server.catalog import DISPATCHER_NAMES
+from hpcdispatch.server.embedded import embedded_server
+from hpcdispatch.synthetic import synthetic_snapshot
+from hpcdispatch.systems import homogeneous
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nodes", default="64,1000,10000,100000")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--dispatchers", default="easy,hcp19,pcp19,pcp20")
+    parser.add_argument("--timeout", type=float, default=30.0, help="request deadline, s")
+    args = parser.parse_args()
+    print("| nodes | dispatcher | decision ms p50 | × EASY | server build ms | server solve ms |"
+          " server total ms | variables | constraints | started | status |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    with embedded_server() as target, DispatcherClient(target, timeout=args.timeout) as client:
+        for nodes in (int(n) for n in args.nodes.split(",")):
+            system = homogeneous(f"h{nodes}", nodes, {"core": 32, "mem": 131072})
+            requests = [
+                snapshot_to_pb(synthetic_snapshot(system, 100, 0.7, seed=s))
+                for s in range(args.seeds)
+            ]
+            easy: float | None = None
+            for name in args.dispatchers.split(","):
+                walls, responses = [], []
+                for request in requests:
+                    request.dispatcher = pb.Dispatcher.ValueType(DISPATCHER_NAMES[name])
+                    started = time.perf_counter()
+                    responses.append(client.dispatch(request, timeout=args.timeout))
+                    walls.append((time.perf_counter() - started) * 1000)
+                p50 = statistics.median(walls)
+                easy = p50 if name == "easy" else easy
+                reports = [r.report for r in responses]
+
+                def med(values: list[float]) -> float:
+                    return statistics.median(values)
+
+                statuses = sorted({pb.SolveStatus.Name(r.status)[13:] for r in reports})
+                print(
+                    f"| {nodes} | {name} | {p50:.0f} | {p50 / easy:.1f} "
+                    f"| {med([r.build_seconds * 1000 for r in reports]):.0f} "
+                    f"| {med([r.solve_seconds * 1000 for r in reports]):.0f} "
+                    f"| {med([r.total_seconds * 1000 for r in reports]):.0f} "
+                    f"| {med([r.model_variables for r in reports]):.0f} "
+                    f"| {med([r.model_constraints for r in reports]):.0f} "
+                    f"| {med([len(r.starts) for r in responses]):.0f} | {','.join(statuses)} |",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""EASY's protection: a reservation for one blocked job, and what others may use meanwhile.
+
+The head (a job that cannot start at t) gets the earliest time τ at which enough units fit node
+by node, given the predicted ends of the running work and of the jobs already started at t.
+A job that starts now and runs past τ may only use `limit`: on each node, what is free now and
+also left free at τ by the head's units. Used by EASY, and by the CP dispatchers' `protect_head`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from hpcdispatch.server.dispatchers.free_pool import FreePool, Vec
+from hpcdispatch.server.dispatchers.problem import Job, Problem
+
+
+@dataclass(slots=True)
+class Reservation:
+    job: Job
+    start: int  # τ, relative to t
+    at_start: FreePool  # free at τ with the head's units taken
+    limit: FreePool  # per node: min(free now, at_start)
+
+    def copy(self) -> Reservation:
+        return Reservation(self.job, self.start, self.at_start.copy(), self.limit.copy())
+
+    def block(self) -> tuple[int, int, Vec]:
+        """The head's pooled demand from τ for its duration: (start, duration, demand)."""
+        return self.start, self.job.duration, self.job.demand()
+
+    def runs_past(self, job: Job) -> bool:
+        """Whether `job`, started now, is still running at τ (and so must stay in `limit`)."""
+        return job.duration > self.start
+
+    def take(self, now: FreePool, nodes: list[int], job: Job) -> None:
+        """Record that `job` starts now on `nodes`, already taken from `now`."""
+        if self.runs_past(job):
+            self.at_start.take_all(nodes, job.req)
+        for n in set(nodes):
+            self.limit.set(n, tuple(map(min, now.free[n], self.at_start.free[n])))
+
+
+def place_now(
+    now: FreePool, reservation: Reservation | None, job: Job, first_fit: bool = False
+) -> list[int] | None:
+    """Place `job` at t (taking from `now`) without touching the head's reservation."""
+    pool = reservation.limit if reservation is not None and reservation.runs_past(job) else now
+    nodes = pool.choose(job.req, job.units, first_fit)
+    if nodes is None:
+        return None
+    now.take_all(nodes, job.req)
+    if reservation is not None:
+        reservation.take(now, nodes, job)
+    return nodes
+
+
+def reserve(
+    problem: Problem, now: FreePool, head: Job, started: Iterable[tuple[Job, list[int]]] = ()
+) -> Reservation:
+    """Reserve for `head` given `now` (free at t after the jobs in `started` took theirs)."""
+    releases: dict[int, list[tuple[int, Vec]]] = {}
+    for end, blocks in problem.releases_by_time():
+        releases.setdefault(end, []).extend((b.node, b.amounts) for b in blocks)
+    for job, nodes in started:
+        for n in nodes:
+            releases.setdefault(job.duration, []).append((n, job.req))
+    pool = now.copy()
+    for end in sorted(releases):
+        for n, amounts in releases[end]:
+            pool.give(n, amounts)
+        if pool.units_fit(head.req, head.units) >= head.units:
+            placed = pool.place(head.req, head.units)
+            assert placed is not None
+            limit = FreePool(
+                [tuple(map(min, a, b)) for a, b in zip(now.free, pool.free, strict=True)],
+                problem.eligible,
+                now.scale,
+            )
+            return Reservation(head, end, pool, limit)
+    raise AssertionError("a job that fits an empty system must fit once all work ends")
