@@ -17,10 +17,12 @@ def check_decision(snapshot: Snapshot, decision: Decision) -> list[str]:
     problems: list[str] = []
     nodes = {n.id: n for n in snapshot.nodes}
     queued = {j.id: j for j in snapshot.queued}
-    used: dict[str, Counter[str]] = {n: Counter() for n in nodes}
+    # Usage of the nodes the decision touches: running allocations plus the started units.
+    touched = {n for start in decision.starts for n in start.nodes if n in nodes}
+    used: dict[str, Counter[str]] = {n: Counter() for n in touched}
     for running in snapshot.running:
         for unit in running.units:
-            if unit.node_id in used:
+            if unit.node_id in touched:
                 used[unit.node_id].update(unit.amounts)
 
     seen: set[str] = set()

@@ -80,28 +80,32 @@ def _check_options(request: pb.DispatchRequest, predictors: list[int], out: _Col
         out.add("search.delta_max_ms", "must be >= search.delta_ms")
 
 
+_NODE_STATES = (pb.NODE_STATE_UP, pb.NODE_STATE_DOWN, pb.NODE_STATE_DRAINED)
+
+
 def _check_nodes(request: pb.DispatchRequest, out: _Collector) -> dict[str, dict[str, int]]:
     capacity: dict[str, dict[str, int]] = {}
     if not request.nodes:
         out.add("nodes", "a snapshot needs at least one node")
     for i, node in enumerate(request.nodes):
-        path = f"nodes[{i}]"
-        if not node.id:
-            out.add(f"{path}.id", "must not be empty")
-        elif node.id in capacity:
-            out.add(f"{path}.id", f"duplicate node id {node.id!r}")
-        if node.state not in (pb.NODE_STATE_UP, pb.NODE_STATE_DOWN, pb.NODE_STATE_DRAINED):
-            out.add(f"{path}.state", "must be NODE_STATE_UP, NODE_STATE_DOWN or "
+        node_id, cap = node.id, dict(node.capacity)
+        if not node_id:
+            out.add(f"nodes[{i}].id", "must not be empty")
+        elif node_id in capacity:
+            out.add(f"nodes[{i}].id", f"duplicate node id {node_id!r}")
+        else:
+            capacity[node_id] = cap
+        if node.state not in _NODE_STATES:
+            out.add(f"nodes[{i}].state", "must be NODE_STATE_UP, NODE_STATE_DOWN or "
                     "NODE_STATE_DRAINED")
-        if not node.capacity:
-            out.add(f"{path}.capacity", "must name at least one resource type")
-        for resource, amount in node.capacity.items():
-            if not resource:
-                out.add(f"{path}.capacity", "resource type names must not be empty")
-            if amount <= 0:
-                out.add(f'{path}.capacity["{resource}"]', f"must be > 0, got {amount}")
-        if node.id and node.id not in capacity:
-            capacity[node.id] = dict(node.capacity)
+        if not cap:
+            out.add(f"nodes[{i}].capacity", "must name at least one resource type")
+        elif "" in cap or min(cap.values()) <= 0:
+            for resource, amount in cap.items():
+                if not resource:
+                    out.add(f"nodes[{i}].capacity", "resource type names must not be empty")
+                if amount <= 0:
+                    out.add(f'nodes[{i}].capacity["{resource}"]', f"must be > 0, got {amount}")
         if out.full:
             break
     return capacity
@@ -113,38 +117,45 @@ def _check_running(
     ids: Counter[str],
     out: _Collector,
 ) -> None:
-    used: dict[str, Counter[str]] = {}
+    usage: dict[tuple[str, str], int] = {}  # (node, resource) -> held by running jobs
+    reported: set[tuple[str, str]] = set()
+    t = request.time
     for i, job in enumerate(request.running_jobs):
-        path = f"running_jobs[{i}]"
-        _check_id(job.id, path, ids, out)
-        if job.start_time > request.time:
-            out.add(f"{path}.start_time", f"{job.start_time} is after the snapshot time "
-                    f"{request.time}")
+        _check_id(job.id, "running_jobs", i, ids, out)
+        if job.start_time > t:
+            out.add(f"running_jobs[{i}].start_time",
+                    f"{job.start_time} is after the snapshot time {t}")
         if job.requested_time <= 0:
-            out.add(f"{path}.requested_time", "must be > 0 seconds")
+            out.add(f"running_jobs[{i}].requested_time", "must be > 0 seconds")
         if job.HasField("expected_duration") and job.expected_duration <= 0:
-            out.add(f"{path}.expected_duration", "must be > 0 seconds")
+            out.add(f"running_jobs[{i}].expected_duration", "must be > 0 seconds")
         if not job.units:
-            out.add(f"{path}.units", "a running job holds at least one unit")
+            out.add(f"running_jobs[{i}].units", "a running job holds at least one unit")
         for u, unit in enumerate(job.units):
-            upath = f"{path}.units[{u}]"
-            if unit.node_id not in capacity:
-                out.add(f"{upath}.node_id", f"unknown node {unit.node_id!r}")
+            node_id = unit.node_id
+            node_cap = capacity.get(node_id)
+            if node_cap is None:
+                out.add(f"running_jobs[{i}].units[{u}].node_id", f"unknown node {node_id!r}")
                 continue
             for resource, amount in unit.amounts.items():
-                if amount < 0:
-                    out.add(f'{upath}.amounts["{resource}"]', f"must be >= 0, got {amount}")
-                elif amount > 0 and resource not in capacity[unit.node_id]:
-                    out.add(f'{upath}.amounts["{resource}"]',
-                            f"node {unit.node_id!r} has no resource {resource!r}")
-            usage = used.setdefault(unit.node_id, Counter())
-            usage.update({r: a for r, a in unit.amounts.items() if a > 0})
-            for resource, total in usage.items():
-                cap = capacity[unit.node_id].get(resource, 0)
-                if total > cap:
-                    out.add(upath, f"running jobs hold {total} {resource!r} on node "
-                            f"{unit.node_id!r}, more than its capacity {cap}")
-                    usage[resource] = cap  # report each overflow once
+                if amount <= 0:
+                    if amount < 0:
+                        out.add(f'running_jobs[{i}].units[{u}].amounts["{resource}"]',
+                                f"must be >= 0, got {amount}")
+                    continue
+                cap = node_cap.get(resource)
+                if cap is None:
+                    out.add(f'running_jobs[{i}].units[{u}].amounts["{resource}"]',
+                            f"node {node_id!r} has no resource {resource!r}")
+                    continue
+                key = (node_id, resource)
+                total = usage.get(key, 0) + amount
+                usage[key] = total
+                if total > cap and key not in reported:
+                    reported.add(key)
+                    out.add(f"running_jobs[{i}].units[{u}]",
+                            f"running jobs hold {total} {resource!r} on node {node_id!r}, "
+                            f"more than its capacity {cap}")
         if out.full:
             return
 
@@ -159,7 +170,7 @@ def _check_queued(
     known_types = {r for cap in capacity.values() for r in cap}
     for i, job in enumerate(request.queued_jobs):
         path = f"queued_jobs[{i}]"
-        _check_id(job.id, path, ids, out)
+        _check_id(job.id, "queued_jobs", i, ids, out)
         if job.submit_time > request.time:
             out.add(f"{path}.submit_time", f"{job.submit_time} is after the snapshot time "
                     f"{request.time}")
@@ -186,10 +197,10 @@ def _check_queued(
             return
 
 
-def _check_id(job_id: str, path: str, ids: Counter[str], out: _Collector) -> None:
+def _check_id(job_id: str, kind: str, i: int, ids: Counter[str], out: _Collector) -> None:
     if not job_id:
-        out.add(f"{path}.id", "must not be empty")
+        out.add(f"{kind}[{i}].id", "must not be empty")
         return
     ids[job_id] += 1
     if ids[job_id] == 2:
-        out.add(f"{path}.id", f"duplicate job id {job_id!r}")
+        out.add(f"{kind}[{i}].id", f"duplicate job id {job_id!r}")
