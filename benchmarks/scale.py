@@ -57,7 +57,7 @@ def main() -> None:
 
                 statuses = sorted({pb.SolveStatus.Name(r.status)[13:] for r in reports})
                 print(
-                    f"| {nodes} | {name} | {p50:.0f} | {p50 / easy:.1f} "
+                    f"| {nodes} | {name} | {p50:.0f} | {p50 / easy if easy else float('nan'):.1f} "
                     f"| {med([r.build_seconds * 1000 for r in reports]):.0f} "
                     f"| {med([r.solve_seconds * 1000 for r in reports]):.0f} "
                     f"| {med([r.total_seconds * 1000 for r in reports]):.0f} "

@@ -14,4 +14,7 @@ for pkg in server client sim_adapter slurm_bridge; do
   [ -d "$root/$pkg" ] && ln -s "$root/$pkg" "$tree/hpcdispatch/$pkg"
 done
 cd "$tree"
-exec "$python" -m mypy --config-file "$root/pyproject.toml" -p hpcdispatch
+"$python" -m mypy --config-file "$root/pyproject.toml" -p hpcdispatch
+# The benchmarks import the installed names too.
+cd "$root"
+MYPYPATH="$tree" "$python" -m mypy --config-file "$root/pyproject.toml" benchmarks

@@ -1,0 +1,316 @@
+"""Campaigns: a matrix of trace replays run in parallel on Dask, results gathered in one place.
+
+A campaign is traces × systems × predictors × dispatchers (× search profiles, for the CP
+dispatchers only). One cell is one replay. EASY is always part of the dispatchers (added if
+not listed): a cell's reference is the EASY cell of the same trace, system and predictor, and
+`campaign.md` gives each cell's ratio to it (mean bounded slowdown, mean decision time).
+One replay per cell, rather than one cell per group of dispatchers, keeps the long CP replays
+from serialising behind each other; `campaign.md` marks a ratio whose EASY run was on another
+host.
+
+    python -m benchmarks.campaign --traces bundled --dispatchers easy,pcp20 \\
+        --predictors walltime,last-two --limit-jobs 1000 --workers 2 --out runs/campaign
+    python -m benchmarks.campaign --config campaign.yaml --scheduler tcp://host:8786
+
+Where cells run: by default a Dask `LocalCluster` of `--workers` processes (default: the
+number of cores) with one thread each, so one cell per process at a time; with `--scheduler`
+the workers of that Dask scheduler (start them with `dask worker tcp://host:8786 --nthreads 1`
+so a worker runs one cell at a time). Workers must be able to import `hpcdispatch`, the same
+version as here (e.g. the same venv, or `pip install .` of this checkout); the worker-side
+code (`benchmarks/campaign_cells.py`) is sent by value, so the repository itself need not be
+on the workers. Each cell starts its own service on loopback, or uses `--target host:port`
+(then all cells share that service, and its decision times include their contention).
+Decision times are comparable between cells only on like hosts with no more cells at a time
+than cores (the embedded service's CP-SAT search uses one thread per decision).
+
+No shared filesystem needed: a trace file this process can read is sent to the workers; a
+path it cannot read (`/data/...` on the cluster only) is opened by the worker; `bundled` is
+the KTH-SP2 slice inside hpcdispatch. System files (`--systems FILE.yaml`) are opened by
+the worker. Every cell returns its summary and CSVs, written here under `--out DIR/<cell>/`
+(`hpcdispatch report DIR` works on it), with `DIR/campaign.json` (every summary, ratios,
+errors) and `DIR/campaign.md` (the table), rewritten as cells finish. A failed cell is
+listed with its error (`DIR/<cell>/error.txt` has the traceback) and the exit code is 1.
+
+`--config FILE` reads the same options from YAML (keys as the long flags, lists or comma
+strings); flags given on the command line win:
+
+    traces: [bundled, ../shared/traces/LLNL-Atlas-2006-2.1-cln.swf.xz]
+    dispatchers: [easy, pcp20, hcp19]
+    predictors: walltime,last-two
+    limit_jobs: 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import operator
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from benchmarks import campaign_cells
+from benchmarks.campaign_cells import BUNDLED, CellResult, CellSpec, run_cell
+from benchmarks.campaign_report import NO_SEARCH, REFERENCE, campaign_document, write_campaign
+from hpcdispatch.sim_adapter.adapter import ALLOCATORS, DEFAULT, DISPATCHERS, PREDICTORS
+from hpcdispatch.sim_adapter.replay import bundled_trace, safe_dirname, trace_name
+from hpcdispatch.sim_adapter.workload import UNIT_MODES
+
+if TYPE_CHECKING:
+    from distributed import Client, Future
+
+LIST_OPTIONS = ("traces", "systems", "dispatchers", "predictors", "profiles")
+FROM_HEADER = "header"  # system word: derive the system from the trace header
+
+
+class UsageError(ValueError):
+    """A campaign that cannot be set up (exit code 2)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.campaign", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", type=Path, help="YAML file with any of the options below")
+    p.add_argument("--traces", default=BUNDLED,
+                   help=f"comma list of SWF files; '{BUNDLED}' = the slice in hpcdispatch")
+    p.add_argument("--systems", default=FROM_HEADER, help="comma list: presets, NODESxCORES, "
+                   f"files on the workers, '{FROM_HEADER}' = from the trace (default)")
+    p.add_argument("--dispatchers", default="easy,pcp20",
+                   help=f"comma list of {sorted(DISPATCHERS)}; easy is always added")
+    p.add_argument("--predictors", default="walltime", help=f"comma list of {sorted(PREDICTORS)}")
+    p.add_argument("--profiles", default="",
+                   help="comma list of search profiles of the CP dispatchers (default: the "
+                   "server's)")
+    p.add_argument("--allocator", choices=sorted(ALLOCATORS), default=DEFAULT)
+    p.add_argument("--unit-mode", choices=UNIT_MODES, default="node")
+    p.add_argument("--limit-jobs", type=int, help="replay only the first N cleaned jobs")
+    p.add_argument("--charge-decision-time", action="store_true",
+                   help="let each decision's wall time pass in simulated time")
+    p.add_argument("--timeout", type=float, default=120.0, help="deadline per call, seconds")
+    p.add_argument("--workers", type=int, help="local cluster: worker processes (default: cores)")
+    p.add_argument("--scheduler", help="Dask scheduler address (tcp://host:8786); default: a "
+                   "local cluster")
+    p.add_argument("--target", help="host:port of a running service (default: one embedded "
+                   "service per cell)")
+    p.add_argument("--out", type=Path, help="results directory (default: runs/campaign-DATE)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """Flags over `--config` YAML over the defaults."""
+    parser = build_parser()
+    first = parser.parse_args(argv)
+    if first.config is not None:
+        loaded = yaml.safe_load(first.config.read_text(encoding="utf-8")) or {}
+        if not isinstance(loaded, dict):
+            raise UsageError(f"{first.config}: expected a mapping of options")
+        known = {a.dest for a in parser._actions} - {"help", "config"}
+        values: dict[str, Any] = {}
+        for key, value in loaded.items():
+            dest = str(key).replace("-", "_")
+            if dest not in known:
+                raise UsageError(f"{first.config}: unknown option {key!r}; one of {sorted(known)}")
+            if dest in LIST_OPTIONS and isinstance(value, list):
+                value = ",".join(str(v) for v in value)
+            values[dest] = Path(value) if dest == "out" else value
+        parser.set_defaults(**values)
+    return parser.parse_args(argv)
+
+
+def _split(text: str | None) -> list[str]:
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
+def _check(names: list[str], allowed: dict[str, int], kind: str) -> None:
+    for name in names:
+        if name not in allowed:
+            raise UsageError(f"unknown {kind} {name!r}; one of {sorted(allowed)}")
+
+
+def _trace_label(trace: str) -> str:
+    return trace_name(bundled_trace() if trace == BUNDLED else Path(trace))
+
+
+def _system_label(system: str | None) -> str:
+    if system is None:
+        return FROM_HEADER
+    return Path(system).stem if Path(system).suffix in (".yaml", ".yml", ".json") else system
+
+
+def matrix(args: argparse.Namespace) -> list[CellSpec]:
+    """The cells, in table order: trace, system, predictor, dispatcher (EASY first), profile."""
+    traces = _split(args.traces)
+    systems = [None if s == FROM_HEADER else s for s in _split(args.systems)] or [None]
+    predictors = _split(args.predictors)
+    dispatchers = _split(args.dispatchers)
+    dispatchers = [REFERENCE, *(d for d in dict.fromkeys(dispatchers) if d != REFERENCE)]
+    profiles = _split(args.profiles) or [""]
+    _check(dispatchers, DISPATCHERS, "dispatcher")
+    _check(predictors, PREDICTORS, "predictor")
+    if not traces or not predictors:
+        raise UsageError("at least one trace and one predictor")
+    if args.limit_jobs is not None and args.limit_jobs < 1:
+        raise UsageError("--limit-jobs must be >= 1")
+    cells: list[CellSpec] = []
+    for trace in traces:
+        for system in systems:
+            for predictor in predictors:
+                for dispatcher in dispatchers:
+                    for profile in [""] if dispatcher in NO_SEARCH else profiles:
+                        parts = [_trace_label(trace), _system_label(system), predictor,
+                                 dispatcher, *([profile] if profile else [])]
+                        cells.append(CellSpec(
+                            name=safe_dirname("__".join(parts)), trace=trace,
+                            trace_file=Path(trace).name, system=system, dispatcher=dispatcher,
+                            predictor=predictor, profile=profile, allocator=args.allocator,
+                            unit_mode=args.unit_mode, limit_jobs=args.limit_jobs,
+                            charge_decision_time=args.charge_decision_time,
+                            timeout=args.timeout, target=args.target,
+                        ))
+    names = [c["name"] for c in cells]
+    if len(set(names)) != len(names):
+        raise UsageError("two cells would share a directory (traces or systems with the same "
+                         f"name?): {sorted(n for n in names if names.count(n) > 1)[0]}")
+    return cells
+
+
+@contextmanager
+def dask_client(scheduler: str | None, workers: int) -> Iterator[tuple[Client, str]]:
+    """A client of `scheduler`, or of a local cluster of `workers` one-thread processes."""
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        with Client(scheduler, timeout="30s") as client:
+            count = len(client.scheduler_info().get("workers", {}))
+            yield client, f"Dask scheduler {scheduler} ({count} workers at start)"
+        return
+    with (LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                       dashboard_address=None) as cluster,
+          Client(cluster) as client):
+        yield client, f"a local Dask cluster of {workers} worker processes"
+
+
+def ship_traces(client: Client, cells: Sequence[CellSpec]) -> dict[str, Future | None]:
+    """Per trace, its content scattered to the cluster, or None: the worker opens it itself."""
+    shipped: dict[str, Future | None] = {}
+    for trace in dict.fromkeys(c["trace"] for c in cells):
+        path = Path(trace)
+        if trace != BUNDLED and path.is_file():
+            shipped[trace] = client.scatter(path.read_bytes(), hash=False, broadcast=True)
+        else:
+            shipped[trace] = None
+            if trace != BUNDLED:
+                print(f"campaign: {trace} is not readable here; the workers will open it",
+                      file=sys.stderr)
+    return shipped
+
+
+def write_cell(out: Path, result: CellResult) -> Path:
+    """The cell's directory under `out`, as its worker wrote it (or error.txt)."""
+    cell_dir = out / result["name"]
+    if cell_dir.is_dir():
+        shutil.rmtree(cell_dir)  # a previous campaign's run of this cell
+    cell_dir.mkdir(parents=True)
+    for name, data in result["files"].items():
+        (cell_dir / name).write_bytes(gzip.decompress(data))
+    if result["error"]:
+        (cell_dir / "error.txt").write_text(
+            f"{result['error']}\n\n{result['traceback'] or ''}", encoding="utf-8")
+    return cell_dir
+
+
+def lost_cell(name: str, exc: BaseException) -> CellResult:
+    """A cell whose task never returned (worker died, cancelled, unpicklable, ...)."""
+    return CellResult(name=name, host="", worker="", seconds=0.0, summary=None, files={},
+                      error=f"{type(exc).__name__}: {exc}", traceback=None)
+
+
+def run_campaign(args: argparse.Namespace, command: str) -> int:
+    """Run every cell, gathering as they finish; 0 if all ran, 1 if any failed."""
+    import cloudpickle  # type: ignore[import-untyped]
+    from distributed import as_completed
+    from tqdm import tqdm
+
+    cells = matrix(args)
+    out: Path = args.out or Path(time.strftime("runs/campaign-%Y%m%d-%H%M%S"))
+    workers = args.workers or _cores()
+    if workers < 1:
+        raise UsageError("--workers must be >= 1")
+    cloudpickle.register_pickle_by_value(campaign_cells)  # workers need hpcdispatch only
+    started = time.perf_counter()
+    results: dict[str, CellResult] = {}
+    meta: dict[str, Any] = {
+        "command": command, "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+        "scheduler": args.scheduler, "target": args.target, "out": str(out),
+        "reference": f"{REFERENCE} under the same trace, system and predictor",
+    }
+    with dask_client(args.scheduler, workers) as (client, cluster):
+        meta["cluster"] = cluster
+        print(f"campaign: {len(cells)} cells on {cluster} -> {out}/", file=sys.stderr)
+        traces = ship_traces(client, cells)
+        # The scheduler unpickles task graphs by reference, so the function goes as data
+        # (pickled by value) and the task is operator.call, which every Python 3.11 has.
+        cell_function = client.scatter(run_cell, hash=False, broadcast=True)
+        futures = {
+            client.submit(operator.call, cell_function, cell, traces[cell["trace"]],
+                          key=f"cell-{cell['name']}", pure=False): cell["name"]
+            for cell in cells
+        }
+        bar = tqdm(as_completed(futures), total=len(futures), desc="cells", unit="cell",
+                   file=sys.stderr, disable=args.no_progress)
+        try:
+            for future in bar:
+                name = futures[future]
+                try:
+                    result: CellResult = future.result()
+                except Exception as exc:
+                    result = lost_cell(name, exc)
+                results[name] = result
+                cell_dir = write_cell(out, result)
+                state = f"FAILED: {result['error']}" if result["error"] else (
+                    f"{result['summary']['jobs'] if result['summary'] else '?'} jobs")
+                bar.write(f"{name}: {state} ({result['seconds']:.1f} s, "
+                          f"{result['host'] or '?'}) -> {cell_dir}", file=sys.stderr)
+                meta["wall_seconds"] = time.perf_counter() - started
+                write_campaign(out, campaign_document(meta, cells, results))
+        finally:
+            bar.close()
+            meta["wall_seconds"] = time.perf_counter() - started
+            write_campaign(out, campaign_document(meta, cells, results))
+    print((out / "campaign.md").read_text(encoding="utf-8"))
+    failed = [name for name, r in results.items() if r["error"]]
+    print(f"campaign: {len(results) - len(failed)} of {len(cells)} cells ok"
+          + (f", {len(failed)} failed" if failed else "")
+          + f" in {meta['wall_seconds']:.1f} s; {out}/campaign.md", file=sys.stderr)
+    return 1 if failed or len(results) < len(cells) else 0
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = shlex.join(["python", "-m", "benchmarks.campaign", *argv])
+    try:
+        return run_campaign(parse_args(argv), command)
+    except (UsageError, OSError, yaml.YAMLError) as exc:
+        print(f"campaign: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

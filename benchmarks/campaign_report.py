@@ -1,0 +1,151 @@
+"""A campaign's gathered results: ratios to EASY, `campaign.json` and `campaign.md`.
+
+The EASY reference of a cell is the EASY cell of the same trace, system and predictor (the
+campaign always runs one). Ratios are the cell's value over the reference's: mean bounded
+slowdown, and mean decision time (as measured by the service, per decision).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypedDict
+
+from benchmarks.campaign_cells import CellResult, CellSpec
+
+REFERENCE = "easy"
+NO_SEARCH = ("fcfs", "easy")  # dispatchers a search profile does not apply to
+
+
+class Ratios(TypedDict):
+    reference: str | None  # name of the EASY cell
+    bounded_slowdown: float | None  # mean bounded slowdown / EASY's
+    decision_seconds: float | None  # mean decision time / EASY's
+    same_host: bool | None  # the reference ran on the same host (decision times comparable)
+
+
+def reference_key(cell: CellSpec) -> tuple[str, str | None, str]:
+    """Cells sharing this key are compared with the same EASY run."""
+    return cell["trace"], cell["system"], cell["predictor"]
+
+
+def _value(summary: dict[str, Any] | None, group: str, stat: str) -> float | None:
+    if summary is None or not isinstance(summary.get(group), dict):
+        return None
+    value = summary[group].get(stat)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or denominator is None or denominator == 0:
+        return None
+    return numerator / denominator
+
+
+def ratios_to_easy(cells: Sequence[CellSpec], results: dict[str, CellResult]) -> dict[str, Ratios]:
+    """Per cell name, its ratios to the EASY cell with the same reference key."""
+    easy_by_key = {reference_key(c): c["name"] for c in cells if c["dispatcher"] == REFERENCE}
+    out: dict[str, Ratios] = {}
+    for cell in cells:
+        own = results.get(cell["name"])
+        easy_name = easy_by_key.get(reference_key(cell))
+        easy = results.get(easy_name) if easy_name else None
+        mine = own["summary"] if own else None
+        ref = easy["summary"] if easy else None
+        out[cell["name"]] = Ratios(
+            reference=easy_name,
+            bounded_slowdown=ratio(_value(mine, "bounded_slowdown", "mean"),
+                                   _value(ref, "bounded_slowdown", "mean")),
+            decision_seconds=ratio(_value(mine, "decision_seconds", "mean"),
+                                   _value(ref, "decision_seconds", "mean")),
+            same_host=(own["host"] == easy["host"]) if own and easy else None,
+        )
+    return out
+
+
+def campaign_document(meta: dict[str, Any], cells: Sequence[CellSpec],
+                      results: dict[str, CellResult]) -> dict[str, Any]:
+    """What `campaign.json` holds: the settings, then one entry per cell in matrix order."""
+    ratios = ratios_to_easy(cells, results)
+    entries = []
+    for cell in cells:
+        result = results.get(cell["name"])
+        status = "pending" if result is None else "failed" if result["error"] else "ok"
+        entries.append({
+            "cell": cell["name"],
+            "status": status,
+            "spec": dict(cell),
+            "host": result["host"] if result else None,
+            "worker": result["worker"] if result else None,
+            "cell_seconds": result["seconds"] if result else None,
+            "error": result["error"] if result else None,
+            "ratios_to_easy": ratios[cell["name"]],
+            "summary": result["summary"] if result else None,
+        })
+    counts = {s: sum(e["status"] == s for e in entries) for s in ("ok", "failed", "pending")}
+    return {"campaign": {**meta, "cells": counts}, "cells": entries}
+
+
+def _fmt(value: float | int | None, digits: int = 2, scale: float = 1.0) -> str:
+    if value is None:
+        return "-"
+    return f"{value * scale:,.{digits}f}"
+
+
+COLUMNS = ("trace", "system", "dispatcher", "predictor", "profile", "jobs",
+           "bsld mean ± std", "wait mean [s]", "util", "decision mean [ms]",
+           "decision p50 [ms]", "decision p99 [ms]", "replay [s]", "bsld / EASY",
+           "decision / EASY")
+
+
+def table_row(entry: dict[str, Any]) -> list[str]:
+    """One Markdown row of an "ok" cell (see COLUMNS)."""
+    s = entry["summary"]
+    r = entry["ratios_to_easy"]
+    profile = "-" if s["dispatcher"] in NO_SEARCH else s.get("profile") or "-"
+    decision_ratio = _fmt(r["decision_seconds"])
+    if r["same_host"] is False:
+        decision_ratio += " †"
+    return [
+        Path(s["trace"]).name, s["system"]["name"], s["dispatcher"], s["predictor"],
+        profile, f"{s['jobs']:,}",
+        f"{_fmt(s['bounded_slowdown']['mean'])} ± {_fmt(s['bounded_slowdown']['std'])}",
+        _fmt(s["wait_seconds"]["mean"], 0), _fmt(s["utilisation"], 3),
+        _fmt(s["decision_seconds"]["mean"], 2, 1000), _fmt(s["decision_seconds"]["p50"], 2, 1000),
+        _fmt(s["decision_seconds"]["p99"], 2, 1000), _fmt(s["replay_seconds"], 1),
+        _fmt(r["bounded_slowdown"]), decision_ratio,
+    ]
+
+
+def campaign_markdown(document: dict[str, Any]) -> str:
+    """`campaign.md`: how it was run, the table of cells that ran, then the failed ones."""
+    meta = document["campaign"]
+    entries = document["cells"]
+    lines = [
+        "# Campaign", "",
+        f"`{meta['command']}`", "",
+        f"{meta['started']}, on {meta['cluster']}; {meta['cells']['ok']} cells ok, "
+        f"{meta['cells']['failed']} failed, {meta['cells']['pending']} pending; "
+        f"{_fmt(meta.get('wall_seconds'), 1)} s wall.", "",
+        "bsld = bounded slowdown (10 s bound); decision = the service's time per decision; "
+        "replay = the whole replay's wall time. `/ EASY`: ratio of the means to the EASY run of "
+        "the same trace, system and predictor in this campaign; † = that run was on another "
+        "host, so its decision times are not directly comparable.", "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
+    lines += ["| " + " | ".join(table_row(e)) + " |" for e in entries if e["status"] == "ok"]
+    failed = [e for e in entries if e["status"] != "ok"]
+    if failed:
+        lines += ["", "## Cells without results", ""]
+        for e in failed:
+            error = " ".join((e["error"] or "").split())  # one line in the list
+            lines.append(f"- `{e['cell']}`: {e['status']}" + (f" — {error}" if error else ""))
+    return "\n".join(lines) + "\n"
+
+
+def write_campaign(out: Path, document: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "campaign.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    (out / "campaign.md").write_text(campaign_markdown(document), encoding="utf-8")

@@ -1,0 +1,136 @@
+"""Campaigns (benchmarks/campaign.py): the matrix, the YAML file, and a real local Dask cluster.
+
+The cluster test runs a tiny campaign (bundled slice, 150 jobs, EASY + FCFS, two predictors,
+plus a trace that does not exist) through `--scheduler`, and checks what was gathered against
+each run's own summary.json and CSV files.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.campaign import UsageError, main, matrix, parse_args
+from hpcdispatch.sim_adapter.replay import bundled_trace
+
+LIMIT = 150
+
+
+def test_matrix_always_has_easy_and_profiles_only_for_cp_dispatchers() -> None:
+    args = parse_args(["--dispatchers", "pcp20,fcfs", "--profiles", "fast,papers",
+                       "--predictors", "walltime,last-two", "--systems", "header,64x4"])
+    cells = matrix(args)
+    combos = [(c["system"], c["predictor"], c["dispatcher"], c["profile"]) for c in cells]
+    per_group = [("easy", ""), ("pcp20", "fast"), ("pcp20", "papers"), ("fcfs", "")]
+    assert combos == [(s, p, d, f) for s in (None, "64x4") for p in ("walltime", "last-two")
+                      for d, f in per_group]
+    assert len({c["name"] for c in cells}) == len(cells)
+    with pytest.raises(UsageError):
+        matrix(parse_args(["--dispatchers", "nope"]))
+
+
+def test_config_file_gives_defaults_and_flags_win(tmp_path: Path) -> None:
+    config = tmp_path / "campaign.yaml"
+    config.write_text("dispatchers: [hcp19, pcp20]\npredictors: last-two\nlimit_jobs: 10\n"
+                      "out: somewhere\n")
+    args = parse_args(["--config", str(config), "--limit-jobs", "20"])
+    assert (args.dispatchers, args.predictors, args.limit_jobs) == ("hcp19,pcp20", "last-two", 20)
+    assert args.out == Path("somewhere")
+    config.write_text("dispatcher: easy\n")  # a typo is an error, not silently ignored
+    with pytest.raises(UsageError, match="dispatcher"):
+        parse_args(["--config", str(config)])
+
+
+@pytest.fixture(scope="module")
+def scheduler() -> Iterator[tuple[str, set[str]]]:
+    """A real local Dask cluster: its address and its workers' addresses."""
+    from distributed import Client, LocalCluster
+
+    with (LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                       dashboard_address=None) as cluster,
+          Client(cluster) as client):
+        client.wait_for_workers(2, timeout=60)
+        yield cluster.scheduler_address, set(client.scheduler_info()["workers"])
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _markdown_rows(text: str) -> list[dict[str, str]]:
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    header = [h.strip() for h in lines[0].strip("|").split("|")]
+    return [dict(zip(header, (v.strip() for v in line.strip("|").split("|")), strict=True))
+            for line in lines[1:]]
+
+
+def test_campaign_on_a_local_dask_cluster(scheduler: tuple[str, set[str]],
+                                          tmp_path: Path) -> None:
+    address, workers = scheduler
+    out = tmp_path / "campaign"
+    trace = bundled_trace()  # a path, so the client ships its content to the workers
+    missing = tmp_path / "no-such-trace.swf"
+    code = main(["--traces", f"{trace},{missing}", "--dispatchers", "easy,fcfs",
+                 "--predictors", "walltime,last-two", "--limit-jobs", str(LIMIT),
+                 "--scheduler", address, "--out", str(out), "--no-progress"])
+    assert code == 1  # a failed cell shows in the exit code
+
+    document = json.loads((out / "campaign.json").read_text())
+    entries = {e["cell"]: e for e in document["cells"]}
+    assert len(entries) == 2 * 2 * 2
+    assert document["campaign"]["cells"] == {"ok": 4, "failed": 4, "pending": 0}
+
+    ok = {name: e for name, e in entries.items() if e["status"] == "ok"}
+    assert {e["spec"]["trace"] for e in ok.values()} == {str(trace)}
+    runs: dict[str, dict[str, Any]] = {}
+    for name, entry in ok.items():
+        run_dir = out / name
+        summary = json.loads((run_dir / "summary.json").read_text())
+        runs[name] = summary
+        assert entry["summary"] == summary  # gathered as the run wrote it
+        assert entry["worker"] in workers  # ran on the cluster, not in this process
+        assert summary["jobs"] == LIMIT == len(_rows(run_dir / "jobs.csv"))
+        assert summary["decisions"] == len(_rows(run_dir / "decisions.csv")) > 0
+        assert (summary["dispatcher"], summary["predictor"]) == (
+            entry["spec"]["dispatcher"], entry["spec"]["predictor"])
+
+    # Ratios recomputed from the runs' own files: EASY of the same predictor is the reference.
+    easy = {s["predictor"]: s for s in runs.values() if s["dispatcher"] == "easy"}
+    assert set(easy) == {"walltime", "last-two"}
+    table = {(r["dispatcher"], r["predictor"]): r
+             for r in _markdown_rows((out / "campaign.md").read_text())}
+    assert len(table) == len(ok)
+    for name, summary in runs.items():
+        ref = easy[summary["predictor"]]
+        bsld = summary["bounded_slowdown"]["mean"] / ref["bounded_slowdown"]["mean"]
+        decision = summary["decision_seconds"]["mean"] / ref["decision_seconds"]["mean"]
+        ratios = ok[name]["ratios_to_easy"]
+        assert math.isclose(ratios["bounded_slowdown"], bsld)
+        assert math.isclose(ratios["decision_seconds"], decision)
+        if summary["dispatcher"] == "easy":
+            assert ratios["bounded_slowdown"] == ratios["decision_seconds"] == 1.0
+        row = table[(summary["dispatcher"], summary["predictor"])]
+        assert row["jobs"] == str(summary["jobs"])
+        assert row["bsld mean ± std"] == (f"{summary['bounded_slowdown']['mean']:,.2f} ± "
+                                          f"{summary['bounded_slowdown']['std']:,.2f}")
+        assert row["util"] == f"{summary['utilisation']:,.3f}"
+        assert row["decision p99 [ms]"] == f"{summary['decision_seconds']['p99'] * 1000:,.2f}"
+        assert row["bsld / EASY"] == f"{bsld:,.2f}"
+        assert row["decision / EASY"].split()[0] == f"{decision:,.2f}"
+
+    # The missing trace fails on the workers, cell by cell, without stopping the others.
+    failed = {name: e for name, e in entries.items() if e["status"] == "failed"}
+    assert {e["spec"]["trace"] for e in failed.values()} == {str(missing)}
+    markdown = (out / "campaign.md").read_text()
+    for name, entry in failed.items():
+        assert entry["error"].startswith("FileNotFoundError")
+        assert entry["summary"] is None and entry["ratios_to_easy"]["bounded_slowdown"] is None
+        assert "FileNotFoundError" in (out / name / "error.txt").read_text()
+        assert f"`{name}`: failed" in markdown
