@@ -9,6 +9,7 @@ from contextlib import AbstractContextManager, nullcontext
 from importlib import resources
 from pathlib import Path
 
+import grpc
 from google.protobuf import json_format
 
 from hpcdispatch import __version__
@@ -31,16 +32,33 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-nodes", type=int, help="largest snapshot, in nodes")
     p.add_argument("--max-jobs", type=int, help="largest snapshot, in running + queued jobs")
     p.add_argument("--predictor-store", help="SQLite file of the predictors' knowledge base")
+    p.add_argument("--grace-seconds", type=float,
+                   help="on SIGTERM, time in-flight decisions get to finish")
+    p.add_argument("--metrics-port", type=int,
+                   help="serve Prometheus /metrics on this HTTP port (0: off, the default)")
+    p.add_argument("--metrics-host", help="address /metrics binds to (default: the --listen host)")
+    p.add_argument("--log-format", choices=("auto", "json", "console"),
+                   help="json lines, readable console lines, or auto (console on a terminal)")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error", "critical"))
+    p.add_argument("--tls-cert", help="PEM certificate chain of the server (TLS with --tls-key)")
+    p.add_argument("--tls-key", help="PEM private key of the server")
+    p.add_argument("--tls-client-ca",
+                   help="PEM CA bundle; clients must present a certificate it signed (mTLS)")
     p.set_defaults(func=_serve)
+
+
+SERVE_KEYS = (
+    "listen", "workers", "default_dispatcher", "default_predictor", "default_profile",
+    "max_nodes", "max_jobs", "predictor_store", "grace_seconds", "metrics_port", "metrics_host",
+    "log_format", "log_level", "tls_cert", "tls_key", "tls_client_ca",
+)
 
 
 def _serve(args: argparse.Namespace) -> int:
     from hpcdispatch.server.app import serve
     from hpcdispatch.server.config import load_config
 
-    keys = ("listen", "workers", "default_dispatcher", "default_predictor", "default_profile",
-            "max_nodes", "max_jobs", "predictor_store")
-    config = load_config(args.config, overrides={k: getattr(args, k) for k in keys})
+    config = load_config(args.config, overrides={k: getattr(args, k) for k in SERVE_KEYS})
     serve(config)
     return 0
 
@@ -57,6 +75,12 @@ def _add_dispatch(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dispatcher", choices=sorted(DISPATCHER_NAMES), help="override the request's")
     p.add_argument("--timeout", type=float, default=30.0, help="deadline, seconds")
     p.add_argument("--output", help="write the DispatchResponse JSON here instead of stdout")
+    p.add_argument("--tls-ca", help="TLS: PEM bundle that signed the server's certificate "
+                   "(with --tls-cert/--tls-key alone: the system's roots)")
+    p.add_argument("--tls-cert", help="mutual TLS: PEM certificate chain of this client")
+    p.add_argument("--tls-key", help="mutual TLS: PEM private key of this client")
+    p.add_argument("--tls-server-name",
+                   help="TLS: name to check in the server's certificate instead of the target's")
     p.set_defaults(func=_dispatch)
 
 
@@ -68,9 +92,24 @@ def _embedded_or_remote(target: str | None) -> AbstractContextManager[str]:
     return embedded_server()
 
 
+def _credentials(args: argparse.Namespace) -> grpc.ChannelCredentials | None:
+    """TLS credentials from --tls-* flags; None (plaintext) when none is given."""
+    from hpcdispatch.client.tls import channel_credentials
+
+    if not (args.tls_ca or args.tls_cert or args.tls_key):
+        return None
+    if not args.target:
+        raise SystemExit("hpcdispatch dispatch: --tls-* flags need --target")
+    return channel_credentials(args.tls_ca, args.tls_cert, args.tls_key)
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     from hpcdispatch.client import DispatcherClient
 
+    credentials = _credentials(args)
+    options = (
+        [("grpc.ssl_target_name_override", args.tls_server_name)] if args.tls_server_name else []
+    )
     text = (
         Path(args.snapshot).read_text(encoding="utf-8") if args.snapshot
         else resources.files("hpcdispatch.examples").joinpath(EXAMPLE_SNAPSHOT).read_text()
@@ -78,7 +117,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     request = json_format.Parse(text, pb.DispatchRequest())
     if args.dispatcher:
         request.dispatcher = pb.Dispatcher.ValueType(DISPATCHER_NAMES[args.dispatcher])
-    with _embedded_or_remote(args.target) as target, DispatcherClient(target) as client:
+    with (
+        _embedded_or_remote(args.target) as target,
+        DispatcherClient(target, credentials=credentials, extra_options=options) as client,
+    ):
         response = client.dispatch(request, timeout=args.timeout)
     out = json_format.MessageToJson(response, indent=2, preserving_proto_field_name=True)
     if args.output:

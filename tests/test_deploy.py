@@ -1,0 +1,232 @@
+"""deploy/: the Grafana dashboard queries exported metrics; compose and Kubernetes files hold."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from hpcdispatch.client import DispatcherClient
+from hpcdispatch.server.config import load_config
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+from tests.observability import (
+    dashboard_queries,
+    exported_names,
+    metrics_server,
+    promql_metric_names,
+    scrape_text,
+    small_request,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+DASHBOARD = DEPLOY / "grafana" / "dashboards" / "hpcdispatch.json"
+DELTA_MAX_SECONDS = 16  # the longest decision (papers profile)
+K8S_VERSIONS = (kubernetes_validate.latest_version(), "1.27")  # gRPC probes: GA in 1.27
+
+
+def load_dashboard() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return data
+
+
+def k8s_documents() -> list[dict[str, Any]]:
+    return [doc for path in sorted((DEPLOY / "k8s").glob("*.yaml"))
+            for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def k8s_kind(kind: str) -> dict[str, Any]:
+    return next(d for d in k8s_documents() if d["kind"] == kind)
+
+
+def entrypoint_ports() -> tuple[int, int]:
+    """(gRPC, metrics) ports of the Dockerfile's ENTRYPOINT."""
+    text = (ROOT / "Dockerfile").read_text()
+    argv = json.loads(re.search(r"^ENTRYPOINT (.+)$", text, re.M).group(1))  # type: ignore[union-attr]
+    grpc_port = int(argv[argv.index("--listen") + 1].rsplit(":", 1)[1])
+    return grpc_port, int(argv[argv.index("--metrics-port") + 1])
+
+
+# -- Grafana dashboard ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def exported() -> set[str]:
+    """Series names a real server exports after a decision and a completion report."""
+    with metrics_server() as server, DispatcherClient(server.target) as client:
+        request = small_request()
+        response = client.dispatch(request)
+        start = response.starts[0]
+        client.report_completions([pb.JobCompletion(
+            job_id=start.job_id, units=len(start.units), requested_time=3600,
+            start_time=request.time, end_time=request.time + 60)])
+        assert server.metrics_port
+        return exported_names(scrape_text(server.metrics_port))
+
+
+def test_every_dashboard_query_names_exported_metrics(exported: set[str]) -> None:
+    queries = dashboard_queries(load_dashboard())
+    assert len(queries) >= 15
+    used = set()
+    for query in queries:
+        names = promql_metric_names(query)
+        assert names, f"no metric in {query!r}"
+        missing = names - exported
+        assert not missing, f"{query!r} uses metrics the service does not export: {missing}"
+        used |= names
+    # The dashboard covers the service's main families.
+    for needed in ("hpcdispatch_decision_seconds_bucket", "hpcdispatch_decision_build_seconds_sum",
+                   "hpcdispatch_decision_solve_seconds_sum", "hpcdispatch_decisions_total",
+                   "hpcdispatch_decision_attempts_sum", "hpcdispatch_queue_depth",
+                   "grpc_server_handled_total"):
+        assert needed in used, needed
+
+
+def test_the_metric_name_check_can_fail(exported: set[str]) -> None:
+    bad = 'sum(rate(hpcdispatch_decision_latency_seconds_bucket{dispatcher="x"}[5m]))'
+    assert promql_metric_names(bad) - exported == {"hpcdispatch_decision_latency_seconds_bucket"}
+
+
+def test_dashboard_has_the_panels_operators_need() -> None:
+    dashboard = load_dashboard()
+    titles = " | ".join(p["title"].lower() for p in dashboard["panels"])
+    for topic in ("latency", "build vs solve", "status", "attempts", "queue depth",
+                  "request rate", "errors"):
+        assert topic in titles, topic
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    latency = next(p for p in dashboard["panels"] if "latency quantiles" in p["title"].lower())
+    exprs = " ".join(t["expr"] for t in latency["targets"])
+    assert "histogram_quantile" in exprs and "dispatcher" in exprs
+
+
+# -- compose -------------------------------------------------------------------------------------
+
+
+def test_compose_stack_is_wired() -> None:
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    services = compose["services"]
+    assert {"hpcdispatch", "prometheus", "grafana"} <= services.keys()
+    grpc_port, metrics_port = entrypoint_ports()
+    assert {f"{grpc_port}:{grpc_port}", f"{metrics_port}:{metrics_port}"} <= set(
+        services["hpcdispatch"]["ports"])
+    assert (DEPLOY / services["hpcdispatch"]["build"]["context"] / "Dockerfile").exists()
+    for name, service in services.items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):
+                assert (DEPLOY / source).exists(), f"{name}: {source} is missing"
+    # Prometheus scrapes the service's metrics port.
+    prometheus = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    targets = [t for job in prometheus["scrape_configs"] for c in job["static_configs"]
+               for t in c["targets"]]
+    assert f"hpcdispatch:{metrics_port}" in targets
+    # Grafana: the data source is that Prometheus; the dashboards folder is where it is mounted.
+    datasources = yaml.safe_load(
+        (DEPLOY / "grafana/provisioning/datasources/prometheus.yaml").read_text())["datasources"]
+    assert datasources[0]["url"] == "http://prometheus:9090" and datasources[0]["isDefault"]
+    providers = yaml.safe_load(
+        (DEPLOY / "grafana/provisioning/dashboards/hpcdispatch.yaml").read_text())["providers"]
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in services["grafana"]["volumes"]}
+    dashboards = mounts[providers[0]["options"]["path"]]
+    assert (DEPLOY / dashboards / DASHBOARD.name).exists()
+    # The server's configuration loads, and the stop grace period outlasts its grace_seconds.
+    config = load_config(str(DEPLOY / "server.yaml"), env={})
+    stop = int(services["hpcdispatch"]["stop_grace_period"].removesuffix("s"))
+    assert DELTA_MAX_SECONDS < config.grace_seconds < stop
+
+
+# -- Kubernetes ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_k8s_manifests_validate(version: str) -> None:
+    documents = k8s_documents()
+    assert {d["kind"] for d in documents} >= {"Deployment", "Service", "ConfigMap"}
+    for document in documents:
+        kubernetes_validate.validate(document, version, strict=True)
+
+
+def test_k8s_validation_can_fail() -> None:
+    broken = copy.deepcopy(k8s_kind("Deployment"))
+    container = broken["spec"]["template"]["spec"]["containers"][0]
+    container["readinessProbe"]["grpc"]["port"] = "grpc"  # gRPC probes take a number
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, K8S_VERSIONS[0], strict=True)
+    unknown = copy.deepcopy(k8s_kind("Deployment"))
+    unknown["spec"]["template"]["spec"]["containers"][0]["livenessProbes"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(unknown, K8S_VERSIONS[0], strict=True)
+
+
+def test_k8s_deployment_is_safe_to_run_and_stop(tmp_path: Path) -> None:
+    deployment = k8s_kind("Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    grpc_port, metrics_port = entrypoint_ports()
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"grpc": grpc_port, "metrics": metrics_port}
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["grpc"]["port"] == grpc_port, probe
+    assert container["readinessProbe"]["grpc"]["service"] == "hpcdispatch.v1.DispatcherService"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    for kind in ("requests", "limits"):
+        assert {"cpu", "memory"} <= container["resources"][kind].keys(), kind
+    # The ConfigMap is what --config reads, it loads, and the grace periods are ordered:
+    # longest decision < grace_seconds < terminationGracePeriodSeconds.
+    configmap = k8s_kind("ConfigMap")
+    config_file = tmp_path / "server.yaml"
+    config_file.write_text(configmap["data"]["server.yaml"])
+    config = load_config(str(config_file), env={})
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "config")
+    assert container["args"] == ["--config", f"{mount['mountPath']}/server.yaml"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "config")
+    assert volume["configMap"]["name"] == configmap["metadata"]["name"]
+    assert DELTA_MAX_SECONDS < config.grace_seconds < pod["terminationGracePeriodSeconds"]
+    # A writable /tmp, since the root file system is read-only.
+    assert any(m["mountPath"] == "/tmp" for m in container["volumeMounts"])
+
+
+def test_k8s_service_selects_the_pods() -> None:
+    service = k8s_kind("Service")
+    labels = k8s_kind("Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    container = k8s_kind("Deployment")["spec"]["template"]["spec"]["containers"][0]
+    names = {p["name"] for p in container["ports"]}
+    assert {p["targetPort"] for p in service["spec"]["ports"]} <= names
+
+
+# -- configuration reference ---------------------------------------------------------------------
+
+
+def test_configuration_reference_documents_every_key_and_flag() -> None:
+    from hpcdispatch.cli import build_parser
+    from hpcdispatch.server.config import ServerConfig
+
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(\w+)` \|.*$", text, re.M)}
+    keys = [f.name for f in dataclasses.fields(ServerConfig)]
+    assert sorted(rows) == sorted(keys)
+    serve = build_parser()._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
+    flags = {o for action in serve._actions for o in action.option_strings}
+    for key in keys:
+        assert f"`HPCDISPATCH_{key.upper()}`" in rows[key], key
+        flag = "--" + key.replace("_", "-")
+        assert (f"`{flag}`" in rows[key]) == (flag in flags), key
+    for field in dataclasses.fields(ServerConfig):
+        documented = rows[field.name].split("|")[4].strip().strip("`")
+        default = field.default
+        expected = ("not set" if default is None
+                    else str(int(default)) if isinstance(default, float) and default.is_integer()
+                    else str(default))
+        assert documented == expected, field.name
