@@ -103,6 +103,20 @@ def _credentials(args: argparse.Namespace) -> grpc.ChannelCredentials | None:
     return channel_credentials(args.tls_ca, args.tls_cert, args.tls_key)
 
 
+def _describe_error(exc: grpc.RpcError) -> str:
+    """The status and, for INVALID_ARGUMENT, every field violation on its own line."""
+    from google.rpc import error_details_pb2
+    from grpc_status import rpc_status
+
+    lines = [f"hpcdispatch dispatch: {exc.code().name}: {exc.details()}"]
+    status = rpc_status.from_call(exc)  # type: ignore[arg-type]
+    for detail in status.details if status is not None else ():
+        bad = error_details_pb2.BadRequest()
+        if detail.Unpack(bad):
+            lines.extend(f"  {v.field}: {v.description}" for v in bad.field_violations)
+    return "\n".join(lines)
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     from hpcdispatch.client import DispatcherClient
 
@@ -114,14 +128,23 @@ def _dispatch(args: argparse.Namespace) -> int:
         Path(args.snapshot).read_text(encoding="utf-8") if args.snapshot
         else resources.files("hpcdispatch.examples").joinpath(EXAMPLE_SNAPSHOT).read_text()
     )
-    request = json_format.Parse(text, pb.DispatchRequest())
+    try:
+        request = json_format.Parse(text, pb.DispatchRequest())
+    except json_format.ParseError as exc:
+        print(f"hpcdispatch dispatch: {args.snapshot}: not a DispatchRequest: {exc}",
+              file=sys.stderr)
+        return 2
     if args.dispatcher:
         request.dispatcher = pb.Dispatcher.ValueType(DISPATCHER_NAMES[args.dispatcher])
     with (
         _embedded_or_remote(args.target) as target,
         DispatcherClient(target, credentials=credentials, extra_options=options) as client,
     ):
-        response = client.dispatch(request, timeout=args.timeout)
+        try:
+            response = client.dispatch(request, timeout=args.timeout)
+        except grpc.RpcError as exc:
+            print(_describe_error(exc), file=sys.stderr)
+            return 1
     out = json_format.MessageToJson(response, indent=2, preserving_proto_field_name=True)
     if args.output:
         Path(args.output).write_text(out + "\n", encoding="utf-8")

@@ -104,5 +104,7 @@ def test_dispatch_command_reports_a_bad_snapshot(tmp_path: Path) -> None:
                                                          "capacity": {"core": "0"}}]}))
     done = subprocess.run([*CLI, "dispatch", str(bad)], capture_output=True, text=True,
                           timeout=120)
-    assert done.returncode != 0
-    assert 'nodes[0].capacity["core"]' in done.stderr
+    assert done.returncode == 1
+    assert 'INVALID_ARGUMENT' in done.stderr
+    assert '  nodes[0].capacity["core"]: must be > 0, got 0' in done.stderr.splitlines()
+    assert "Traceback" not in done.stderr
