@@ -36,12 +36,18 @@ class BuildBudgetExceeded(Exception):
 class Solution:
     starts: dict[int, int]  # job index -> start relative to t
     nodes: dict[int, list[int]] = field(default_factory=dict)  # jobs at t -> unit nodes
+    # Node-level models only: job index -> node -> units, for every job (now and later).
+    counts: dict[int, dict[int, int]] = field(default_factory=dict)
 
 
 class Formulation(Protocol):
     model: cp_model.CpModel
 
     def hint(self, solution: Solution) -> list[tuple[cp_model.IntVar, int]]: ...
+
+    def incumbent(self) -> Solution | None:
+        """A solution of this very model, when the shared list schedule is not one."""
+        ...
 
     def extract(self, solver: cp_model.CpSolver) -> Solution: ...
 
@@ -111,6 +117,10 @@ class CpDispatcher:
             outcome.starts = {i: n for i, n in heuristic.nodes.items() if heuristic.starts[i] == 0}
             return outcome
         outcome.variables, outcome.constraints = model_size(formulation.model)
+        own = formulation.incumbent()
+        if own is not None:  # the model's own list schedule replaces the shared one
+            heuristic, heuristic_objective = own, total_slowdown(problem, jobs, own.starts)
+        comparable = self.heuristic_in_model or own is not None
         outcome.build_seconds = time.monotonic() - built
 
         def attempt(limit: float, incumbent: Solution | None) -> AttemptResult[Solution]:
@@ -130,7 +140,7 @@ class CpDispatcher:
             outcome.status = pb.SOLVE_STATUS_INFEASIBLE
             return outcome
         if policy.best is not None and policy.objective is not None and (
-            not self.heuristic_in_model or policy.objective <= heuristic_objective + 1e-9
+            not comparable or policy.objective <= heuristic_objective + 1e-9
         ):
             outcome.status, outcome.objective = policy.status, policy.objective
             outcome.starts = formulation.allocate(policy.best, control.first_fit)

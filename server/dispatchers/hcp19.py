@@ -26,6 +26,9 @@ class Hcp19Formulation:
         self.schedule: ScheduleModel = build_schedule_model(problem, jobs, True, blocks)
         self.model = self.schedule.model
 
+    def incumbent(self) -> Solution | None:
+        return None  # the shared list schedule is a solution of this model
+
     def hint(self, solution: Solution) -> list[tuple[cp_model.IntVar, int]]:
         return [
             (s, solution.starts[j.index])

@@ -11,7 +11,7 @@ defining property and the reason PCP'20 exists.
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import ClassVar
 
 from ortools.sat.python import cp_model
@@ -19,6 +19,10 @@ from ortools.sat.python import cp_model
 from hpcdispatch.server.dispatchers.cp_dispatch import BuildBudgetExceeded, CpDispatcher, Solution
 from hpcdispatch.server.dispatchers.cp_schedule import build_schedule_model
 from hpcdispatch.server.dispatchers.free_pool import units_per_node
+from hpcdispatch.server.dispatchers.node_schedule import (
+    ScheduleBudgetExceeded,
+    node_list_schedule,
+)
 from hpcdispatch.server.dispatchers.problem import Job, Problem
 from hpcdispatch.server.dispatchers.reservation import Reservation
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -46,6 +50,7 @@ class Pcp19Formulation:
                     on_node[n].append((job, interval, c))
             model.add(sum(counts.values()) == job.units)  # exactly rn_i units
             self.count[job.index] = counts
+        self.jobs, self.deadline = jobs, deadline
         running: dict[int, list[tuple[int, tuple[int, ...]]]] = defaultdict(list)
         for b in problem.blocks:
             running[b.node].append((b.end, b.amounts))
@@ -67,15 +72,30 @@ class Pcp19Formulation:
             cp_model.SELECT_MAX_VALUE,
         )
 
+    def incumbent(self) -> Solution | None:
+        """The node-level list schedule: a solution of this model, or None past the deadline."""
+        candidates = {index: list(counts) for index, counts in self.count.items()}
+        try:
+            starts, counts = node_list_schedule(self.problem, self.jobs, candidates, self.deadline)
+        except ScheduleBudgetExceeded:
+            return None
+        nodes = {
+            i: [n for n, k in counts[i].items() for _ in range(k)] for i in starts if not starts[i]
+        }
+        return Solution(starts, nodes, counts)
+
     def hint(self, solution: Solution) -> list[tuple[cp_model.IntVar, int]]:
-        hints = [
-            (s, solution.starts[j.index])
-            for j, s in zip(self.schedule.jobs, self.schedule.starts, strict=True)
-        ]
-        for index, nodes in solution.nodes.items():
-            if solution.starts[index] == 0:
-                placed = {n: nodes.count(n) for n in set(nodes)}
-                hints.extend((c, placed.get(n, 0)) for n, c in self.count[index].items())
+        hints: list[tuple[cp_model.IntVar, int]] = []
+        for job, s, now in zip(
+            self.schedule.jobs, self.schedule.starts, self.schedule.now, strict=True
+        ):
+            start = solution.starts[job.index]
+            hints += [(s, start), (now, int(start == 0))]
+            placed = solution.counts.get(job.index)
+            if placed is None and start == 0 and job.index in solution.nodes:
+                placed = Counter(solution.nodes[job.index])
+            if placed is not None:
+                hints.extend((c, placed.get(n, 0)) for n, c in self.count[job.index].items())
         return hints
 
     def extract(self, solver: cp_model.CpSolver) -> Solution:
@@ -83,6 +103,9 @@ class Pcp19Formulation:
         for job, s in zip(self.schedule.jobs, self.schedule.starts, strict=True):
             start = int(solver.value(s))
             solution.starts[job.index] = start
+            solution.counts[job.index] = {
+                n: int(solver.value(c)) for n, c in self.count[job.index].items()
+            }
             if start == 0:
                 solution.nodes[job.index] = [
                     n for n, c in self.count[job.index].items() for _ in range(solver.value(c))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -89,6 +90,16 @@ def candidate_nodes(pool: FreePool, job: Job, hinted: list[int]) -> list[int]:
     return sorted(chosen)
 
 
+@dataclass(frozen=True, slots=True)
+class _Link:
+    """Variables tying one unit's positions to node k of group g."""
+
+    group: int
+    chosen: cp_model.IntVar | None  # literal "the unit is in group g" (None: only group)
+    k: cp_model.IntVar
+    offsets: dict[int, cp_model.IntVar]
+
+
 class Pcp20Formulation:
     def __init__(
         self,
@@ -113,6 +124,11 @@ class Pcp20Formulation:
         # y[job index][unit][r] for the types the job uses; primary type = first used one.
         self.y: dict[int, list[dict[int, cp_model.IntVar]]] = {}
         self.primary: dict[int, int] = {}
+        # Where the absent units of a job that does not start now are hinted to sit: the start
+        # of the first candidate node's free part (any value of the domain would do).
+        self.parking: dict[int, tuple[int, dict[int, int]]] = {}
+        # The same-node link variables of each multi-resource unit, to hint them too.
+        self.links: dict[tuple[int, int], list[_Link]] = {}
         boxes: dict[int, list[cp_model.IntervalVar]] = defaultdict(list)
         positions: list[cp_model.IntVar] = []
         for job, now in zip(jobs, self.schedule.now, strict=True):
@@ -139,6 +155,10 @@ class Pcp20Formulation:
                 )
                 for r in used
             }
+            first = int(candidates[0])
+            self.parking[job.index] = (
+                first, {r: int(node_end[r][first] - free[first, r]) for r in used}
+            )
             candidate_groups = sorted({lines.group_of[n] for n in candidates.tolist()})
             units: list[dict[int, cp_model.IntVar]] = []
             for u in range(job.units):
@@ -153,7 +173,9 @@ class Pcp20Formulation:
                         )
                     )
                 if len(used) > 1:
-                    self._same_node(job, y, candidate_groups, f"{job.index}_{u}")
+                    self.links[job.index, u] = self._same_node(
+                        job, y, candidate_groups, f"{job.index}_{u}"
+                    )
                 if units:
                     # Units of a job are identical: order them along the primary line.
                     r0 = used[0]
@@ -170,29 +192,38 @@ class Pcp20Formulation:
 
     def _same_node(
         self, job: Job, y: dict[int, cp_model.IntVar], groups: list[int], tag: str
-    ) -> None:
+    ) -> list[_Link]:
         """y_r = base_g,r + cap_g,r × k + o_r with one k for every r: one unit, one node."""
         model, lines, cap = self.model, self.lines, self.problem.capacity
         chosen = [model.new_bool_var(f"g_{tag}_{g}") for g in groups] if len(groups) > 1 else []
         if chosen:
             model.add_exactly_one(chosen)
+        links = []
         for i, g in enumerate(groups):
             gcap = cap[lines.groups[g][0]]
             k = model.new_int_var(0, len(lines.groups[g]) - 1, f"k_{tag}_{g}")
+            offsets = {}
             for r, var in y.items():
-                offset = model.new_int_var(0, gcap[r] - job.req[r], f"o_{tag}_{g}_{r}")
-                link = model.add(var == lines.group_base[r][g] + gcap[r] * k + offset)
+                offsets[r] = model.new_int_var(0, gcap[r] - job.req[r], f"o_{tag}_{g}_{r}")
+                link = model.add(var == lines.group_base[r][g] + gcap[r] * k + offsets[r])
                 if chosen:
                     link.only_enforce_if(chosen[i])
+            links.append(_Link(g, chosen[i] if chosen else None, k, offsets))
+        return links
+
+    def incumbent(self) -> Solution | None:
+        return None  # the shared list schedule is a solution of this model
 
     def hint(self, solution: Solution) -> list[tuple[cp_model.IntVar, int]]:
-        hints = [
-            (s, solution.starts[j.index])
-            for j, s in zip(self.schedule.jobs, self.schedule.starts, strict=True)
-        ]
+        """A complete hint: starts, now literals, every position and every link variable."""
+        hints: list[tuple[cp_model.IntVar, int]] = []
+        for job, s, now in zip(
+            self.schedule.jobs, self.schedule.starts, self.schedule.now, strict=True
+        ):
+            hints += [(s, solution.starts[job.index]), (now, int(solution.starts[job.index] == 0))]
         problem, lines, reservation = self.problem, self.lines, self.reservation
-        # Fill each node's free part from its right end: jobs still running at τ first (they
-        # must sit within the right `limit` part), then the others.
+        # Units starting now fill each node's free part from its right end: jobs still running
+        # at τ first (they must sit within the right `limit` part), then the others.
         cursor: dict[tuple[int, int], int] = {}  # (node, r) -> lowest position taken
         placed = [
             j for j in self.schedule.jobs
@@ -200,19 +231,39 @@ class Pcp20Formulation:
         ]
         if reservation is not None:
             placed.sort(key=lambda j: not reservation.runs_past(j))
+        where: dict[int, list[tuple[int, dict[int, int]]]] = {}  # job -> (node, y) per unit
         for job in placed:
             r0 = self.primary[job.index]
             counts = Counter(solution.nodes[job.index])
-            units = iter(self.y[job.index])
+            units: list[tuple[int, dict[int, int]]] = []
             # Units are ordered along the primary line (symmetry breaking): hint them so.
             for n in sorted(counts, key=lambda n: lines.base[r0][n]):
-                block = [next(units) for _ in range(counts[n])]
-                for r in block[0]:
-                    key = (n, r)
-                    top = cursor.get(key, lines.base[r][n] + problem.capacity[n][r])
-                    first = top - len(block) * job.req[r]
-                    hints.extend((unit[r], first + k * job.req[r]) for k, unit in enumerate(block))
-                    cursor[key] = first
+                block: list[dict[int, int]] = [{} for _ in range(counts[n])]
+                for r in self.y[job.index][0]:
+                    top = cursor.get((n, r), lines.base[r][n] + problem.capacity[n][r])
+                    first = top - counts[n] * job.req[r]
+                    for k, unit in enumerate(block):
+                        unit[r] = first + k * job.req[r]
+                    cursor[n, r] = first
+                units.extend((n, unit) for unit in block)
+            where[job.index] = units
+        for job in self.schedule.jobs:
+            parked = self.parking.get(job.index)
+            for u, unit_vars in enumerate(self.y[job.index]):
+                node, values = where[job.index][u] if job.index in where else parked  # type: ignore[misc]
+                hints.extend((unit_vars[r], values[r]) for r in unit_vars)
+                for link in self.links.get((job.index, u), ()):
+                    inside = lines.group_of[node] == link.group
+                    if link.chosen is not None:
+                        hints.append((link.chosen, int(inside)))
+                    if inside:
+                        k = lines.rank[node]
+                        gcap = problem.capacity[lines.groups[link.group][0]]
+                        hints.append((link.k, k))
+                        hints.extend(
+                            (o, values[r] - lines.group_base[r][link.group] - gcap[r] * k)
+                            for r, o in link.offsets.items()
+                        )
         return hints
 
     def extract(self, solver: cp_model.CpSolver) -> Solution:
