@@ -8,7 +8,6 @@ run's knowledge base (`cluster`), so the service's predictors learn as the repla
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -89,11 +88,7 @@ def service_target(target: str | None = None, **server_options: Any) -> Iterator
     if target:
         yield target
         return
-    from hpcdispatch.server.app import ServerConfig, start_server
+    from hpcdispatch.server.embedded import embedded_server
 
-    config = dataclasses.replace(ServerConfig(), listen="127.0.0.1:0", **server_options)
-    running = start_server(config)
-    try:
-        yield f"127.0.0.1:{running.port}"
-    finally:
-        running.stop(1.0)
+    with embedded_server(**server_options) as embedded:
+        yield embedded

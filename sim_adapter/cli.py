@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import time
 from pathlib import Path
@@ -75,13 +74,6 @@ def _add_report(sub: Any) -> None:
     p.set_defaults(func=run_report)
 
 
-def _quiet_service_logs() -> None:
-    """The embedded service logs every decision; keep a replay's terminal readable."""
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-
-
 def run_simulate(args: argparse.Namespace) -> int:
     from hpcdispatch.sim_adapter.replay import RunSpec, bundled_trace, replay, safe_dirname
     from hpcdispatch.sim_adapter.report import comparison_table
@@ -94,8 +86,6 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.limit_jobs is not None and args.limit_jobs < 1:
         print("--limit-jobs must be >= 1", file=sys.stderr)
         return 2
-    if not args.target:
-        _quiet_service_logs()
     summaries: list[dict[str, Any]] = []
     try:
         with service_target(args.target) as target:

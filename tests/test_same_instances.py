@@ -79,7 +79,7 @@ def _raw(path: Path) -> list[dict[str, str]]:
 
 
 def test_pipeline_ratios_match_the_raw_rows(tmp_path: Path) -> None:
-    with embedded_server(log_level="warning") as target:
+    with embedded_server() as target:
         synthetic = synthetic_set("synth", "eurora", 3, queued=10)
         kth = capture_replay(
             TraceSlice("kth", bundled_trace(), 0, 50), target, tmp_path / "kth.pb",

@@ -47,6 +47,7 @@ def test_sigterm_finishes_the_decision_in_flight_after_health_goes_not_serving(
         request.dispatcher = pb.DISPATCHER_PCP20
         request.search.profile = "papers"
         request.search.delta_ms = 1500  # long enough to be in flight when SIGTERM arrives
+        request.search.delta_max_ms = 1500  # one attempt, however loaded the machine is
         request.search.k = 1
         result: dict[str, object] = {}
 
