@@ -104,6 +104,10 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         self, request: pb.DispatchRequest, context: grpc.ServicerContext
     ) -> pb.DispatchResponse:
         received = time.monotonic()
+        left = context.time_remaining()  # the caller's deadline, read on arrival
+        budget = self.config.max_decision_seconds if left is None else min(
+            left - DEADLINE_MARGIN_SECONDS, self.config.max_decision_seconds
+        )
         structlog.contextvars.bind_contextvars(
             snapshot_time=request.time, cluster=request.cluster or "default"
         )
@@ -121,10 +125,6 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         predictor = self.predictors.predictor(request.cluster or "default", predictor_kind_)
         problem = self._problem(request, snapshot, predictor)
 
-        left = context.time_remaining()
-        budget = self.config.max_decision_seconds if left is None else min(
-            left - DEADLINE_MARGIN_SECONDS, self.config.max_decision_seconds
-        )
         control = SearchControl(
             settings=settings,
             deadline=received + max(budget, 0.0),

@@ -14,6 +14,10 @@ from hpcdispatch.server.profiles import PROFILES
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 MAX_REPORTED = 100  # violations listed in one error
+# Bounds that keep every model's arithmetic (weights × horizon × jobs) inside 64-bit integers.
+MAX_TIME = 2**40  # |t|, submit and start times, seconds
+MAX_DURATION = 366 * 86_400  # requested, expected and actual durations: one year, seconds
+MAX_AMOUNT = 2**40  # one node's capacity or one unit's request of a resource type
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +46,7 @@ def validate_dispatch_request(
     _check_sizes(request, config, out)
     if out.items:
         return out.items  # a snapshot beyond the limits is not inspected further
-    _check_options(request, known_predictors, out)
+    _check_options(request, known_predictors, config.default_profile, out)
     capacity = _check_nodes(request, out)
     ids: Counter[str] = Counter()
     _check_running(request, capacity, ids, out)
@@ -50,7 +54,20 @@ def validate_dispatch_request(
     return out.items
 
 
+def _check_time(value: int, path: str, out: _Collector) -> None:
+    if abs(value) > MAX_TIME:
+        out.add(path, f"{value} is beyond ±2^40 seconds")
+
+
+def _check_duration(value: int, path: str, out: _Collector) -> None:
+    if value <= 0:
+        out.add(path, "must be > 0 seconds")
+    elif value > MAX_DURATION:
+        out.add(path, f"{value} s is longer than one year ({MAX_DURATION} s)")
+
+
 def _check_sizes(request: pb.DispatchRequest, config: ServerConfig, out: _Collector) -> None:
+    _check_time(request.time, "time", out)
     if len(request.nodes) > config.max_nodes:
         out.add("nodes", f"{len(request.nodes)} nodes exceed the limit of {config.max_nodes}")
     jobs = len(request.running_jobs) + len(request.queued_jobs)
@@ -59,7 +76,9 @@ def _check_sizes(request: pb.DispatchRequest, config: ServerConfig, out: _Collec
                 f"{config.max_jobs}")
 
 
-def _check_options(request: pb.DispatchRequest, predictors: list[int], out: _Collector) -> None:
+def _check_options(
+    request: pb.DispatchRequest, predictors: list[int], default_profile: str, out: _Collector
+) -> None:
     if request.dispatcher not in pb.Dispatcher.values():
         out.add("dispatcher", f"unknown dispatcher value {request.dispatcher}")
     if request.predictor != pb.PREDICTOR_UNSPECIFIED and request.predictor not in predictors:
@@ -75,9 +94,15 @@ def _check_options(request: pb.DispatchRequest, predictors: list[int], out: _Col
             out.add(f"search.{name}", "must be >= 1")
     if search.HasField("stall_ms") and search.stall_ms < 0:
         out.add("search.stall_ms", "must be >= 0")
-    if (search.HasField("delta_ms") and search.HasField("delta_max_ms")
-            and search.delta_max_ms < search.delta_ms):
-        out.add("search.delta_max_ms", "must be >= search.delta_ms")
+    if search.profile in PROFILES or not search.profile:
+        # δ <= δmax once the profile's defaults fill what the request leaves unset.
+        base, _ = PROFILES[search.profile or default_profile]
+        delta = search.delta_ms if search.HasField("delta_ms") else base.delta_ms
+        delta_max = search.delta_max_ms if search.HasField("delta_max_ms") else max(
+            base.delta_max_ms, delta
+        )
+        if delta_max < delta:
+            out.add("search.delta_max_ms", f"δmax {delta_max} ms is below δ {delta} ms")
 
 
 _NODE_STATES = (pb.NODE_STATE_UP, pb.NODE_STATE_DOWN, pb.NODE_STATE_DRAINED)
@@ -100,12 +125,13 @@ def _check_nodes(request: pb.DispatchRequest, out: _Collector) -> dict[str, dict
                     "NODE_STATE_DRAINED")
         if not cap:
             out.add(f"nodes[{i}].capacity", "must name at least one resource type")
-        elif "" in cap or min(cap.values()) <= 0:
+        elif "" in cap or min(cap.values()) <= 0 or max(cap.values()) > MAX_AMOUNT:
             for resource, amount in cap.items():
                 if not resource:
                     out.add(f"nodes[{i}].capacity", "resource type names must not be empty")
-                if amount <= 0:
-                    out.add(f'nodes[{i}].capacity["{resource}"]', f"must be > 0, got {amount}")
+                if not 0 < amount <= MAX_AMOUNT:
+                    out.add(f'nodes[{i}].capacity["{resource}"]',
+                            f"must be > 0 and <= 2^40, got {amount}")
         if out.full:
             break
     return capacity
@@ -125,10 +151,10 @@ def _check_running(
         if job.start_time > t:
             out.add(f"running_jobs[{i}].start_time",
                     f"{job.start_time} is after the snapshot time {t}")
-        if job.requested_time <= 0:
-            out.add(f"running_jobs[{i}].requested_time", "must be > 0 seconds")
-        if job.HasField("expected_duration") and job.expected_duration <= 0:
-            out.add(f"running_jobs[{i}].expected_duration", "must be > 0 seconds")
+        _check_time(job.start_time, f"running_jobs[{i}].start_time", out)
+        _check_duration(job.requested_time, f"running_jobs[{i}].requested_time", out)
+        if job.HasField("expected_duration"):
+            _check_duration(job.expected_duration, f"running_jobs[{i}].expected_duration", out)
         if not job.units:
             out.add(f"running_jobs[{i}].units", "a running job holds at least one unit")
         for u, unit in enumerate(job.units):
@@ -178,18 +204,19 @@ def _check_queued(
             out.add(f"{path}.units", f"must be >= 1, got {job.units}")
         elif job.units > config.max_units:
             out.add(f"{path}.units", f"{job.units} units exceed the limit of {config.max_units}")
-        if job.requested_time <= 0:
-            out.add(f"{path}.requested_time", "must be > 0 seconds")
+        _check_time(job.submit_time, f"{path}.submit_time", out)
+        _check_duration(job.requested_time, f"{path}.requested_time", out)
         if not job.unit_request:
             out.add(f"{path}.unit_request", "must request at least one resource type")
         for resource, amount in job.unit_request.items():
-            if amount <= 0:
-                out.add(f'{path}.unit_request["{resource}"]', f"must be > 0, got {amount}")
+            if not 0 < amount <= MAX_AMOUNT:
+                out.add(f'{path}.unit_request["{resource}"]',
+                        f"must be > 0 and <= 2^40, got {amount}")
             elif resource not in known_types:
                 out.add(f'{path}.unit_request["{resource}"]',
                         f"no node has resource type {resource!r}")
-        if job.HasField("actual_duration") and job.actual_duration <= 0:
-            out.add(f"{path}.actual_duration", "must be > 0 seconds")
+        if job.HasField("actual_duration"):
+            _check_duration(job.actual_duration, f"{path}.actual_duration", out)
         elif request.predictor == pb.PREDICTOR_ORACLE and not job.HasField("actual_duration"):
             out.add(f"{path}.actual_duration", "the ORACLE predictor needs every queued job's "
                     "actual duration")

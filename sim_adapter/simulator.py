@@ -326,7 +326,9 @@ class Simulator:
                 else None,
                 units=tuple(UnitAllocation(n, live.request) for n in start.nodes),
             )
-            live.end = t + live.job.duration
+            # A zero-second job holds its resources for one second (as the predictors assume),
+            # so that it does not end at the very time point it started in.
+            live.end = t + max(1, live.job.duration)
             self.running[live.job.id] = live
             self._seq += 1
             heapq.heappush(self._ends, (live.end, self._seq, live.job.id))

@@ -163,6 +163,21 @@ def test_protect_head_keeps_the_oldest_blocked_jobs_reservation(name: str) -> No
     assert check_decision(snap, protected) == []
 
 
+@pytest.mark.parametrize("name", ["easy", *CP])
+def test_many_distinct_release_times_with_a_protected_head(name: str) -> None:
+    # More distinct running ends than the pooled view keeps (it releases some later); the head
+    # reservation must still fit that view, and the short job must start.
+    nodes = tuple(node(i, cores=1) for i in range(301))
+    running_jobs = tuple(running(f"r{i}", f"n{i}", 1, i + 1) for i in range(300))
+    snap = Snapshot(
+        T, nodes, running_jobs,
+        (queued("head", 1, 500, submit=T - 300, units=2), queued("short", 1, 1, submit=T - 1)),
+    )
+    outcome, decision = decide(name, snap, dataclasses.replace(FAST, protect_head=True))
+    assert started(decision) == {"short"}
+    assert outcome.status != pb.SOLVE_STATUS_INFEASIBLE
+
+
 def _idle_system(nodes: int) -> Snapshot:
     return Snapshot(
         T, tuple(node(i, cores=8) for i in range(nodes)), (),

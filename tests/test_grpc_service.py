@@ -144,6 +144,17 @@ BAD_INPUTS: dict[str, tuple[Callable[[pb.DispatchRequest], None], str]] = {
         "queued_jobs[0].actual_duration",
     ),
     "no nodes": (lambda r: r.ClearField("nodes"), "nodes"),
+    "duration beyond a year": (
+        lambda r: setattr(r.queued_jobs[1], "requested_time", 2**62),
+        "queued_jobs[1].requested_time",
+    ),
+    "capacity beyond 2^40": (
+        lambda r: r.nodes[3].capacity.__setitem__("mem", 2**62), 'nodes[3].capacity["mem"]'
+    ),
+    "time beyond 2^40": (lambda r: setattr(r, "time", 2**50), "time"),
+    "δmax below the profile's δ": (
+        lambda r: setattr(r.search, "delta_max_ms", 50), "search.delta_max_ms"
+    ),
 }
 
 

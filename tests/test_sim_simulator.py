@@ -140,13 +140,15 @@ def test_running_jobs_carry_their_predicted_duration() -> None:
     assert running.start_time == 0 and len(running.units) == 1
 
 
-def test_zero_length_job_frees_its_node_at_the_same_time() -> None:
-    out = simulate(
-        [job("A", 0, 4, run=0, req=10), job("B", 0, 4, run=5, req=10)], FakeBackend()
-    )
-    assert (out.jobs["A"].start, out.jobs["A"].end) == (0, 0)
-    assert out.jobs["A"].slowdown == 1.0 and out.jobs["A"].bounded_slowdown == 1.0
-    assert out.jobs["B"].start == 0
+def test_zero_length_job_holds_its_node_for_one_second() -> None:
+    # One decision per time point: a zero-second job started at t ends at t + 1 (as the
+    # predictors assume, d_i >= 1), not at t, which would need a second decision at t.
+    backend = FakeBackend()
+    out = simulate([job("A", 0, 4, run=0, req=10), job("B", 0, 4, run=5, req=10)], backend)
+    assert (out.jobs["A"].start, out.jobs["A"].end) == (0, 1)
+    assert out.jobs["B"].start == 1
+    times = [r.time for r in backend.requests]
+    assert len(times) == len(set(times))
 
 
 def test_oracle_fills_actual_duration() -> None:

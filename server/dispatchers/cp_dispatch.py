@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
+import structlog
 from ortools.sat.python import cp_model
 
 from hpcdispatch.server.dispatchers.base import Outcome, SearchControl
@@ -26,6 +27,8 @@ from hpcdispatch.server.dispatchers.problem import Job, Problem
 from hpcdispatch.server.dispatchers.reservation import Reservation, reserve
 from hpcdispatch.server.restart_policy import AttemptResult, run_restart_policy
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+log = structlog.get_logger("hpcdispatch.dispatchers")
 
 
 class BuildBudgetExceeded(Exception):
@@ -67,6 +70,8 @@ class CpDispatcher:
     heuristic_in_model: ClassVar[bool] = True
     # Whether the model can protect a head job's reservation (SearchSettings.protect_head).
     protects_head: ClassVar[bool] = True
+    # Largest Σ rn_i in one model, for models with variables per unit (None: no limit).
+    max_model_units: ClassVar[int | None] = None
 
     def formulate(
         self,
@@ -88,7 +93,7 @@ class CpDispatcher:
         return reserve(problem, problem.free_now.copy(), head)
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
-        selection = select_for_model(problem, control.settings.window)
+        selection = select_for_model(problem, control.settings.window, self.max_model_units)
         jobs = selection.considered
         outcome = Outcome(
             starts={},
@@ -135,9 +140,18 @@ class CpDispatcher:
         policy = run_restart_policy(attempt, control.settings, control.deadline)
         outcome.attempts = policy.attempts
         outcome.solve_seconds = policy.solve_seconds
-        if policy.status == pb.SOLVE_STATUS_INFEASIBLE:
+        if policy.status == pb.SOLVE_STATUS_INFEASIBLE and not comparable:
             # Solver-state awareness: a proof of infeasibility means the jobs wait.
             outcome.status = pb.SOLVE_STATUS_INFEASIBLE
+            return outcome
+        if policy.status in (pb.SOLVE_STATUS_INFEASIBLE, pb.SOLVE_STATUS_MODEL_INVALID):
+            # The list schedule is a solution of this model, so the model is wrong: say so
+            # (logged and counted under this status) and decide with the list schedule.
+            log.error("CP model rejected a known solution", dispatcher=self.name,
+                      status=pb.SolveStatus.Name(pb.SolveStatus.ValueType(policy.status)))
+            outcome.objective = heuristic_objective
+            outcome.starts = formulation.allocate(heuristic, control.first_fit)
+            outcome.status = policy.status
             return outcome
         if policy.best is not None and policy.objective is not None and (
             not comparable or policy.objective <= heuristic_objective + 1e-9

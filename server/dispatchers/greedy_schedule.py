@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hpcdispatch.server.dispatchers.free_pool import Vec
 from hpcdispatch.server.dispatchers.problem import Job, Problem
 from hpcdispatch.server.dispatchers.reservation import Reservation, place_now
 
@@ -32,7 +31,8 @@ def greedy_schedule(
     pool = problem.free_now.copy()
     if reservation is not None:
         reservation = reservation.copy()
-        profile.reserve(*_demand_first(reservation.block()))
+        start, duration, demand = reservation.block(problem)
+        profile.reserve(demand, start, duration)
     schedule = GreedySchedule({}, {})
     for job in jobs:
         demand = job.demand()
@@ -46,11 +46,6 @@ def greedy_schedule(
         profile.reserve(demand, start, job.duration)
         schedule.starts[job.index] = start
     return schedule
-
-
-def _demand_first(block: tuple[int, int, Vec]) -> tuple[Vec, int, int]:
-    start, duration, demand = block
-    return demand, start, duration
 
 
 def total_slowdown(problem: Problem, jobs: list[Job], starts: dict[int, int]) -> float:

@@ -42,9 +42,14 @@ class Selection:
     skipped: list[tuple[int, int]] = field(default_factory=list)  # (job index, pb.SkipReason)
 
 
-def select_for_model(problem: Problem, window: int) -> Selection:
-    """Fit-now filter, then the window of the m highest-priority jobs that can start at t."""
+def select_for_model(problem: Problem, window: int, max_units: int | None = None) -> Selection:
+    """Fit-now filter, then the window of the m highest-priority jobs that can start at t.
+
+    With `max_units`, the window also holds at most that many units in all: a job that would
+    pass it stays out this time (OUTSIDE_WINDOW) and smaller ones after it may still enter.
+    """
     selection = Selection()
+    units = 0
     for job in slowdown_priority(problem, problem.jobs):
         if problem.free_now.units_fit(job.req, job.units) < job.units:
             reason = (
@@ -52,8 +57,11 @@ def select_for_model(problem: Problem, window: int) -> Selection:
                 else pb.SKIP_REASON_CANNOT_FIT_NOW
             )
             selection.skipped.append((job.index, reason))
-        elif len(selection.considered) >= window:
+        elif len(selection.considered) >= window or (
+            max_units is not None and units + job.units > max_units and selection.considered
+        ):
             selection.skipped.append((job.index, pb.SKIP_REASON_OUTSIDE_WINDOW))
         else:
             selection.considered.append(job)
+            units += job.units
     return selection

@@ -27,23 +27,27 @@ def node_list_schedule(
     problem: Problem, jobs: list[Job], candidates: dict[int, list[int]], deadline: float
 ) -> tuple[dict[int, int], dict[int, dict[int, int]]]:
     """(start of each job relative to t, units of each job per node)."""
+    if time.monotonic() > deadline:
+        raise ScheduleBudgetExceeded
     ends = np.asarray([end for end, _ in problem.pooled_releases()], dtype=np.int64)
     times: IntArray = np.concatenate(([0], ends[ends > 0])).astype(np.int64)
-    n_nodes, n_res = len(problem.capacity), len(problem.resources)
-    released = np.zeros((len(times), n_nodes, n_res), dtype=np.int64)
+    # Only the nodes some job may use get a column: steps × columns × resource types.
+    columns = sorted({n for nodes in candidates.values() for n in nodes})
+    column_of = {n: c for c, n in enumerate(columns)}
+    released = np.zeros((len(times), len(columns), len(problem.resources)), dtype=np.int64)
     for block in problem.blocks:
-        if problem.eligible[block.node]:
+        c = column_of.get(block.node)
+        if c is not None:
             step = int(np.searchsorted(times, block.end, side="left"))
-            released[min(step, len(times) - 1), block.node] += block.amounts
-    free: IntArray = np.asarray(problem.free_now.free, dtype=np.int64)[None] + np.cumsum(
-        released, axis=0
-    )
+            released[min(step, len(times) - 1), c] += block.amounts
+    free_now = np.asarray(problem.free_now.free, dtype=np.int64)[columns]
+    free: IntArray = free_now[None] + np.cumsum(released, axis=0)
     starts: dict[int, int] = {}
     counts: dict[int, dict[int, int]] = {}
     for job in jobs:
         if time.monotonic() > deadline:
             raise ScheduleBudgetExceeded
-        nodes = np.asarray(candidates[job.index], dtype=np.int64)
+        nodes = np.asarray([column_of[n] for n in candidates[job.index]], dtype=np.int64)
         used = [r for r, q in enumerate(job.req) if q > 0]
         # units[k, c]: units of the job that candidate c holds during step k
         units = np.min(
@@ -64,13 +68,14 @@ def node_list_schedule(
                     break
                 k = min(int(window[c]), need)
                 if k:
-                    take[int(nodes[c])] = k
+                    take[int(nodes[c])] = k  # a column for now; mapped back below
                     need -= k
             times, free = _split(times, free, start + job.duration)
             stop = int(np.searchsorted(times, start + job.duration, side="left"))
-            for n, k in take.items():
-                free[i:stop, n] -= k * np.asarray(job.req, dtype=np.int64)
-            starts[job.index], counts[job.index] = start, take
+            for c, k in take.items():
+                free[i:stop, c] -= k * np.asarray(job.req, dtype=np.int64)
+            starts[job.index] = start
+            counts[job.index] = {columns[c]: k for c, k in take.items()}
             break
         else:  # pragma: no cover - the last step holds every candidate's full capacity
             raise AssertionError(f"job {job.id} fits no step of the node-level schedule")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import ClassVar
@@ -27,7 +28,11 @@ from typing import ClassVar
 import numpy as np
 from ortools.sat.python import cp_model
 
-from hpcdispatch.server.dispatchers.cp_dispatch import CpDispatcher, Solution
+from hpcdispatch.server.dispatchers.cp_dispatch import (
+    BuildBudgetExceeded,
+    CpDispatcher,
+    Solution,
+)
 from hpcdispatch.server.dispatchers.cp_schedule import build_schedule_model
 from hpcdispatch.server.dispatchers.free_pool import FreePool, units_per_node
 from hpcdispatch.server.dispatchers.problem import Job, Problem
@@ -108,9 +113,10 @@ class Pcp20Formulation:
         lines: ResourceLines,
         heuristic: Solution,
         reservation: Reservation | None = None,
+        deadline: float = float("inf"),
     ) -> None:
         self.problem, self.lines, self.reservation = problem, lines, reservation
-        blocks = (reservation.block(),) if reservation is not None else ()
+        blocks = (reservation.block(problem),) if reservation is not None else ()
         self.schedule = build_schedule_model(problem, jobs, True, blocks)
         self.model = model = self.schedule.model
         free_now = np.asarray(problem.free_now.free, dtype=np.int64)
@@ -132,6 +138,8 @@ class Pcp20Formulation:
         boxes: dict[int, list[cp_model.IntervalVar]] = defaultdict(list)
         positions: list[cp_model.IntVar] = []
         for job, now in zip(jobs, self.schedule.now, strict=True):
+            if time.monotonic() > deadline:
+                raise BuildBudgetExceeded("PCP'20 model did not fit in the time budget")
             used = [r for r, q in enumerate(job.req) if q > 0]
             self.primary[job.index] = used[0]
             # A job still running at the head's reserved start τ may only use `limit`.
@@ -286,6 +294,9 @@ class Pcp20Formulation:
 class Pcp20Dispatcher(CpDispatcher):
     name: ClassVar[str] = "pcp20"
     kind: ClassVar[int] = pb.DISPATCHER_PCP20
+    # Positions are per unit: beyond this many units CP-SAT spends longer loading the model
+    # than a decision may take (it ignores stop requests while loading).
+    max_model_units: ClassVar[int | None] = 1024
 
     def formulate(
         self,
@@ -295,4 +306,6 @@ class Pcp20Dispatcher(CpDispatcher):
         heuristic: Solution,
         reservation: Reservation | None,
     ) -> Pcp20Formulation:
-        return Pcp20Formulation(problem, jobs, ResourceLines(problem), heuristic, reservation)
+        return Pcp20Formulation(
+            problem, jobs, ResourceLines(problem), heuristic, reservation, deadline
+        )

@@ -25,9 +25,15 @@ class Reservation:
     def copy(self) -> Reservation:
         return Reservation(self.job, self.start, self.at_start.copy(), self.limit.copy())
 
-    def block(self) -> tuple[int, int, Vec]:
-        """The head's pooled demand from τ for its duration: (start, duration, demand)."""
-        return self.start, self.job.duration, self.job.demand()
+    def block(self, problem: Problem) -> tuple[int, int, Vec]:
+        """The head's block in the pooled view after t: (start, duration, demand).
+
+        It starts at τ, or later where the pooled view releases running work later than the
+        node-level τ saw it (release times are coarsened there, see Problem.pooled_releases).
+        """
+        demand = self.job.demand()
+        start = problem.pooled_profile().earliest_start(demand, self.job.duration, self.start)
+        return start, self.job.duration, demand
 
     def runs_past(self, job: Job) -> bool:
         """Whether `job`, started now, is still running at τ (and so must stay in `limit`)."""
@@ -66,9 +72,19 @@ def reserve(
         for n in nodes:
             releases.setdefault(job.duration, []).append((n, job.req))
     pool = now.copy()
+    # Pooled free amounts: a cheap necessary condition checked before the node-level one.
+    pooled = [
+        sum(vec[r] for vec, up in zip(pool.free, pool.eligible, strict=True) if up)
+        for r in range(len(problem.resources))
+    ]
+    demand = head.demand()
     for end in sorted(releases):
         for n, amounts in releases[end]:
             pool.give(n, amounts)
+            for r, a in enumerate(amounts):
+                pooled[r] += a
+        if any(p < d for p, d in zip(pooled, demand, strict=True)):
+            continue
         if pool.units_fit(head.req, head.units) >= head.units:
             placed = pool.place(head.req, head.units)
             assert placed is not None
