@@ -14,6 +14,8 @@ import argparse
 import statistics
 import time
 
+import grpc
+
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.server.catalog import DISPATCHER_NAMES
@@ -43,11 +45,17 @@ def main() -> None:
             easy: float | None = None
             for name in args.dispatchers.split(","):
                 walls, responses = [], []
-                for request in requests:
-                    request.dispatcher = pb.Dispatcher.ValueType(DISPATCHER_NAMES[name])
-                    started = time.perf_counter()
-                    responses.append(client.dispatch(request, timeout=args.timeout))
-                    walls.append((time.perf_counter() - started) * 1000)
+                try:
+                    for request in requests:
+                        request.dispatcher = pb.Dispatcher.ValueType(DISPATCHER_NAMES[name])
+                        started = time.perf_counter()
+                        responses.append(client.dispatch(request, timeout=args.timeout))
+                        walls.append((time.perf_counter() - started) * 1000)
+                except grpc.RpcError as exc:  # past the deadline: the dispatcher is unusable here
+                    code = exc.code().name
+                    print(f"| {nodes} | {name} | > {args.timeout * 1000:.0f} ({code}) | – | – "
+                          "| – | – | – | – | – | – |", flush=True)
+                    continue
                 p50 = statistics.median(walls)
                 easy = p50 if name == "easy" else easy
                 reports = [r.report for r in responses]
