@@ -16,12 +16,12 @@ from hpcdispatch.server.logging_config import configure_logging
 def embedded_server(quiet: bool = True, **overrides: Any) -> Iterator[str]:
     """Yield the target "127.0.0.1:PORT" of a fresh server; stop it on exit.
 
-    `overrides` are ServerConfig keys. With `quiet`, the process logs warnings and errors only
+    `overrides` are ServerConfig keys. With `quiet`, the process logs errors only
     (the service would otherwise print one line per decision into the caller's terminal).
     """
     config = dataclasses.replace(load_config(env={}), listen="127.0.0.1:0", **overrides)
     if quiet:
-        configure_logging(config.log_format, "warning")
+        configure_logging(config.log_format, "error")
     running = start_server(config)
     try:
         yield running.target

@@ -107,5 +107,5 @@ def test_dispatch_command_reports_a_bad_snapshot(tmp_path: Path) -> None:
                           timeout=120)
     assert done.returncode == 1
     assert 'INVALID_ARGUMENT' in done.stderr
-    assert '  nodes[0].capacity["core"]: must be > 0, got 0' in done.stderr.splitlines()
+    assert '  nodes[0].capacity["core"]: must be > 0 and <= 2^40, got 0' in done.stderr.splitlines()
     assert "Traceback" not in done.stderr
