@@ -105,15 +105,18 @@ def test_tls_without_client_ca_serves_any_client_that_trusts_the_server(pki: Pki
 
 
 def test_dispatch_command_with_tls_flags(pki: Pki, mtls_server: RunningServer,
-                                         tmp_path: Path) -> None:
+                                         tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                         ) -> None:
     out = tmp_path / "response.json"
     base = ["dispatch", "--target", mtls_server.target, "--tls-ca", str(pki.ca.cert),
             "--timeout", "20", "--output", str(out)]
     assert cli.main([*base, "--tls-cert", str(pki.client.cert),
                      "--tls-key", str(pki.client.key)]) == 0
     assert json.loads(out.read_text())["starts"]
-    with pytest.raises(grpc.RpcError):
-        cli.main([*base, "--timeout", "2"])  # no client certificate: refused
+    capsys.readouterr()
+    assert cli.main([*base, "--timeout", "2"]) == 1  # no client certificate: refused
+    err = capsys.readouterr().err  # the handshake fails: UNAVAILABLE, or the deadline first
+    assert "UNAVAILABLE" in err or "DEADLINE_EXCEEDED" in err
 
 
 def test_server_name_override_for_a_certificate_of_another_name(tmp_path: Path) -> None:
