@@ -71,6 +71,19 @@ def running_facts(job: pb.RunningJob) -> JobFacts:
     )
 
 
+def corrected_duration(predicted: int, start: int, requested: int, t: int) -> int:
+    """d_i of a running job whose prediction may have been exceeded.
+
+    A job still running past its predicted end is, from then on, expected to run to its
+    requested time (Tsafrir, Etsion, Feitelson 2007 correct exceeded predictions upwards). Left
+    at the papers' `max(1, s_i + d_i - t)`, every such job looks one second from ending at every
+    decision, and the CP dispatchers keep planning around resources that do not free up.
+    """
+    if start + predicted > t:
+        return predicted
+    return max(predicted, requested)
+
+
 def decision_of(problem: Problem, outcome: Outcome) -> Decision:
     return Decision(
         time=problem.t,
@@ -170,8 +183,11 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
     ) -> Problem:
         queued = {j.id: predictor.predict(queued_facts(j)) for j in request.queued_jobs}
         running = {
-            j.id: j.expected_duration if j.HasField("expected_duration")
-            else predictor.predict(running_facts(j))
+            j.id: corrected_duration(
+                j.expected_duration if j.HasField("expected_duration")
+                else predictor.predict(running_facts(j)),
+                j.start_time, j.requested_time, request.time,
+            )
             for j in request.running_jobs
         }
         return build_problem(snapshot, queued, running)

@@ -261,3 +261,24 @@ def test_describe_service(client: DispatcherClient) -> None:
     assert (papers.delta_ms, papers.delta_max_ms, papers.k, papers.window) == (1000, 16000, 2, 100)
     assert set(info.dispatchers) == set(DISPATCHERS)
     assert info.default_dispatcher == pb.DISPATCHER_PCP20
+
+
+def test_an_exceeded_prediction_is_corrected_to_the_requested_time(
+    client: DispatcherClient,
+) -> None:
+    """Running past its predicted end, a job is expected to run to its requested time."""
+    request = pb.DispatchRequest(time=1000, dispatcher=pb.DISPATCHER_EASY)
+    for name in ("n1", "n2"):
+        request.nodes.add(id=name, state=pb.NODE_STATE_UP, capacity={"core": 4})
+    request.running_jobs.add(
+        id="r", user="u", start_time=900, requested_time=1000, expected_duration=50,
+        units=[pb.UnitAllocation(node_id="n1", amounts={"core": 4})],
+    )
+    request.queued_jobs.add(id="head", user="u", submit_time=800, units=2,
+                            unit_request={"core": 4}, requested_time=100)
+    request.queued_jobs.add(id="b", user="u", submit_time=900, units=1,
+                            unit_request={"core": 4}, requested_time=500)
+    # Uncorrected, r would end at t + 1 and "b" (500 s) would delay the head's reservation;
+    # corrected, r ends at t + 900 and "b" ends before the reservation.
+    response = client.dispatch(request)
+    assert [s.job_id for s in response.starts] == ["b"]
