@@ -39,11 +39,18 @@ def small_request(queued: int = 30, seed: int = 1) -> pb.DispatchRequest:
 @contextmanager
 def metrics_server(**overrides: Any) -> Iterator[RunningServer]:
     """A server on loopback with /metrics on a free port."""
-    settings: dict[str, Any] = {
-        "listen": "127.0.0.1:0", "metrics_port": free_port(), "workers": 2, **overrides
-    }
-    config = dataclasses.replace(load_config(env={}), **settings)
-    running = start_server(config)
+    for attempt in range(5):
+        # Another process may take the port between free_port() and the bind: try another.
+        settings: dict[str, Any] = {
+            "listen": "127.0.0.1:0", "metrics_port": free_port(), "workers": 2, **overrides
+        }
+        config = dataclasses.replace(load_config(env={}), **settings)
+        try:
+            running = start_server(config)
+            break
+        except OSError:
+            if attempt == 4:
+                raise
     try:
         yield running
     finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,21 +23,22 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 CLI = [sys.executable, "-m", "hpcdispatch"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_sigterm_finishes_the_decision_in_flight_after_health_goes_not_serving(
     tmp_path: Path,
 ) -> None:
-    port = free_port()
     config = tmp_path / "server.yaml"
     config.write_text("default_dispatcher: pcp20\nworkers: 2\ngrace_seconds: 20\n")
-    env = {**os.environ, "HPCDISPATCH_LISTEN": f"127.0.0.1:{port}"}
+    # Port 0: the server picks a free port and logs it ("serving", port=N).
+    env = {**os.environ, "HPCDISPATCH_LISTEN": "127.0.0.1:0", "HPCDISPATCH_LOG_FORMAT": "json"}
     proc = subprocess.Popen([*CLI, "serve", "--config", str(config)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if '"serving"' in line:
+            break
+    port = json.loads(lines[-1])["port"]
     target = f"127.0.0.1:{port}"
     try:
         client = DispatcherClient(target, timeout=30)
@@ -85,7 +85,7 @@ def test_sigterm_finishes_the_decision_in_flight_after_health_goes_not_serving(
     finally:
         if proc.poll() is None:
             proc.kill()
-        output = proc.communicate()[0]
+        output = "".join(lines) + proc.communicate()[0]
     assert "stopping" in output and "SIGTERM" in output
 
 
