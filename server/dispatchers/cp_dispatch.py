@@ -42,6 +42,10 @@ class Solution:
     # Node-level models only: job index -> node -> units, for every job (now and later).
     counts: dict[int, dict[int, int]] = field(default_factory=dict)
 
+    def placed_now(self) -> dict[int, list[int]]:
+        """The unit nodes of the jobs this solution starts at t."""
+        return {i: nodes for i, nodes in self.nodes.items() if self.starts[i] == 0}
+
 
 class Formulation(Protocol):
     model: cp_model.CpModel
@@ -119,7 +123,7 @@ class CpDispatcher:
         except BuildBudgetExceeded:
             outcome.build_seconds = time.monotonic() - built
             outcome.status, outcome.objective = pb.SOLVE_STATUS_HEURISTIC, heuristic_objective
-            outcome.starts = {i: n for i, n in heuristic.nodes.items() if heuristic.starts[i] == 0}
+            outcome.starts = heuristic.placed_now()
             return outcome
         outcome.variables, outcome.constraints = model_size(formulation.model)
         own = formulation.incumbent()

@@ -28,6 +28,17 @@ class ScheduleModel:
     now: list[cp_model.IntVar]  # now_i <=> s_i = 0
     horizon: int
 
+    def start_hints(self, starts: dict[int, int]) -> list[tuple[cp_model.IntVar, int]]:
+        """Hints for every s_i and now_i from relative starts (job index -> start)."""
+        hints: list[tuple[cp_model.IntVar, int]] = []
+        for job, s, now in zip(self.jobs, self.starts, self.now, strict=True):
+            hints += [(s, starts[job.index]), (now, int(starts[job.index] == 0))]
+        return hints
+
+    def starts_of(self, solver: cp_model.CpSolver) -> dict[int, int]:
+        """The solver's relative start of every job (job index -> start)."""
+        return {j.index: int(solver.value(s)) for j, s in zip(self.jobs, self.starts, strict=True)}
+
 
 def horizon(
     problem: Problem, jobs: list[Job], reserved: tuple[tuple[int, int, Vec], ...] = ()

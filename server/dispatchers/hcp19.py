@@ -30,18 +30,10 @@ class Hcp19Formulation:
         return None  # the shared list schedule is a solution of this model
 
     def hint(self, solution: Solution) -> list[tuple[cp_model.IntVar, int]]:
-        return [
-            (s, solution.starts[j.index])
-            for j, s in zip(self.schedule.jobs, self.schedule.starts, strict=True)
-        ]
+        return self.schedule.start_hints(solution.starts)
 
     def extract(self, solver: cp_model.CpSolver) -> Solution:
-        return Solution(
-            {
-                j.index: int(solver.value(s))
-                for j, s in zip(self.schedule.jobs, self.schedule.starts, strict=True)
-            }
-        )
+        return Solution(self.schedule.starts_of(solver))
 
     def allocate(self, solution: Solution, first_fit: bool) -> dict[int, list[int]]:
         """Best fit, in priority order, for the jobs the schedule starts at t."""

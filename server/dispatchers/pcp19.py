@@ -85,12 +85,9 @@ class Pcp19Formulation:
         return Solution(starts, nodes, counts)
 
     def hint(self, solution: Solution) -> list[tuple[cp_model.IntVar, int]]:
-        hints: list[tuple[cp_model.IntVar, int]] = []
-        for job, s, now in zip(
-            self.schedule.jobs, self.schedule.starts, self.schedule.now, strict=True
-        ):
+        hints = self.schedule.start_hints(solution.starts)
+        for job in self.schedule.jobs:
             start = solution.starts[job.index]
-            hints += [(s, start), (now, int(start == 0))]
             placed = solution.counts.get(job.index)
             if placed is None and start == 0 and job.index in solution.nodes:
                 placed = Counter(solution.nodes[job.index])
@@ -99,10 +96,9 @@ class Pcp19Formulation:
         return hints
 
     def extract(self, solver: cp_model.CpSolver) -> Solution:
-        solution = Solution({})
-        for job, s in zip(self.schedule.jobs, self.schedule.starts, strict=True):
-            start = int(solver.value(s))
-            solution.starts[job.index] = start
+        solution = Solution(self.schedule.starts_of(solver))
+        for job in self.schedule.jobs:
+            start = solution.starts[job.index]
             solution.counts[job.index] = {
                 n: int(solver.value(c)) for n, c in self.count[job.index].items()
             }
@@ -113,7 +109,7 @@ class Pcp19Formulation:
         return solution
 
     def allocate(self, solution: Solution, first_fit: bool) -> dict[int, list[int]]:
-        return {i: nodes for i, nodes in solution.nodes.items() if solution.starts[i] == 0}
+        return solution.placed_now()
 
 
 class Pcp19Dispatcher(CpDispatcher):

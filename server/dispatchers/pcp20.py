@@ -224,11 +224,7 @@ class Pcp20Formulation:
 
     def hint(self, solution: Solution) -> list[tuple[cp_model.IntVar, int]]:
         """A complete hint: starts, now literals, every position and every link variable."""
-        hints: list[tuple[cp_model.IntVar, int]] = []
-        for job, s, now in zip(
-            self.schedule.jobs, self.schedule.starts, self.schedule.now, strict=True
-        ):
-            hints += [(s, solution.starts[job.index]), (now, int(solution.starts[job.index] == 0))]
+        hints = self.schedule.start_hints(solution.starts)
         problem, lines, reservation = self.problem, self.lines, self.reservation
         # Units starting now fill each node's free part from its right end: jobs still running
         # at τ first (they must sit within the right `limit` part), then the others.
@@ -275,11 +271,9 @@ class Pcp20Formulation:
         return hints
 
     def extract(self, solver: cp_model.CpSolver) -> Solution:
-        solution = Solution({})
-        for job, s in zip(self.schedule.jobs, self.schedule.starts, strict=True):
-            start = int(solver.value(s))
-            solution.starts[job.index] = start
-            if start == 0:
+        solution = Solution(self.schedule.starts_of(solver))
+        for job in self.schedule.jobs:
+            if solution.starts[job.index] == 0:
                 r0 = self.primary[job.index]
                 solution.nodes[job.index] = [
                     self.lines.node_at(r0, int(solver.value(unit[r0])))
@@ -288,7 +282,7 @@ class Pcp20Formulation:
         return solution
 
     def allocate(self, solution: Solution, first_fit: bool) -> dict[int, list[int]]:
-        return {i: nodes for i, nodes in solution.nodes.items() if solution.starts[i] == 0}
+        return solution.placed_now()
 
 
 class Pcp20Dispatcher(CpDispatcher):
