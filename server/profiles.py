@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hpcdispatch.server.dispatchers.base import SearchSettings
+from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 PROFILES: dict[str, tuple[SearchSettings, str]] = {
     "papers": (
@@ -22,3 +23,22 @@ PROFILES: dict[str, tuple[SearchSettings, str]] = {
 }
 
 DEFAULT_PROFILE = "fast"
+
+
+def resolve_settings(search: pb.SearchParameters, default_profile: str) -> SearchSettings:
+    """The named profile (or the default), with the request's explicit overrides."""
+    base, _ = PROFILES[search.profile or default_profile]
+    return SearchSettings(
+        profile=base.profile,
+        delta_ms=search.delta_ms if search.HasField("delta_ms") else base.delta_ms,
+        delta_max_ms=(
+            search.delta_max_ms if search.HasField("delta_max_ms")
+            else max(base.delta_max_ms, search.delta_ms if search.HasField("delta_ms") else 0)
+        ),
+        k=search.k if search.HasField("k") else base.k,
+        window=search.window if search.HasField("window") else base.window,
+        stall_ms=search.stall_ms if search.HasField("stall_ms") else base.stall_ms,
+        protect_head=(
+            search.protect_head if search.HasField("protect_head") else base.protect_head
+        ),
+    )

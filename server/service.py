@@ -20,7 +20,7 @@ from hpcdispatch.server.errors import abort_invalid_argument
 from hpcdispatch.server.metrics import ServiceMetrics, dispatcher_label, status_label
 from hpcdispatch.server.predictors.base import Completion, DurationPredictor, JobFacts
 from hpcdispatch.server.predictors.registry import PredictorRegistry
-from hpcdispatch.server.profiles import DEFAULT_PROFILE, PROFILES
+from hpcdispatch.server.profiles import DEFAULT_PROFILE, PROFILES, resolve_settings
 from hpcdispatch.server.validation import Violation, validate_dispatch_request
 from hpcdispatch.snapshot import Decision, JobStart, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -30,25 +30,6 @@ log = structlog.get_logger("hpcdispatch.server")
 
 # Time kept back from the caller's deadline for checking and answering.
 DEADLINE_MARGIN_SECONDS = 0.05
-
-
-def resolve_settings(search: pb.SearchParameters, default_profile: str) -> SearchSettings:
-    """The named profile (or the default), with the request's explicit overrides."""
-    base, _ = PROFILES[search.profile or default_profile]
-    return SearchSettings(
-        profile=base.profile,
-        delta_ms=search.delta_ms if search.HasField("delta_ms") else base.delta_ms,
-        delta_max_ms=(
-            search.delta_max_ms if search.HasField("delta_max_ms")
-            else max(base.delta_max_ms, search.delta_ms if search.HasField("delta_ms") else 0)
-        ),
-        k=search.k if search.HasField("k") else base.k,
-        window=search.window if search.HasField("window") else base.window,
-        stall_ms=search.stall_ms if search.HasField("stall_ms") else base.stall_ms,
-        protect_head=(
-            search.protect_head if search.HasField("protect_head") else base.protect_head
-        ),
-    )
 
 
 def predictor_name(kind: int) -> str:

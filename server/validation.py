@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from hpcdispatch.server.config import ServerConfig
-from hpcdispatch.server.profiles import PROFILES
+from hpcdispatch.server.profiles import PROFILES, resolve_settings
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 MAX_REPORTED = 100  # violations listed in one error
@@ -96,13 +96,10 @@ def _check_options(
         out.add("search.stall_ms", "must be >= 0")
     if search.profile in PROFILES or not search.profile:
         # δ <= δmax once the profile's defaults fill what the request leaves unset.
-        base, _ = PROFILES[search.profile or default_profile]
-        delta = search.delta_ms if search.HasField("delta_ms") else base.delta_ms
-        delta_max = search.delta_max_ms if search.HasField("delta_max_ms") else max(
-            base.delta_max_ms, delta
-        )
-        if delta_max < delta:
-            out.add("search.delta_max_ms", f"δmax {delta_max} ms is below δ {delta} ms")
+        resolved = resolve_settings(search, default_profile)
+        if resolved.delta_max_ms < resolved.delta_ms:
+            out.add("search.delta_max_ms", f"δmax {resolved.delta_max_ms} ms is below "
+                    f"δ {resolved.delta_ms} ms")
 
 
 _NODE_STATES = (pb.NODE_STATE_UP, pb.NODE_STATE_DOWN, pb.NODE_STATE_DRAINED)
