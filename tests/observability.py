@@ -140,8 +140,8 @@ def dashboard_queries(dashboard: dict[str, Any]) -> list[str]:
 
 def _unavailable(reason: str) -> NoReturn:
     """Skip with the reason; fail instead where CI requires the real Prometheus."""
-    if os.environ.get("HPCDISPATCH_REQUIRE_PROMETHEUS") == "1":
-        pytest.fail(f"HPCDISPATCH_REQUIRE_PROMETHEUS=1 but {reason}")
+    if os.environ.get("REQUIRE_PROMETHEUS_TESTS") == "1":
+        pytest.fail(f"REQUIRE_PROMETHEUS_TESTS=1 but {reason}")
     pytest.skip(reason)
 
 

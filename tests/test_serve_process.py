@@ -38,6 +38,7 @@ def test_sigterm_finishes_the_decision_in_flight_after_health_goes_not_serving(
         lines.append(line)
         if '"serving"' in line:
             break
+    assert lines and '"serving"' in lines[-1], "server did not start:\n" + "".join(lines)
     port = json.loads(lines[-1])["port"]
     target = f"127.0.0.1:{port}"
     try:

@@ -70,7 +70,7 @@ class RecordingClient:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     reason = ensure_slurm()
     if reason is not None:
-        if os.environ.get("HPCDISPATCH_REQUIRE_SLURM"):  # CI that must not skip
+        if os.environ.get("REQUIRE_SLURM_TESTS"):  # CI that must not skip
             pytest.fail(f"Slurm required but unavailable: {reason}")
         pytest.skip(f"Slurm integration test skipped: {reason}")
     c = SlurmCluster(tmp_path_factory.mktemp("slurm"), cpus=CPUS, memory_mib=MEMORY,
