@@ -178,6 +178,18 @@ def test_many_distinct_release_times_with_a_protected_head(name: str) -> None:
     assert outcome.status != pb.SOLVE_STATUS_INFEASIBLE
 
 
+@pytest.mark.parametrize("name", ALL)
+def test_requested_times_of_decades_are_dispatched(name: str) -> None:
+    # Real traces hold requested times like 738,738,720 s (23 years).
+    snap = Snapshot(
+        T, (node(1), node(2)), (running("r", "n1", 4, 738_738_720),),
+        (queued("decades", 4, 738_738_720, submit=T - 50), queued("short", 4, 60)),
+    )
+    _, decision = decide(name, snap)
+    assert len(decision.starts) == 1
+    assert check_decision(snap, decision) == []
+
+
 def _idle_system(nodes: int) -> Snapshot:
     return Snapshot(
         T, tuple(node(i, cores=8) for i in range(nodes)), (),

@@ -17,6 +17,10 @@ from hpcdispatch.snapshot import NodeState, Snapshot
 
 # Distinct release times of running work in the pooled (after-t) capacity view.
 MAX_RELEASE_STEPS = 256
+# Durations beyond this are treated as this long in the models (real traces hold requested
+# times of decades); only what starts at t is dispatched, so this only shortens far plans, and
+# it keeps weights × horizon × jobs within 64-bit integers.
+MAX_MODEL_DURATION = 366 * 86_400
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +136,7 @@ def build_problem(
     blocks: list[RunningBlock] = []
     for job in snapshot.running:
         # An under-predicted job still running needs at least one more second.
-        end = max(1, job.start_time + running_durations[job.id] - t)
+        end = min(max(1, job.start_time + running_durations[job.id] - t), MAX_MODEL_DURATION)
         per_node: dict[int, list[int]] = defaultdict(lambda: [0] * len(resources))
         for unit in job.units:
             n = node_index[unit.node_id]
@@ -155,7 +159,7 @@ def build_problem(
             submit=q.submit_time,
             units=q.units,
             req=tuple(q.unit_request.get(r, 0) for r in resources),
-            duration=max(1, queued_durations[q.id]),
+            duration=min(max(1, queued_durations[q.id]), MAX_MODEL_DURATION),
         )
         for i, q in enumerate(snapshot.queued)
     ]
