@@ -20,7 +20,13 @@ from prometheus_client.exposition import start_http_server
 
 from hpcdispatch import __version__
 from hpcdispatch.server.catalog import DISPATCHER_BY_KIND, PREDICTOR_BY_KIND
-from hpcdispatch.server.rpc_wrap import CLIENT_STREAM, UNARY, split_method, wrap_handler
+from hpcdispatch.server.rpc_wrap import (
+    CLIENT_STREAM,
+    UNARY,
+    Around,
+    AroundInterceptor,
+    split_method,
+)
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 __all__ = ["SECONDS_BUCKETS", "MetricsInterceptor", "ServiceMetrics", "status_label"]
@@ -220,21 +226,14 @@ class ServiceMetrics:
         return MetricsInterceptor(self)
 
 
-class MetricsInterceptor(grpc.ServerInterceptor):
+class MetricsInterceptor(AroundInterceptor):
     """grpc_server_started_total, grpc_server_handled_total, grpc_server_handling_seconds."""
 
     def __init__(self, metrics: ServiceMetrics) -> None:
         self.metrics = metrics
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        if handler is None:
-            return None
-        service, method = split_method(handler_call_details.method)
+    def around_for(self, details: grpc.HandlerCallDetails) -> Around:
+        service, method = split_method(details.method)
         m = self.metrics
 
         def around(
@@ -261,7 +260,7 @@ class MetricsInterceptor(grpc.ServerInterceptor):
                 return result
             return _measured_stream(call, finish)
 
-        return wrap_handler(handler, around)
+        return around
 
 
 def _code_of(context: grpc.ServicerContext) -> grpc.StatusCode | None:

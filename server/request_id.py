@@ -14,7 +14,13 @@ from typing import Any
 import grpc
 import structlog
 
-from hpcdispatch.server.rpc_wrap import CLIENT_STREAM, UNARY, split_method, wrap_handler
+from hpcdispatch.server.rpc_wrap import (
+    CLIENT_STREAM,
+    UNARY,
+    Around,
+    AroundInterceptor,
+    split_method,
+)
 
 REQUEST_ID_KEY = "x-request-id"
 MAX_REQUEST_ID_CHARS = 128
@@ -29,22 +35,15 @@ def request_id_of(metadata: Any) -> str:
     return uuid.uuid4().hex
 
 
-class RequestIdInterceptor(grpc.ServerInterceptor):
+class RequestIdInterceptor(AroundInterceptor):
     """Binds request_id and rpc (the method name) for each call's log lines.
 
     The context is cleared when the call ends, with whatever the service bound during it.
     """
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        if handler is None:
-            return None
-        request_id = request_id_of(handler_call_details.invocation_metadata)
-        _, method = split_method(handler_call_details.method)
+    def around_for(self, details: grpc.HandlerCallDetails) -> Around:
+        request_id = request_id_of(details.invocation_metadata)
+        _, method = split_method(details.method)
 
         def around(
             kind: str, request: Any, context: grpc.ServicerContext, call: Callable[[], Any]
@@ -58,7 +57,7 @@ class RequestIdInterceptor(grpc.ServerInterceptor):
                     structlog.contextvars.clear_contextvars()
             return _bound_stream(call, request_id, method)
 
-        return wrap_handler(handler, around)
+        return around
 
 
 def _bind(request_id: str, method: str) -> None:

@@ -77,3 +77,20 @@ def wrap_handler(handler: grpc.RpcMethodHandler, around: Around) -> grpc.RpcMeth
     return grpc.stream_stream_rpc_method_handler(
         bidi_stream, handler.request_deserializer, handler.response_serializer
     )
+
+
+class AroundInterceptor(grpc.ServerInterceptor):
+    """A server interceptor that runs each call's behaviour inside `around_for(details)`."""
+
+    def around_for(self, details: grpc.HandlerCallDetails) -> Around:
+        raise NotImplementedError
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None
+        return wrap_handler(handler, self.around_for(handler_call_details))
