@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from hpcdispatch.decision_check import check_decision
+from hpcdispatch.server.profiles import PROFILES
 from hpcdispatch.snapshot import NodeState, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.instances import FAST, T, decide, node, problem_of, queued, running, started
@@ -188,6 +189,23 @@ def test_requested_times_of_decades_are_dispatched(name: str) -> None:
     _, decision = decide(name, snap)
     assert len(decision.starts) == 1
     assert check_decision(snap, decision) == []
+
+
+@pytest.mark.parametrize("name", CP)
+def test_an_idle_machine_is_not_left_idle(name: str) -> None:
+    # The end of the lublin_256 replay: three wide jobs on 256 idle one-core nodes. Starting
+    # at t + 1 instead of t costs only 1/d_i of slowdown, so a solver stopped early may
+    # postpone everything by a second, again and again; the decision must start work now.
+    snap = Snapshot(
+        9_663_465, tuple(node(i, cores=1) for i in range(256)), (),
+        (queued("9674", 1, 43_480, submit=7_543_500, units=111),
+         queued("9842", 1, 40_692, submit=7_622_467, units=256),
+         queued("9979", 1, 52_574, submit=7_687_350, units=32)),
+    )
+    for _ in range(3):  # stopping points of the search vary; the rule must always hold
+        _, decision = decide(name, snap, PROFILES["fast"][0])
+        assert decision.starts
+        assert check_decision(snap, decision) == []
 
 
 def _idle_system(nodes: int) -> Snapshot:

@@ -13,7 +13,6 @@ runs the rest the same way for all of them:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 import structlog
@@ -23,8 +22,10 @@ from hpcdispatch.server.dispatchers.base import Outcome, SearchControl
 from hpcdispatch.server.dispatchers.cpsat_attempt import model_size, solve_attempt
 from hpcdispatch.server.dispatchers.greedy_schedule import greedy_schedule, total_slowdown
 from hpcdispatch.server.dispatchers.job_selection import select_for_model
+from hpcdispatch.server.dispatchers.left_shift import left_shift
 from hpcdispatch.server.dispatchers.problem import Job, Problem
 from hpcdispatch.server.dispatchers.reservation import Reservation, reserve
+from hpcdispatch.server.dispatchers.solution import Solution
 from hpcdispatch.server.restart_policy import AttemptResult, run_restart_policy
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
@@ -33,18 +34,6 @@ log = structlog.get_logger("hpcdispatch.dispatchers")
 
 class BuildBudgetExceeded(Exception):
     """A formulation gave up building because the decision's time budget ran out."""
-
-
-@dataclass(slots=True)
-class Solution:
-    starts: dict[int, int]  # job index -> start relative to t
-    nodes: dict[int, list[int]] = field(default_factory=dict)  # jobs at t -> unit nodes
-    # Node-level models only: job index -> node -> units, for every job (now and later).
-    counts: dict[int, dict[int, int]] = field(default_factory=dict)
-
-    def placed_now(self) -> dict[int, list[int]]:
-        """The unit nodes of the jobs this solution starts at t."""
-        return {i: nodes for i, nodes in self.nodes.items() if self.starts[i] == 0}
 
 
 class Formulation(Protocol):
@@ -153,17 +142,16 @@ class CpDispatcher:
             # (logged and counted under this status) and decide with the list schedule.
             log.error("CP model rejected a known solution", dispatcher=self.name,
                       status=pb.SolveStatus.Name(pb.SolveStatus.ValueType(policy.status)))
-            outcome.objective = heuristic_objective
-            outcome.starts = formulation.allocate(heuristic, control.first_fit)
-            outcome.status = policy.status
-            return outcome
-        if policy.best is not None and policy.objective is not None and (
+            chosen, outcome.status = heuristic, policy.status
+        elif policy.best is not None and policy.objective is not None and (
             not comparable or policy.objective <= heuristic_objective + 1e-9
         ):
-            outcome.status, outcome.objective = policy.status, policy.objective
-            outcome.starts = formulation.allocate(policy.best, control.first_fit)
-            return outcome
-        # The solver found nothing better: decide with the list schedule.
-        outcome.status, outcome.objective = pb.SOLVE_STATUS_HEURISTIC, heuristic_objective
-        outcome.starts = formulation.allocate(heuristic, control.first_fit)
+            chosen, outcome.status = policy.best, policy.status
+        else:  # the solver found nothing better: decide with the list schedule
+            chosen, outcome.status = heuristic, pb.SOLVE_STATUS_HEURISTIC
+        chosen = left_shift(
+            problem, jobs, chosen, reservation, self.place_now, control.first_fit
+        )
+        outcome.objective = total_slowdown(problem, jobs, chosen.starts)
+        outcome.starts = formulation.allocate(chosen, control.first_fit)
         return outcome
