@@ -31,7 +31,7 @@ def greedy_schedule(
     pool = problem.free_now.copy()
     if reservation is not None:
         reservation = reservation.copy()
-        start, duration, demand = reservation.block(problem)
+        start, duration, demand = reservation.block()
         profile.reserve(demand, start, duration)
     schedule = GreedySchedule({}, {})
     for job in jobs:

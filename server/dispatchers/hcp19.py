@@ -22,7 +22,7 @@ class Hcp19Formulation:
         self, problem: Problem, jobs: list[Job], reservation: Reservation | None
     ) -> None:
         self.problem, self.reservation = problem, reservation
-        blocks = (reservation.block(problem),) if reservation is not None else ()
+        blocks = (reservation.block(),) if reservation is not None else ()
         self.schedule: ScheduleModel = build_schedule_model(problem, jobs, True, blocks)
         self.model = self.schedule.model
 

@@ -26,7 +26,7 @@ def left_shift(
 ) -> Solution:
     profile = problem.pooled_profile()
     if reservation is not None:
-        start, duration, demand = reservation.block(problem)
+        start, duration, demand = reservation.block()
         profile.reserve(demand, start, duration)
     for job in jobs:
         profile.reserve(job.demand(), solution.starts[job.index], job.duration)

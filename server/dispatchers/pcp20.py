@@ -116,7 +116,7 @@ class Pcp20Formulation:
         deadline: float = float("inf"),
     ) -> None:
         self.problem, self.lines, self.reservation = problem, lines, reservation
-        blocks = (reservation.block(problem),) if reservation is not None else ()
+        blocks = (reservation.block(),) if reservation is not None else ()
         self.schedule = build_schedule_model(problem, jobs, True, blocks)
         self.model = model = self.schedule.model
         free_now = np.asarray(problem.free_now.free, dtype=np.int64)

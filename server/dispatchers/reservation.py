@@ -21,19 +21,18 @@ class Reservation:
     start: int  # τ, relative to t
     at_start: FreePool  # free at τ with the head's units taken
     limit: FreePool  # per node: min(free now, at_start)
+    # Start of the head's block in the pooled view after t: τ, or later where that view
+    # releases running work later than the node-level τ saw it (see Problem.pooled_releases).
+    pooled_start: int
 
     def copy(self) -> Reservation:
-        return Reservation(self.job, self.start, self.at_start.copy(), self.limit.copy())
+        return Reservation(
+            self.job, self.start, self.at_start.copy(), self.limit.copy(), self.pooled_start
+        )
 
-    def block(self, problem: Problem) -> tuple[int, int, Vec]:
-        """The head's block in the pooled view after t: (start, duration, demand).
-
-        It starts at τ, or later where the pooled view releases running work later than the
-        node-level τ saw it (release times are coarsened there, see Problem.pooled_releases).
-        """
-        demand = self.job.demand()
-        start = problem.pooled_profile().earliest_start(demand, self.job.duration, self.start)
-        return start, self.job.duration, demand
+    def block(self) -> tuple[int, int, Vec]:
+        """The head's block in the pooled view after t: (start, duration, demand)."""
+        return self.pooled_start, self.job.duration, self.job.demand()
 
     def runs_past(self, job: Job) -> bool:
         """Whether `job`, started now, is still running at τ (and so must stay in `limit`)."""
@@ -93,5 +92,6 @@ def reserve(
                 problem.eligible,
                 now.scale,
             )
-            return Reservation(head, end, pool, limit)
+            pooled_start = problem.pooled_profile().earliest_start(demand, head.duration, end)
+            return Reservation(head, end, pool, limit, pooled_start)
     raise AssertionError("a job that fits an empty system must fit once all work ends")
