@@ -261,9 +261,11 @@ def run_campaign(args: argparse.Namespace, command: str) -> int:
         # The scheduler unpickles task graphs by reference, so the function goes as data
         # (pickled by value) and the task is operator.call, which every Python 3.11 has.
         cell_function = client.scatter(run_cell, hash=False, broadcast=True)
+        # The CP cells are the long ones: they start first and the EASY cells fill in.
         futures = {
             client.submit(operator.call, cell_function, cell, traces[cell["trace"]],
-                          key=f"cell-{cell['name']}", pure=False): cell["name"]
+                          key=f"cell-{cell['name']}", pure=False,
+                          priority=0 if cell["dispatcher"] in NO_SEARCH else 1): cell["name"]
             for cell in cells
         }
         bar = tqdm(as_completed(futures), total=len(futures), desc="cells", unit="cell",

@@ -5,8 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from ortools.sat.python import cp_model
 
 from hpcdispatch.decision_check import check_decision
+from hpcdispatch.server.dispatchers.cp_schedule import build_schedule_model
+from hpcdispatch.server.dispatchers.greedy_schedule import greedy_schedule
+from hpcdispatch.server.dispatchers.problem import later_start_bounds
 from hpcdispatch.server.profiles import PROFILES
 from hpcdispatch.snapshot import NodeState, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -162,6 +166,48 @@ def test_protect_head_keeps_the_oldest_blocked_jobs_reservation(name: str) -> No
     assert started(protected) == {"short"}
     assert outcome.status in (pb.SOLVE_STATUS_OPTIMAL, pb.SOLVE_STATUS_FEASIBLE)
     assert check_decision(snap, protected) == []
+
+
+@pytest.mark.parametrize("name", ["easy", "hcp19", "pcp20"])
+def test_the_head_is_reserved_on_nodes_busy_now(name: str) -> None:
+    # The lublin_256 pattern: n4-n7 busy until T+100, n0-n3 free. "wide" (oldest) needs 6 of
+    # the 8 one-core nodes at T+100: reserved on n4-n7 and two free ones, it leaves two nodes
+    # free now *and* at T+100, where "long" (2 nodes, runs past T+100) may start now. Reserved
+    # on the lowest-numbered nodes instead (n0-n5), nothing free now would remain for it.
+    nodes = tuple(node(i, cores=1) for i in range(8))
+    busy = tuple(running(f"r{i}", f"n{i}", 1, 100) for i in range(4, 8))
+    snap = Snapshot(
+        T, nodes, busy,
+        (queued("wide", 1, 500, submit=T - 300, units=6),
+         queued("long", 1, 5000, submit=T - 20, units=2)),
+    )
+    _, decision = decide(name, snap, dataclasses.replace(FAST, protect_head=True))
+    assert started(decision) == {"long"}
+    assert check_decision(snap, decision) == []
+
+
+def test_a_job_not_started_now_waits_for_the_first_end() -> None:
+    # Nothing frees resources before T+40 (the running job's end) or before the shortest other
+    # job could end (30 s): a plan may not put a job that does not start now at T+1.
+    snap = Snapshot(
+        T, (node(1), node(2)), (running("r", "n1", 4, 40),),
+        (queued("a", 4, 30, submit=T - 50), queued("b", 4, 60, submit=T - 40),
+         queued("c", 4, 90, submit=T - 30)),
+    )
+    problem = problem_of(snap)
+    assert later_start_bounds(problem, problem.jobs) == {0: 40, 1: 30, 2: 30}
+    schedule = build_schedule_model(problem, problem.jobs, pooled=True)
+    for var in schedule.now:
+        schedule.model.add(var == 0)  # force every job out of t
+    solver = cp_model.CpSolver()
+    assert solver.solve(schedule.model) == cp_model.OPTIMAL
+    starts = schedule.starts_of(solver)
+    assert all(starts[j.index] >= later_start_bounds(problem, problem.jobs)[j.index]
+               for j in problem.jobs)
+    # The list schedule (the hint of every attempt) keeps the same rule: a now on n2, b when
+    # a ends, c when the running job ends.
+    greedy = greedy_schedule(problem, problem.jobs, exact_now=True)
+    assert greedy.starts == {0: 0, 1: 30, 2: 40}
 
 
 @pytest.mark.parametrize("name", ["easy", *CP])

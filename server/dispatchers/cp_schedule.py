@@ -1,7 +1,8 @@
 """The CP scheduling model common to HCP'19, PCP'19 and PCP'20 (CP-SAT).
 
 Times are relative to t. For each queued job i in the model: a start s_i in [0, H - d_i], an
-interval [s_i, s_i + d_i), and a literal now_i <=> s_i = 0. Objective (CP 2019 version 3):
+interval [s_i, s_i + d_i), and a literal now_i <=> s_i = 0; a job not started at t starts no
+earlier than the first end after t (`later_start_bounds`). Objective (CP 2019 version 3):
 minimise Σ (s_i - q_i + d_i) / d_i, i.e. Σ s_i / d_i plus a constant, with integer weights
 round(W / d_i). Search: starts in priority order, earliest value first (the papers' search).
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from hpcdispatch.server.dispatchers.free_pool import Vec
-from hpcdispatch.server.dispatchers.problem import Job, Problem
+from hpcdispatch.server.dispatchers.problem import Job, Problem, later_start_bounds
 
 # Weight scale: w_i = round(WEIGHT_SCALE / d_i), at least 1.
 WEIGHT_SCALE = 1_000_000
@@ -63,13 +64,15 @@ def build_schedule_model(
     model = cp_model.CpModel()
     h = horizon(problem, jobs, reserved)
     starts, intervals, now = [], [], []
+    later = later_start_bounds(problem, jobs)
     for j in jobs:
         s = model.new_int_var(0, h - j.duration, f"s_{j.index}")
         starts.append(s)
         intervals.append(model.new_fixed_size_interval_var(s, j.duration, f"job_{j.index}"))
         b = model.new_bool_var(f"now_{j.index}")
         model.add(s == 0).only_enforce_if(b)
-        model.add(s >= 1).only_enforce_if(~b)
+        # Not at t: not before the first end (running work, or another job started at t).
+        model.add(s >= later[j.index]).only_enforce_if(~b)
         now.append(b)
     if pooled:
         add_pooled_cumulatives(model, problem, jobs, intervals, list(reserved))

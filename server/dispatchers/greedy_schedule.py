@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hpcdispatch.server.dispatchers.problem import Job, Problem
+from hpcdispatch.server.dispatchers.problem import Job, Problem, later_start_bounds
 from hpcdispatch.server.dispatchers.reservation import Reservation, place_now
 
 
@@ -34,13 +34,14 @@ def greedy_schedule(
         start, duration, demand = reservation.block()
         profile.reserve(demand, start, duration)
     schedule = GreedySchedule({}, {})
+    later = later_start_bounds(problem, jobs)
     for job in jobs:
         demand = job.demand()
         start = profile.earliest_start(demand, job.duration)
         if start == 0 and exact_now:
             nodes = place_now(pool, reservation, job, first_fit)
             if nodes is None:
-                start = profile.earliest_start(demand, job.duration, not_before=1)
+                start = profile.earliest_start(demand, job.duration, not_before=later[job.index])
             else:
                 schedule.nodes[job.index] = nodes
         profile.reserve(demand, start, job.duration)

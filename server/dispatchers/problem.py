@@ -121,6 +121,26 @@ class Problem:
         return sorted(by_end.items())
 
 
+def later_start_bounds(problem: Problem, jobs: list[Job]) -> dict[int, int]:
+    """Earliest start after t of each job in `jobs` that does not start at t (job index -> start).
+
+    Until something ends (running work, or a job started at t), what is free stays what it is
+    at t once the starts are made: a job that does not start at t cannot start before the first
+    end either. The bound for job i is the earliest running end, or the shortest d_j of the other
+    jobs (one of them may start at t and end then), whichever comes first; at least 1. Without
+    it a plan puts a job that may not start now (its placement would touch the head's
+    reservation) at t + 1, where it holds pooled capacity that jobs able to start now need.
+    """
+    first_end = min((b.end for b in problem.blocks), default=None)
+    two_shortest = sorted(jobs, key=lambda j: (j.duration, j.index))[:2]
+    bounds: dict[int, int] = {}
+    for job in jobs:
+        other = next((j.duration for j in two_shortest if j.index != job.index), None)
+        ends = [e for e in (first_end, other) if e is not None]
+        bounds[job.index] = max(1, min(ends, default=1))
+    return bounds
+
+
 def build_problem(
     snapshot: Snapshot,
     queued_durations: dict[str, int],

@@ -1,17 +1,19 @@
 """EASY's protection: a reservation for one blocked job, and what others may use meanwhile.
 
 The head (a job that cannot start at t) gets the earliest time τ at which enough units fit node
-by node, given the predicted ends of the running work and of the jobs already started at t.
+by node, given the predicted ends of the running work and of the jobs already started at t, on
+the nodes that leave the most of what is free now to the others (`head_nodes`).
 A job that starts now and runs past τ may only use `limit`: on each node, what is free now and
 also left free at τ by the head's units. Used by EASY, and by the CP dispatchers' `protect_head`.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hpcdispatch.server.dispatchers.free_pool import FreePool, Vec
+from hpcdispatch.server.dispatchers.free_pool import FreePool, Vec, units_per_node
 from hpcdispatch.server.dispatchers.problem import Job, Problem
 
 
@@ -60,6 +62,37 @@ def place_now(
     return nodes
 
 
+def head_nodes(at_start: FreePool, now: FreePool, head: Job) -> list[int]:
+    """Nodes for the head's units at τ (one entry per unit), keeping `limit` as large as it can.
+
+    What a node has free now and the head takes at τ is lost to every job that would start now
+    and run past τ. So nodes with nothing free now come first, then the others by how little
+    they have free now; within each, best fit at τ (the pool's own rule), then node order.
+    """
+    free_now: set[int] = set().union(*now.groups.values())
+    fitting = sorted(
+        ((at_start.score(vec), units_per_node(vec, head.req), nodes)
+         for vec, nodes in at_start.groups.items() if units_per_node(vec, head.req) > 0),
+        key=lambda group: group[0],
+    )
+    chosen: list[int] = []
+    for _, k, nodes in fitting:  # nodes with nothing free now
+        need = head.units - len(chosen)
+        for n in heapq.nsmallest(-(-need // k), nodes - free_now):
+            chosen.extend([n] * min(k, head.units - len(chosen)))
+        if len(chosen) == head.units:
+            return chosen
+    partial = sorted(
+        (now.score(now.free[n]), score, n, k)
+        for score, k, nodes in fitting for n in nodes & free_now
+    )
+    for _, _, n, k in partial:
+        chosen.extend([n] * min(k, head.units - len(chosen)))
+        if len(chosen) == head.units:
+            return chosen
+    raise AssertionError("head_nodes called where the head does not fit")
+
+
 def reserve(
     problem: Problem, now: FreePool, head: Job, started: Iterable[tuple[Job, list[int]]] = ()
 ) -> Reservation:
@@ -85,8 +118,8 @@ def reserve(
         if any(p < d for p, d in zip(pooled, demand, strict=True)):
             continue
         if pool.units_fit(head.req, head.units) >= head.units:
-            placed = pool.place(head.req, head.units)
-            assert placed is not None
+            placed = head_nodes(pool, now, head)
+            pool.take_all(placed, head.req)
             limit = FreePool(
                 [tuple(map(min, a, b)) for a, b in zip(now.free, pool.free, strict=True)],
                 problem.eligible,
