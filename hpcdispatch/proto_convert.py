@@ -22,13 +22,20 @@ _STATE_FROM_PB = {
 _STATE_TO_PB = {v: k for k, v in _STATE_FROM_PB.items()}
 
 
-def snapshot_from_pb(request: pb.DispatchRequest) -> Snapshot:
-    """Convert a validated request (see hpcdispatch.server.validation) to a Snapshot."""
+def nodes_from_pb(request: pb.DispatchRequest) -> tuple[Node, ...]:
+    return tuple(Node(n.id, _STATE_FROM_PB[n.state], dict(n.capacity)) for n in request.nodes)
+
+
+def snapshot_from_pb(
+    request: pb.DispatchRequest, nodes: tuple[Node, ...] | None = None
+) -> Snapshot:
+    """Convert a validated request (see hpcdispatch.server.validation) to a Snapshot.
+
+    `nodes` is `nodes_from_pb(request)` when the caller already has it.
+    """
     return Snapshot(
         time=request.time,
-        nodes=tuple(
-            Node(n.id, _STATE_FROM_PB[n.state], dict(n.capacity)) for n in request.nodes
-        ),
+        nodes=nodes if nodes is not None else nodes_from_pb(request),
         running=tuple(
             RunningJob(
                 id=j.id,

@@ -15,13 +15,14 @@ from hpcdispatch.server.catalog import PREDICTOR_BY_KIND, dispatcher_kind, predi
 from hpcdispatch.server.config import ServerConfig
 from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.server.dispatchers.base import Outcome, SearchControl, SearchSettings
-from hpcdispatch.server.dispatchers.problem import Problem, build_problem
+from hpcdispatch.server.dispatchers.problem import NodeIndex, Problem, build_problem
 from hpcdispatch.server.errors import abort_invalid_argument
 from hpcdispatch.server.metrics import ServiceMetrics, dispatcher_label, status_label
+from hpcdispatch.server.node_table import NodeTables
 from hpcdispatch.server.predictors.base import Completion, DurationPredictor, JobFacts
 from hpcdispatch.server.predictors.registry import PredictorRegistry
 from hpcdispatch.server.profiles import DEFAULT_PROFILE, PROFILES, resolve_settings
-from hpcdispatch.server.validation import Violation, validate_dispatch_request
+from hpcdispatch.server.validation import Violation, check_sizes, validate_dispatch_request
 from hpcdispatch.snapshot import Decision, JobStart, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
@@ -89,6 +90,7 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         self.metrics = metrics
         self.default_dispatcher = dispatcher_kind(config.default_dispatcher)
         self.default_predictor = predictor_kind(config.default_predictor)
+        self.node_tables = NodeTables()
         if config.default_profile not in PROFILES:
             raise ValueError(f"unknown default profile {config.default_profile!r}")
 
@@ -105,7 +107,13 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         structlog.contextvars.bind_contextvars(
             snapshot_time=request.time, cluster=request.cluster or "default"
         )
-        violations = validate_dispatch_request(request, self.config, self.predictors.kinds())
+        violations = check_sizes(request, self.config)
+        table = None
+        if not violations:  # a snapshot beyond the size limits is not inspected further
+            table = self.node_tables.get(request)
+            violations = validate_dispatch_request(
+                request, self.config, self.predictors.kinds(), table.check
+            )
         if violations:
             log.warning("invalid snapshot", time=request.time, violations=len(violations),
                         first=violations[0].field)
@@ -115,9 +123,10 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         kind = request.dispatcher or self.default_dispatcher
         predictor_kind_ = request.predictor or self.default_predictor
         settings = resolve_settings(request.search, self.config.default_profile)
-        snapshot = snapshot_from_pb(request)
+        assert table is not None and table.nodes is not None and table.index is not None
+        snapshot = snapshot_from_pb(request, table.nodes)
         predictor = self.predictors.predictor(request.cluster or "default", predictor_kind_)
-        problem = self._problem(request, snapshot, predictor)
+        problem = self._problem(request, snapshot, predictor, table.index)
 
         control = SearchControl(
             settings=settings,
@@ -160,7 +169,8 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         return response
 
     def _problem(
-        self, request: pb.DispatchRequest, snapshot: Snapshot, predictor: DurationPredictor
+        self, request: pb.DispatchRequest, snapshot: Snapshot, predictor: DurationPredictor,
+        nodes: NodeIndex,
     ) -> Problem:
         queued = {j.id: predictor.predict(queued_facts(j)) for j in request.queued_jobs}
         running = {
@@ -171,7 +181,7 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
             )
             for j in request.running_jobs
         }
-        return build_problem(snapshot, queued, running)
+        return build_problem(snapshot, queued, running, nodes)
 
     def _decide(
         self, kind: int, problem: Problem, snapshot: Snapshot, control: SearchControl

@@ -39,15 +39,43 @@ class _Collector:
         return len(self.items) >= MAX_REPORTED
 
 
+@dataclass(frozen=True, slots=True)
+class NodeCheck:
+    """The node list's own violations, and each valid node id's capacity."""
+
+    capacity: dict[str, dict[str, int]]
+    violations: tuple[Violation, ...]
+
+
+def check_sizes(request: pb.DispatchRequest, config: ServerConfig) -> list[Violation]:
+    """The size limits alone: a snapshot beyond them is not inspected further."""
+    out = _Collector()
+    _check_sizes(request, config, out)
+    return out.items
+
+
+def check_nodes(request: pb.DispatchRequest) -> NodeCheck:
+    out = _Collector()
+    capacity = _check_nodes(request, out)
+    return NodeCheck(capacity, tuple(out.items))
+
+
 def validate_dispatch_request(
-    request: pb.DispatchRequest, config: ServerConfig, known_predictors: list[int]
+    request: pb.DispatchRequest,
+    config: ServerConfig,
+    known_predictors: list[int],
+    nodes: NodeCheck | None = None,
 ) -> list[Violation]:
+    """Every violation of `request`; `nodes` is `check_nodes(request)` if the caller has it."""
     out = _Collector()
     _check_sizes(request, config, out)
     if out.items:
         return out.items  # a snapshot beyond the limits is not inspected further
     _check_options(request, known_predictors, config.default_profile, out)
-    capacity = _check_nodes(request, out)
+    node_check = nodes if nodes is not None else check_nodes(request)
+    for violation in node_check.violations:
+        out.add(violation.field, violation.description)
+    capacity = node_check.capacity
     ids: Counter[str] = Counter()
     _check_running(request, capacity, ids, out)
     _check_queued(request, capacity, ids, config, out)

@@ -282,3 +282,24 @@ def test_an_exceeded_prediction_is_corrected_to_the_requested_time(
     # corrected, r ends at t + 900 and "b" ends before the reservation.
     response = client.dispatch(request)
     assert [s.job_id for s in response.starts] == ["b"]
+
+
+def test_node_changes_between_snapshots_are_seen(client: DispatcherClient) -> None:
+    # The service reuses its table of a node list it has seen (server/node_table.py): the same
+    # nodes with one state or one capacity changed must be a different table, never the old one.
+    request = pb.DispatchRequest(time=1_000, dispatcher=pb.DISPATCHER_EASY)
+    for i in range(3):
+        request.nodes.add(id=f"n{i}", state=pb.NODE_STATE_UP, capacity={"core": 4})
+    request.queued_jobs.add(id="a", submit_time=900, units=1, unit_request={"core": 4},
+                            requested_time=60)
+    first = client.dispatch(request)
+    assert {u.node_id for s in first.starts for u in s.units} == {"n0"}  # best fit, node order
+    request.nodes[0].state = pb.NODE_STATE_DOWN
+    assert {u.node_id for s in client.dispatch(request).starts for u in s.units} == {"n1"}
+    request.nodes[0].state = pb.NODE_STATE_UP
+    request.nodes[0].capacity["core"] = 2  # n0 can no longer hold the job
+    assert {u.node_id for s in client.dispatch(request).starts for u in s.units} == {"n1"}
+    request.nodes[1].capacity["core"] = 0  # a bad list after good ones is still rejected
+    code, fields = _violations(lambda: client.dispatch(request))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert 'nodes[1].capacity["core"]' in fields

@@ -7,13 +7,14 @@ reads it and none modifies it.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from hpcdispatch.server.dispatchers.capacity_profile import CapacityProfile
 from hpcdispatch.server.dispatchers.free_pool import FreePool, Vec
-from hpcdispatch.snapshot import NodeState, Snapshot
+from hpcdispatch.snapshot import Node, NodeState, Snapshot
 
 # Distinct release times of running work in the pooled (after-t) capacity view.
 MAX_RELEASE_STEPS = 256
@@ -141,37 +142,63 @@ def later_start_bounds(problem: Problem, jobs: list[Job]) -> dict[int, int]:
     return bounds
 
 
+@dataclass(frozen=True, slots=True)
+class NodeIndex:
+    """What a Problem needs from the node list alone (shared by every snapshot with it)."""
+
+    resources: tuple[str, ...]  # resource types, sorted
+    node_ids: list[str]
+    position: dict[str, int]  # node id -> index
+    capacity: list[Vec]
+    eligible: list[bool]  # node is up
+    scale: Vec  # largest capacity per type (best-fit normalisation)
+    up_capacity: Vec  # Σ cap over up nodes
+
+
+def index_nodes(nodes: Sequence[Node]) -> NodeIndex:
+    resources = tuple(sorted({r for n in nodes for r in n.capacity}))
+    capacity = [tuple(n.capacity.get(r, 0) for r in resources) for n in nodes]
+    eligible = [n.state is NodeState.UP for n in nodes]
+    return NodeIndex(
+        resources=resources,
+        node_ids=[n.id for n in nodes],
+        position={n.id: i for i, n in enumerate(nodes)},
+        capacity=capacity,
+        eligible=eligible,
+        scale=tuple(max((c[r] for c in capacity), default=1) or 1 for r in range(len(resources))),
+        up_capacity=tuple(
+            sum(c[r] for c, ok in zip(capacity, eligible, strict=True) if ok)
+            for r in range(len(resources))
+        ),
+    )
+
+
 def build_problem(
     snapshot: Snapshot,
     queued_durations: dict[str, int],
     running_durations: dict[str, int],
+    nodes: NodeIndex | None = None,
 ) -> Problem:
-    """Index the snapshot. Durations are d_i in seconds (>= 1) for every queued / running job."""
+    """Index the snapshot. Durations are d_i in seconds (>= 1) for every queued / running job.
+
+    `nodes` is `index_nodes(snapshot.nodes)` when the caller already has it.
+    """
     t = snapshot.time
-    resources = tuple(sorted({r for n in snapshot.nodes for r in n.capacity}))
-    node_index = {n.id: i for i, n in enumerate(snapshot.nodes)}
-    capacity = [tuple(n.capacity.get(r, 0) for r in resources) for n in snapshot.nodes]
-    eligible = [n.state is NodeState.UP for n in snapshot.nodes]
-    used = [[0] * len(resources) for _ in snapshot.nodes]
+    index = nodes if nodes is not None else index_nodes(snapshot.nodes)
+    resources = index.resources
+    free = list(index.capacity)  # minus what running jobs hold, below
     blocks: list[RunningBlock] = []
     for job in snapshot.running:
         # An under-predicted job still running needs at least one more second.
         end = min(max(1, job.start_time + running_durations[job.id] - t), MAX_MODEL_DURATION)
         per_node: dict[int, list[int]] = defaultdict(lambda: [0] * len(resources))
         for unit in job.units:
-            n = node_index[unit.node_id]
-            acc = per_node[n]
+            acc = per_node[index.position[unit.node_id]]
             for r, name in enumerate(resources):
                 acc[r] += unit.amounts.get(name, 0)
         for n, amounts in per_node.items():
-            for r, a in enumerate(amounts):
-                used[n][r] += a
+            free[n] = tuple(f - a for f, a in zip(free[n], amounts, strict=True))
             blocks.append(RunningBlock(n, tuple(amounts), end))
-    free = [
-        tuple(c - u for c, u in zip(cap, use, strict=True))
-        for cap, use in zip(capacity, used, strict=True)
-    ]
-    scale = tuple(max((c[r] for c in capacity), default=1) or 1 for r in range(len(resources)))
     jobs = [
         Job(
             index=i,
@@ -183,18 +210,14 @@ def build_problem(
         )
         for i, q in enumerate(snapshot.queued)
     ]
-    up_capacity = tuple(
-        sum(c[r] for c, ok in zip(capacity, eligible, strict=True) if ok)
-        for r in range(len(resources))
-    )
     return Problem(
         t=t,
         resources=resources,
-        node_ids=[n.id for n in snapshot.nodes],
-        capacity=capacity,
-        eligible=eligible,
-        free_now=FreePool(free, eligible, scale),
+        node_ids=index.node_ids,
+        capacity=index.capacity,
+        eligible=index.eligible,
+        free_now=FreePool(free, index.eligible, index.scale),
         blocks=blocks,
         jobs=jobs,
-        up_capacity=up_capacity,
+        up_capacity=index.up_capacity,
     )
