@@ -5,6 +5,7 @@ The bundled trace (data/) was made with
     write_slice("KTH-SP2-1996-2.1-cln.swf.xz", "KTH-SP2-1996-2.1-cln.slice.swf.xz",
                 skip=7500, count=3000)
 
+From a shell: `python -m hpcdispatch.sim_adapter.trace_slice SRC DST --skip N --count M`.
 MaxJobs / MaxRecords are set to the slice's count and a Note says where the slice comes from;
 every other header line and every job line is copied unchanged.
 """
@@ -51,3 +52,28 @@ def write_slice(src: str | Path, dst: str | Path, skip: int, count: int) -> int:
     with lzma.open(dst, "wt", encoding="utf-8", preset=9 | lzma.PRESET_EXTREME) as handle:
         handle.write(text)
     return len(jobs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m hpcdispatch.sim_adapter.trace_slice",
+        description="Cut job lines skip+1 .. skip+count of an SWF trace into an .xz file, "
+                    "keeping its header.",
+    )
+    parser.add_argument("src", type=Path)
+    parser.add_argument("dst", type=Path, help="output file (.swf.xz)")
+    parser.add_argument("--skip", type=int, default=0, help="job lines to skip")
+    parser.add_argument("--count", type=int, required=True, help="job lines to copy")
+    args = parser.parse_args(argv)
+    if args.skip < 0 or args.count < 1:
+        parser.error("--skip must be >= 0 and --count >= 1")
+    args.dst.parent.mkdir(parents=True, exist_ok=True)
+    written = write_slice(args.src, args.dst, args.skip, args.count)
+    print(f"{args.dst}: {written} jobs")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
