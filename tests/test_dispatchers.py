@@ -254,6 +254,26 @@ def test_an_idle_machine_is_not_left_idle(name: str) -> None:
         assert check_decision(snap, decision) == []
 
 
+@pytest.mark.parametrize("name", CP)
+def test_a_very_wide_job_does_not_idle_the_machine(name: str) -> None:
+    # lublin_256 at t = 102,865: the machine is idle, "82" needs 249 of the 256 nodes. Planning
+    # it first (behind the short jobs) or after the old 64-node job differ by 0.5 % of total
+    # slowdown, but the optimum starts 244 nodes' worth now and the other plan 38. The list
+    # schedule in submit order is the optimum here; the fast profile must return it.
+    jobs = [("69", 59_674, 64, 15_222), ("82", 64_754, 249, 11_408), ("91", 95_240, 1, 11_748),
+            ("92", 96_646, 4, 438), ("93", 96_747, 2, 7_020), ("94", 97_330, 1, 8_770),
+            ("95", 97_371, 1, 5_467), ("96", 97_865, 66, 12_857), ("97", 99_243, 32, 7_467),
+            ("98", 100_524, 16, 8), ("99", 102_309, 1, 111), ("100", 102_523, 16, 6)]
+    snap = Snapshot(
+        102_865, tuple(node(i, cores=1) for i in range(256)), (),
+        tuple(queued(i, 1, d, submit=q, units=u) for i, q, u, d in jobs),
+    )
+    outcome, decision = decide(name, snap, dataclasses.replace(PROFILES["fast"][0]))
+    assert started(decision) == {i for i, *_ in jobs} - {"82"}
+    assert outcome.objective == pytest.approx(392.3757, abs=1e-3)
+    assert check_decision(snap, decision) == []
+
+
 def _idle_system(nodes: int) -> Snapshot:
     return Snapshot(
         T, tuple(node(i, cores=8) for i in range(nodes)), (),

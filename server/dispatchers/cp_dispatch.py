@@ -5,7 +5,8 @@ to solver hints, reads a solution back, and says where the jobs starting at t go
 runs the rest the same way for all of them:
 
 1. reductions (DESIGN.md §2): fit-now filter, then the m highest-priority jobs;
-2. a heuristic list schedule first, so a decision exists whatever the solver does;
+2. heuristic list schedules first (priority and submit order; the better is the incumbent),
+   so a decision exists whatever the solver does;
 3. the δ / 2δ / δmax restart policy, each attempt hinted with the incumbent;
 4. the better of the solver's best and the heuristic (by total slowdown) is the decision.
 """
@@ -20,7 +21,7 @@ from ortools.sat.python import cp_model
 
 from hpcdispatch.server.dispatchers.base import Outcome, SearchControl
 from hpcdispatch.server.dispatchers.cpsat_attempt import model_size, solve_attempt
-from hpcdispatch.server.dispatchers.greedy_schedule import greedy_schedule, total_slowdown
+from hpcdispatch.server.dispatchers.greedy_schedule import best_list_schedule, total_slowdown
 from hpcdispatch.server.dispatchers.job_selection import select_for_model
 from hpcdispatch.server.dispatchers.left_shift import left_shift
 from hpcdispatch.server.dispatchers.problem import Job, Problem
@@ -102,9 +103,10 @@ class CpDispatcher:
             self.head_reservation(problem, selection.skipped)
             if control.settings.protect_head and self.protects_head else None
         )
-        greedy = greedy_schedule(problem, jobs, self.place_now, control.first_fit, reservation)
+        greedy, heuristic_objective = best_list_schedule(
+            problem, jobs, self.place_now, control.first_fit, reservation
+        )
         heuristic = Solution(greedy.starts, greedy.nodes)
-        heuristic_objective = total_slowdown(problem, jobs, greedy.starts)
         try:
             formulation = self.formulate(
                 problem, jobs, control.deadline, heuristic, reservation

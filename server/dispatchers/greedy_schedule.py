@@ -1,8 +1,9 @@
-"""A list schedule in priority order: the heuristic incumbent of the CP dispatchers.
+"""List schedules: the heuristic incumbent of the CP dispatchers.
 
-Each job, highest priority first, gets the earliest start at which the pooled capacity holds it
-for d_i. With `exact_now`, a start at t also needs a node-level placement at t (best fit), so the
-jobs it starts now form a valid decision by themselves.
+Each job, in list order (priority, or submit order), gets the earliest start at which the pooled
+capacity holds it for d_i, and a job that does not start at t starts no earlier than the first
+end (`later_start_bounds`). With `exact_now`, a start at t also needs a node-level placement at t
+(best fit), so the jobs it starts now form a valid decision by themselves.
 """
 
 from __future__ import annotations
@@ -47,6 +48,31 @@ def greedy_schedule(
         profile.reserve(demand, start, job.duration)
         schedule.starts[job.index] = start
     return schedule
+
+
+def best_list_schedule(
+    problem: Problem,
+    jobs: list[Job],
+    exact_now: bool,
+    first_fit: bool = False,
+    reservation: Reservation | None = None,
+) -> tuple[GreedySchedule, float]:
+    """The better, by total slowdown, of the list schedules in priority and in submit order.
+
+    Priority order starts the short jobs first and plans the wide ones behind them; submit
+    order (conservative backfilling) starts the old wide jobs now and fits the others around.
+    On an idle machine with one very wide job queued, the two plans differ by a few percent of
+    total slowdown and by most of the machine in what starts now; a short search started
+    from the worse one does not always reach the better.
+    """
+    best: tuple[GreedySchedule, float] | None = None
+    for order in (jobs, sorted(jobs, key=lambda j: (j.submit, j.index))):
+        schedule = greedy_schedule(problem, order, exact_now, first_fit, reservation)
+        objective = total_slowdown(problem, jobs, schedule.starts)
+        if best is None or objective < best[1] - 1e-9:
+            best = schedule, objective
+    assert best is not None
+    return best
 
 
 def total_slowdown(problem: Problem, jobs: list[Job], starts: dict[int, int]) -> float:

@@ -19,6 +19,7 @@ from ortools.sat.python import cp_model
 from hpcdispatch.server.dispatchers.cp_dispatch import BuildBudgetExceeded, CpDispatcher, Solution
 from hpcdispatch.server.dispatchers.cp_schedule import build_schedule_model
 from hpcdispatch.server.dispatchers.free_pool import units_per_node
+from hpcdispatch.server.dispatchers.greedy_schedule import total_slowdown
 from hpcdispatch.server.dispatchers.node_schedule import (
     ScheduleBudgetExceeded,
     node_list_schedule,
@@ -75,10 +76,20 @@ class Pcp19Formulation:
     def incumbent(self) -> Solution | None:
         """The node-level list schedule: a solution of this model, or None past the deadline."""
         candidates = {index: list(counts) for index, counts in self.count.items()}
-        try:
-            starts, counts = node_list_schedule(self.problem, self.jobs, candidates, self.deadline)
-        except ScheduleBudgetExceeded:
+        best: tuple[float, dict[int, int], dict[int, dict[int, int]]] | None = None
+        # Priority order, then submit order: the better plan is the incumbent (as for the
+        # pooled list schedules, greedy_schedule.best_list_schedule).
+        for order in (self.jobs, sorted(self.jobs, key=lambda j: (j.submit, j.index))):
+            try:
+                starts, counts = node_list_schedule(self.problem, order, candidates, self.deadline)
+            except ScheduleBudgetExceeded:
+                break
+            objective = total_slowdown(self.problem, self.jobs, starts)
+            if best is None or objective < best[0] - 1e-9:
+                best = objective, starts, counts
+        if best is None:
             return None
+        _, starts, counts = best
         nodes = {
             i: [n for n, k in counts[i].items() for _ in range(k)] for i in starts if not starts[i]
         }
