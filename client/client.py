@@ -1,7 +1,8 @@
 """A typed, blocking client of DispatcherService.
 
-Every call has a deadline; calls that fail with UNAVAILABLE are retried with exponential backoff
-by gRPC's own retry policy (service config), so a plugin survives a restarting server.
+Every call has a deadline; calls that fail with UNAVAILABLE (server restarting) or
+RESOURCE_EXHAUSTED (all its decision slots busy) are retried with exponential backoff by gRPC's
+own retry policy (service config), so a plugin survives a restarting or saturated server.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def _service_config(attempts: int, initial_backoff: float, max_backoff: float) -
                         "initialBackoff": f"{initial_backoff}s",
                         "maxBackoff": f"{max_backoff}s",
                         "backoffMultiplier": 2,
-                        "retryableStatusCodes": ["UNAVAILABLE"],
+                        "retryableStatusCodes": ["UNAVAILABLE", "RESOURCE_EXHAUSTED"],
                     },
                 }
             ]
@@ -41,8 +42,8 @@ class DispatcherClient:
     """Client of one hpcdispatch server.
 
     target: "host:port". timeout: default deadline per call, seconds. retries: attempts on
-    UNAVAILABLE (2..5, gRPC's limit). credentials: grpc.ssl_channel_credentials(...) for TLS or
-    mutual TLS; None for a plaintext channel.
+    UNAVAILABLE or RESOURCE_EXHAUSTED (2..5, gRPC's limit). credentials:
+    grpc.ssl_channel_credentials(...) for TLS or mutual TLS; None for a plaintext channel.
     """
 
     def __init__(

@@ -20,7 +20,7 @@ ENV_PREFIX = "HPCDISPATCH_"
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
     listen: str = "127.0.0.1:50051"  # host:port; port 0 picks a free port
-    workers: int = 4  # gRPC worker threads (concurrent decisions)
+    workers: int = 4  # gRPC worker threads; decisions may use workers - 1 of them
     max_nodes: int = 200_000  # nodes per snapshot
     max_jobs: int = 200_000  # running + queued jobs per snapshot
     max_units: int = 100_000  # units of one job

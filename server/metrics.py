@@ -120,6 +120,10 @@ class ServiceMetrics:
             "hpcdispatch_queue_depth", "Queued jobs in the latest snapshot.", registry=r)
         self.running_jobs = Gauge(
             "hpcdispatch_running_jobs", "Running jobs in the latest snapshot.", registry=r)
+        self.decisions_in_progress = Gauge(
+            "hpcdispatch_decisions_in_progress",
+            "Decisions being computed now (at most workers - 1; one more is refused with "
+            "RESOURCE_EXHAUSTED).", registry=r)
         self.fallbacks = Counter(
             "hpcdispatch_fallback_decisions_total",
             "Decisions answered by the checked-safe fallback instead of the dispatcher asked "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import traceback
 
@@ -91,12 +92,34 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         self.default_dispatcher = dispatcher_kind(config.default_dispatcher)
         self.default_predictor = predictor_kind(config.default_predictor)
         self.node_tables = NodeTables()
+        self.decision_slots = max(1, config.workers - 1)
+        self._decision_slots = threading.BoundedSemaphore(self.decision_slots)
         if config.default_profile not in PROFILES:
             raise ValueError(f"unknown default profile {config.default_profile!r}")
 
     # -- Dispatch ------------------------------------------------------------------------------
 
     def Dispatch(
+        self, request: pb.DispatchRequest, context: grpc.ServicerContext
+    ) -> pb.DispatchResponse:
+        # Decisions may hold all worker threads but one, which stays for health checks,
+        # DescribeService and completion reports: a liveness probe must not wait behind a
+        # queue of slow decisions. One more decision is refused at once (clients retry it).
+        if not self._decision_slots.acquire(blocking=False):
+            log.warning("decision refused: all decision slots busy", slots=self.decision_slots)
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"{self.decision_slots} decisions in progress, the server's limit "
+                          "(workers - 1); retry with backoff")
+        if self.metrics is not None:
+            self.metrics.decisions_in_progress.inc()
+        try:
+            return self._dispatch(request, context)
+        finally:
+            self._decision_slots.release()
+            if self.metrics is not None:
+                self.metrics.decisions_in_progress.dec()
+
+    def _dispatch(
         self, request: pb.DispatchRequest, context: grpc.ServicerContext
     ) -> pb.DispatchResponse:
         received = time.monotonic()

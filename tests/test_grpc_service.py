@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
 from collections.abc import Callable
 
@@ -15,12 +17,14 @@ from grpc_status import rpc_status
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.proto_convert import decision_from_pb, snapshot_from_pb, snapshot_to_pb
-from hpcdispatch.server.app import RunningServer
+from hpcdispatch.server.app import RunningServer, start_server
+from hpcdispatch.server.config import load_config
 from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.server.dispatchers.base import Outcome
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS, homogeneous
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 
 
 def eurora_request(queued: int = 60, seed: int = 3) -> pb.DispatchRequest:
@@ -303,3 +307,52 @@ def test_node_changes_between_snapshots_are_seen(client: DispatcherClient) -> No
     code, fields = _violations(lambda: client.dispatch(request))
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert 'nodes[1].capacity["core"]' in fields
+
+
+def test_health_is_answered_while_decisions_hold_every_decision_slot() -> None:
+    # 2 worker threads: one decision at a time, the other thread stays for health checks.
+    config = dataclasses.replace(load_config(env={}), listen="127.0.0.1:0", workers=2)
+    running = start_server(config)
+    try:
+        slow = eurora_request(queued=80, seed=4)
+        slow.dispatcher = pb.DISPATCHER_PCP20
+        slow.search.profile = "papers"
+        slow.search.delta_ms = slow.search.delta_max_ms = 3000  # one long attempt
+        slow.search.k = 1
+        result: dict[str, object] = {}
+
+        def call() -> None:
+            with DispatcherClient(running.target, timeout=60) as slow_client:
+                result["response"] = slow_client.dispatch(slow)
+
+        worker = threading.Thread(target=call)
+        worker.start()
+        assert running.metrics is not None
+        registry = running.metrics.registry
+
+        def in_progress() -> float:
+            return registry.get_sample_value("hpcdispatch_decisions_in_progress") or 0.0
+
+        deadline = time.monotonic() + 20
+        while in_progress() < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert in_progress() == 1, "the slow decision did not start"
+        with grpc.insecure_channel(running.target) as channel:
+            stub = pb_grpc.DispatcherServiceStub(channel)  # no retries: see the refusal itself
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.Dispatch(eurora_request(queued=5), timeout=10)
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "decisions in progress" in (refused.value.details() or "")
+            started = time.monotonic()
+            reply = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=2
+            )
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+            assert time.monotonic() - started < 2
+            assert worker.is_alive(), "the slow decision should still be running"
+        worker.join(timeout=60)
+        assert isinstance(result.get("response"), pb.DispatchResponse)
+        with DispatcherClient(running.target, timeout=60) as client:
+            assert client.dispatch(eurora_request(queued=5)).report.total_seconds > 0
+    finally:
+        running.stop(grace=1.0)
