@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 from ortools.sat.python import cp_model
 
 from hpcdispatch.decision_check import check_decision
+from hpcdispatch.server.dispatchers import BY_NAME
 from hpcdispatch.server.dispatchers.cp_schedule import build_schedule_model
+from hpcdispatch.server.dispatchers.cpsat_attempt import model_size
 from hpcdispatch.server.dispatchers.greedy_schedule import greedy_schedule
 from hpcdispatch.server.dispatchers.problem import later_start_bounds
+from hpcdispatch.server.dispatchers.solution import Solution
 from hpcdispatch.server.profiles import PROFILES
 from hpcdispatch.snapshot import NodeState, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -281,21 +285,40 @@ def _idle_system(nodes: int) -> Snapshot:
     )
 
 
+def _model_variables(name: str, snapshot: Snapshot) -> int:
+    """Variables of the dispatcher's model for all queued jobs (built even where every job
+    could start now, which the dispatcher itself answers without a model)."""
+    problem = problem_of(snapshot)
+    greedy = greedy_schedule(problem, problem.jobs, exact_now=True)
+    formulation = BY_NAME[name].formulate(
+        problem, problem.jobs, time.monotonic() + 30, Solution(greedy.starts, greedy.nodes), None
+    )
+    return model_size(formulation.model)[0]
+
+
 def test_pcp20_variable_count_does_not_depend_on_the_node_count() -> None:
-    sizes = {}
-    for nodes in (8, 80, 800):
-        outcome, decision = decide("pcp20", _idle_system(nodes))
-        sizes[nodes] = outcome.variables
-        assert len(outcome.considered) == 12
-        if nodes >= 80:
-            assert len(decision.starts) == 12  # room for all
+    sizes = {nodes: _model_variables("pcp20", _idle_system(nodes)) for nodes in (8, 80, 800)}
     assert sizes[8] == sizes[80] == sizes[800] > 0
     # |Q| starts + |Q| now-literals + Σ rn_i positions (one resource type used).
     jobs = problem_of(_idle_system(8)).jobs
     assert sizes[8] == 2 * len(jobs) + sum(j.units for j in jobs)
 
 
+@pytest.mark.parametrize("name", ["pcp19", "pcp20"])
+def test_a_window_that_all_starts_now_needs_no_search(name: str) -> None:
+    # On 80 idle nodes all 12 jobs start at t: each s_i is at its lower bound, so the list
+    # schedule is optimal and no model is built (most decisions on a lightly loaded system).
+    outcome, decision = decide(name, _idle_system(80))
+    assert len(decision.starts) == 12 and outcome.status == pb.SOLVE_STATUS_OPTIMAL
+    assert outcome.attempts == [] and outcome.variables == 0
+    assert check_decision(_idle_system(80), decision) == []
+    # On 8 nodes they do not all fit: the model is built and searched.
+    outcome, decision = decide(name, _idle_system(8))
+    assert outcome.attempts and outcome.variables > 0
+    assert check_decision(_idle_system(8), decision) == []
+
+
 def test_pcp19_variable_count_grows_with_the_node_count() -> None:
-    small, _ = decide("pcp19", _idle_system(8))
-    large, _ = decide("pcp19", _idle_system(80))
-    assert large.variables > 5 * small.variables
+    assert _model_variables("pcp19", _idle_system(80)) > 5 * _model_variables(
+        "pcp19", _idle_system(8)
+    )

@@ -57,15 +57,17 @@ def test_every_dispatcher_answers_with_a_checked_decision(
 
 
 def test_search_parameters_reach_the_restart_policy(client: DispatcherClient) -> None:
-    request = eurora_request()
+    # 100 queued: a window of 40 leaves some out, and its 40 do not all start now (a window
+    # that all starts now is optimal without a search, so it would have no attempts).
+    request = eurora_request(queued=100)
     request.dispatcher = pb.DISPATCHER_PCP20
     request.search.profile = "papers"
     request.search.delta_ms = 30
-    request.search.window = 5
+    request.search.window = 40
     response = client.dispatch(request)
     assert response.report.profile == "papers"
     assert response.report.attempts[0].time_limit_ms == 30
-    assert len(response.report.considered_job_ids) <= 5
+    assert len(response.report.considered_job_ids) <= 40
     outside = [s for s in response.report.skipped_jobs
                if s.reason == pb.SKIP_REASON_OUTSIDE_WINDOW]
     assert outside

@@ -80,7 +80,7 @@ def _raw(path: Path) -> list[dict[str, str]]:
 
 def test_pipeline_ratios_match_the_raw_rows(tmp_path: Path) -> None:
     with embedded_server() as target:
-        synthetic = synthetic_set("synth", "eurora", 3, queued=10)
+        synthetic = synthetic_set("synth", "eurora", 3, queued=60)  # too many to all start now
         kth = capture_replay(
             TraceSlice("kth", bundled_trace(), 0, 50), target, tmp_path / "kth.pb",
             CaptureOptions(limit=5, every=2, min_queued=2),

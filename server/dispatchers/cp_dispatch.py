@@ -7,7 +7,8 @@ runs the rest the same way for all of them:
 1. reductions (DESIGN.md §2): fit-now filter, then the m highest-priority jobs;
 2. heuristic list schedules first (priority and submit order; the better is the incumbent),
    so a decision exists whatever the solver does;
-3. the δ / 2δ / δmax restart policy, each attempt hinted with the incumbent;
+3. the δ / 2δ / δmax restart policy, each attempt hinted with the incumbent (skipped when the
+   list schedule starts every job now: that is optimal);
 4. the better of the solver's best and the heuristic (by total slowdown) is the decision.
 """
 
@@ -107,6 +108,14 @@ class CpDispatcher:
             problem, jobs, self.place_now, control.first_fit, reservation
         )
         heuristic = Solution(greedy.starts, greedy.nodes)
+        if self.place_now and all(greedy.starts[j.index] == 0 for j in jobs):
+            # Every job of the window starts now, placed node by node: each s_i is at its
+            # lower bound t, so no plan has a lower total slowdown and there is nothing to
+            # search (most decisions on a lightly loaded system, e.g. LLNL-Atlas).
+            outcome.build_seconds = time.monotonic() - built
+            outcome.status, outcome.objective = pb.SOLVE_STATUS_OPTIMAL, heuristic_objective
+            outcome.starts = heuristic.placed_now()
+            return outcome
         try:
             formulation = self.formulate(
                 problem, jobs, control.deadline, heuristic, reservation
