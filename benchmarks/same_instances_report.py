@@ -81,7 +81,8 @@ def paired_ratios(
 
 
 def variables(row: Row) -> float:
-    return float(row.variables)
+    """Model variables, also where the service needed no model (benchmarks.model_size)."""
+    return float(row.model_variables)
 
 
 def decision_ms(row: Row) -> float:
@@ -189,8 +190,10 @@ def markdown(rows: Sequence[Row], default: str, command: str,
         f"Command: `{command}`", "",
         *(f"- {note}" for note in notes), *([""] if notes else []),
         "Ratios are per instance (same instance, same run), shown as median [p10–p90] over "
-        "the instances of a set; time is the service's decision time. Variable ratios only "
-        "where both models were built (n).", "",
+        "the instances of a set; time is the service's decision time. Variable ratios compare "
+        "the models each dispatcher searches, built in-process where the service answered "
+        "without one because every considered job starts now (benchmarks/model_size.py); n = "
+        "instances where both have a model.", "",
         "| set | system | nodes | instances | queued p50 [max] | variables PCP'20 / PCP'19 "
         "(n) | share < 0.1 | time PCP'20 / PCP'19 | HCP'19 / EASY | PCP'19 / EASY "
         "| PCP'20 / EASY |",

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.model_size import model_variables
 from benchmarks.same_instances_sources import InstanceSet
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.server.catalog import DISPATCHER_NAMES
@@ -50,7 +51,9 @@ class Row:
     label: str  # dispatcher, or dispatcher[profile] for a secondary profile
     status: str
     attempts: int
-    variables: int
+    variables: int  # of the model the service built (0: none)
+    model_variables: int  # of the dispatcher's model, built in-process where the service built
+    #                       none because every considered job starts now (0 for FCFS / EASY)
     constraints: int
     decision_ms: float  # DecisionReport.total_seconds: the service's own time
     wall_ms: float  # the whole gRPC round trip as the client saw it
@@ -138,6 +141,10 @@ def _dispatch(
         running=len(request.running_jobs), dispatcher=name, profile=profile, label=label,
         status=pb.SolveStatus.Name(report.status).removeprefix("SOLVE_STATUS_").lower(),
         attempts=len(report.attempts), variables=report.model_variables,
+        model_variables=(
+            report.model_variables or model_variables(request, name)
+            if name in CP_DISPATCHERS else 0
+        ),
         constraints=report.model_constraints, decision_ms=report.total_seconds * 1000,
         wall_ms=wall_ms, build_ms=report.build_seconds * 1000,
         solve_ms=report.solve_seconds * 1000,

@@ -1,0 +1,52 @@
+"""The size of a CP dispatcher's model on an instance, built in-process.
+
+The service builds no model when the list schedule starts every job of the window now (that
+plan is optimal), so its reports have no model size for such instances. The paper's Figure 6
+compares model sizes on the same instances all the same: this builds the model the dispatcher
+would search, for the jobs it would consider, with the same reductions and head reservation.
+Variable counts do not depend on the durations, so requested times stand in for predictions.
+"""
+
+from __future__ import annotations
+
+import time
+
+from hpcdispatch.proto_convert import snapshot_from_pb
+from hpcdispatch.server.dispatchers import BY_NAME
+from hpcdispatch.server.dispatchers.cp_dispatch import CpDispatcher
+from hpcdispatch.server.dispatchers.cpsat_attempt import model_size
+from hpcdispatch.server.dispatchers.greedy_schedule import best_list_schedule
+from hpcdispatch.server.dispatchers.job_selection import select_for_model
+from hpcdispatch.server.dispatchers.problem import build_problem
+from hpcdispatch.server.dispatchers.solution import Solution
+from hpcdispatch.server.profiles import DEFAULT_PROFILE, resolve_settings
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+
+def model_variables(request: pb.DispatchRequest, name: str) -> int:
+    """Variables of CP dispatcher `name`'s model on `request` (0: no job would enter one)."""
+    dispatcher = BY_NAME[name]
+    if not isinstance(dispatcher, CpDispatcher):
+        raise ValueError(f"{name} builds no model")
+    problem = build_problem(
+        snapshot_from_pb(request),
+        {j.id: j.requested_time for j in request.queued_jobs},
+        {j.id: j.expected_duration if j.HasField("expected_duration") else j.requested_time
+         for j in request.running_jobs},
+    )
+    settings = resolve_settings(request.search, DEFAULT_PROFILE)
+    selection = select_for_model(problem, settings.window, dispatcher.max_model_units)
+    if not selection.considered:
+        return 0
+    reservation = (
+        dispatcher.head_reservation(problem, selection.skipped)
+        if settings.protect_head and dispatcher.protects_head else None
+    )
+    greedy, _ = best_list_schedule(
+        problem, selection.considered, dispatcher.place_now, False, reservation
+    )
+    formulation = dispatcher.formulate(
+        problem, selection.considered, time.monotonic() + 60,
+        Solution(greedy.starts, greedy.nodes), reservation,
+    )
+    return model_size(formulation.model)[0]
