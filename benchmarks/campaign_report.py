@@ -16,6 +16,11 @@ from benchmarks.campaign_cells import CellResult, CellSpec
 
 REFERENCE = "easy"
 NO_SEARCH = ("fcfs", "easy")  # dispatchers a search profile does not apply to
+DEFAULT_CP = "pcp20"  # the service's default dispatcher, whose targets the issue sets
+BSLD_TARGET = -0.20  # mean bounded slowdown at least 20 % below EASY's ...
+# ... with utilisation no lower (equal when equal at the 3 decimals the table shows)
+UTIL_TOLERANCE = 0.0005
+LLNL_DECISION_TARGET_MS = 50.0  # average decision over a full LLNL-Atlas replay
 
 
 class Ratios(TypedDict):
@@ -136,6 +141,10 @@ def campaign_markdown(document: dict[str, Any]) -> str:
         "|" + "---|" * len(COLUMNS),
     ]
     lines += ["| " + " | ".join(table_row(e)) + " |" for e in entries if e["status"] == "ok"]
+    targets = target_lines(entries)
+    if targets:
+        lines += ["", f"## Targets ({DEFAULT_CP} against EASY, same trace, system, predictor)",
+                  "", *targets]
     failed = [e for e in entries if e["status"] != "ok"]
     if failed:
         lines += ["", "## Cells without results", ""]
@@ -143,6 +152,39 @@ def campaign_markdown(document: dict[str, Any]) -> str:
             error = " ".join((e["error"] or "").split())  # one line in the list
             lines.append(f"- `{e['cell']}`: {e['status']}" + (f" — {error}" if error else ""))
     return "\n".join(lines) + "\n"
+
+
+def target_lines(entries: Sequence[dict[str, Any]]) -> list[str]:
+    """The issue's targets for each default-dispatcher cell with its EASY reference: met, or
+    missed by how much."""
+    ok = [e for e in entries if e["status"] == "ok"]
+    easy = {reference_key(e["spec"]): e for e in ok if e["spec"]["dispatcher"] == REFERENCE}
+    lines = []
+    for entry in ok:
+        spec = entry["spec"]
+        ref = easy.get(reference_key(spec))
+        if spec["dispatcher"] != DEFAULT_CP or spec["profile"] not in ("", "fast") or not ref:
+            continue
+        mine, theirs = entry["summary"], ref["summary"]
+        label = f"{spec['trace_file']}, {mine['system']['name']}, {spec['predictor']}"
+        change = mine["bounded_slowdown"]["mean"] / theirs["bounded_slowdown"]["mean"] - 1
+        util, util_easy = mine["utilisation"], theirs["utilisation"]
+        misses = []
+        if change > BSLD_TARGET:
+            misses.append(f"{(change - BSLD_TARGET) * 100:.1f} points short on slowdown")
+        if util < util_easy - UTIL_TOLERANCE:
+            misses.append(f"utilisation {util_easy - util:.3f} lower")
+        verdict = "**met**" if not misses else "**missed**: " + ", ".join(misses)
+        lines.append(f"- {label}: bounded slowdown {change:+.1%} against EASY (target "
+                     f"≤ {BSLD_TARGET:.0%}), utilisation {util:.3f} against {util_easy:.3f}: "
+                     f"{verdict}")
+        if "LLNL-Atlas" in spec["trace_file"] and spec["limit_jobs"] is None:
+            mean_ms = mine["decision_seconds"]["mean"] * 1000
+            verdict = ("**met**" if mean_ms < LLNL_DECISION_TARGET_MS else
+                       f"**missed** by {mean_ms / LLNL_DECISION_TARGET_MS:.1f}×")
+            lines.append(f"- {label}: average decision {mean_ms:.1f} ms over the full replay "
+                         f"(target < {LLNL_DECISION_TARGET_MS:.0f} ms): {verdict}")
+    return lines
 
 
 def write_campaign(out: Path, document: dict[str, Any]) -> None:

@@ -26,6 +26,10 @@ from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import homogeneous
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
+DEFAULT_DISPATCHER = "pcp20"  # the service's default (server/config.py)
+TARGET_NODES = 100_000
+TARGET_MS = 1000.0
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -37,6 +41,7 @@ def main() -> None:
     print("| nodes | dispatcher | decision ms p50 | × EASY | server build ms | server solve ms |"
           " server total ms | variables | constraints | started | status |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
+    target_p50: float | None = None
     with embedded_server() as target, DispatcherClient(target, timeout=args.timeout) as client:
         for nodes in (int(n) for n in args.nodes.split(",")):
             system = homogeneous(f"h{nodes}", nodes, {"core": 32, "mem": 131072})
@@ -70,6 +75,8 @@ def main() -> None:
                     continue
                 p50 = statistics.median(walls)
                 easy = p50 if name == "easy" else easy
+                if nodes == TARGET_NODES and name == DEFAULT_DISPATCHER:
+                    target_p50 = p50
                 reports = [r.report for r in responses]
 
                 def med(values: list[float]) -> float:
@@ -86,6 +93,19 @@ def main() -> None:
                     f"| {med([len(r.starts) for r in responses]):.0f} | {','.join(statuses)} |",
                     flush=True,
                 )
+    print()
+    print(target_line(target_p50))
+
+
+def target_line(p50_ms: float | None) -> str:
+    """The issue's scale target: the default dispatcher's median decision at 100,000 nodes."""
+    head = (f"**Target** — {DEFAULT_DISPATCHER} median decision at {TARGET_NODES:,} nodes under "
+            f"{TARGET_MS:,.0f} ms:")
+    if p50_ms is None:
+        return f"{head} not measured (add {TARGET_NODES} to --nodes)."
+    if p50_ms <= TARGET_MS:
+        return f"{head} **met**: {p50_ms:,.0f} ms."
+    return f"{head} **missed** by {p50_ms / TARGET_MS:.1f}× ({p50_ms:,.0f} ms)."
 
 
 if __name__ == "__main__":

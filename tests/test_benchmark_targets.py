@@ -1,0 +1,42 @@
+"""The benchmarks' target verdicts: met, or missed by how much."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.campaign_report import target_lines
+from benchmarks.scale import target_line
+
+
+LLNL = "LLNL-Atlas-2006-2.1-cln.swf.xz"
+
+
+def _entry(dispatcher: str, bsld: float, util: float, decision_s: float,
+           trace: str = LLNL, limit: int | None = None) -> dict[str, Any]:
+    return {
+        "status": "ok",
+        "spec": {"trace": trace, "trace_file": trace, "system": None, "predictor": "walltime",
+                 "dispatcher": dispatcher, "profile": "", "limit_jobs": limit},
+        "summary": {"system": {"name": "LLNL"}, "bounded_slowdown": {"mean": bsld},
+                    "utilisation": util, "decision_seconds": {"mean": decision_s}},
+    }
+
+
+def test_campaign_targets_say_by_how_much_they_are_missed() -> None:
+    lines = target_lines([_entry("easy", 10.0, 0.800, 0.020), _entry("pcp20", 9.0, 0.790, 0.075)])
+    assert len(lines) == 2
+    assert "-10.0%" in lines[0] and "10.0 points short on slowdown" in lines[0]
+    assert "utilisation 0.010 lower" in lines[0]
+    assert "75.0 ms" in lines[1] and "**missed** by 1.5×" in lines[1]
+
+
+def test_campaign_targets_met_and_slices_without_the_llnl_decision_target() -> None:
+    lines = target_lines([_entry("easy", 10.0, 0.8, 0.02, limit=1000),
+                          _entry("pcp20", 7.0, 0.8, 0.03, limit=1000)])
+    assert lines == [lines[0]] and lines[0].endswith("**met**")  # a slice: no decision target
+
+
+def test_scale_target_line() -> None:
+    assert "**missed** by 12.3×" in target_line(12_345.0)
+    assert "**met**" in target_line(800.0)
+    assert "not measured" in target_line(None)
