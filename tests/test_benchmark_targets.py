@@ -7,7 +7,6 @@ from typing import Any
 from benchmarks.campaign_report import target_lines
 from benchmarks.scale import target_line
 
-
 LLNL = "LLNL-Atlas-2006-2.1-cln.swf.xz"
 
 
