@@ -21,6 +21,7 @@ BSLD_TARGET = -0.20  # mean bounded slowdown at least 20 % below EASY's ...
 # ... with utilisation no lower (equal when equal at the 3 decimals the table shows)
 UTIL_TOLERANCE = 0.0005
 LLNL_DECISION_TARGET_MS = 50.0  # average decision over a full LLNL-Atlas replay
+LLNL_TRACE = "LLNL-Atlas-2006-2.1-cln.swf.xz"  # the shared trace that target is set on
 
 
 class Ratios(TypedDict):
@@ -170,7 +171,10 @@ def target_lines(entries: Sequence[dict[str, Any]]) -> list[str]:
         change = mine["bounded_slowdown"]["mean"] / theirs["bounded_slowdown"]["mean"] - 1
         util, util_easy = mine["utilisation"], theirs["utilisation"]
         misses = []
-        if change > BSLD_TARGET:
+        if theirs["bounded_slowdown"]["mean"] * (1 + BSLD_TARGET) < 1:
+            misses.append("not reachable: bounded slowdown is at least 1 and EASY's is "
+                          f"{theirs['bounded_slowdown']['mean']:.2f}")
+        elif change > BSLD_TARGET:
             misses.append(f"{(change - BSLD_TARGET) * 100:.1f} points short on slowdown")
         if util < util_easy - UTIL_TOLERANCE:
             misses.append(f"utilisation {util_easy - util:.3f} lower")
@@ -178,11 +182,15 @@ def target_lines(entries: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(f"- {label}: bounded slowdown {change:+.1%} against EASY (target "
                      f"≤ {BSLD_TARGET:.0%}), utilisation {util:.3f} against {util_easy:.3f}: "
                      f"{verdict}")
-        if "LLNL-Atlas" in spec["trace_file"] and spec["limit_jobs"] is None:
+        if "LLNL-Atlas" in spec["trace_file"]:
             mean_ms = mine["decision_seconds"]["mean"] * 1000
-            verdict = ("**met**" if mean_ms < LLNL_DECISION_TARGET_MS else
-                       f"**missed** by {mean_ms / LLNL_DECISION_TARGET_MS:.1f}×")
-            lines.append(f"- {label}: average decision {mean_ms:.1f} ms over the full replay "
+            if spec["trace_file"] == LLNL_TRACE and spec["limit_jobs"] is None:
+                verdict = ("**met**" if mean_ms < LLNL_DECISION_TARGET_MS else
+                           f"**missed** by {mean_ms / LLNL_DECISION_TARGET_MS:.1f}×")
+                where = "over the full replay"
+            else:
+                verdict, where = "the target is set for the full trace", "over this part"
+            lines.append(f"- {label}: average decision {mean_ms:.1f} ms {where} "
                          f"(target < {LLNL_DECISION_TARGET_MS:.0f} ms): {verdict}")
     return lines
 

@@ -29,10 +29,17 @@ def test_campaign_targets_say_by_how_much_they_are_missed() -> None:
     assert "75.0 ms" in lines[1] and "**missed** by 1.5×" in lines[1]
 
 
-def test_campaign_targets_met_and_slices_without_the_llnl_decision_target() -> None:
+def test_campaign_targets_met_and_slices_without_the_llnl_decision_verdict() -> None:
     lines = target_lines([_entry("easy", 10.0, 0.8, 0.02, limit=1000),
                           _entry("pcp20", 7.0, 0.8, 0.03, limit=1000)])
-    assert lines == [lines[0]] and lines[0].endswith("**met**")  # a slice: no decision target
+    assert lines[0].endswith("**met**")
+    assert lines[1].endswith("the target is set for the full trace")  # a slice: no verdict
+
+
+def test_a_slowdown_target_below_one_is_not_reachable() -> None:
+    lines = target_lines([_entry("easy", 1.1, 0.8, 0.02), _entry("pcp20", 1.0, 0.8, 0.02)])
+    assert "not reachable" in lines[0] and "EASY's is 1.10" in lines[0]
+    assert lines[1].endswith("**met**")  # 20 ms < 50 ms
 
 
 def test_scale_target_line() -> None:
