@@ -56,9 +56,9 @@ class RunningBlock:
 class Problem:
     t: int
     resources: tuple[str, ...]
-    node_ids: list[str]
-    capacity: list[Vec]
-    eligible: list[bool]  # node is up: it may receive new units
+    node_ids: Sequence[str]  # read-only: shared by every problem of one node list
+    capacity: Sequence[Vec]
+    eligible: Sequence[bool]  # node is up: it may receive new units
     free_now: FreePool  # free at t on eligible nodes
     blocks: list[RunningBlock]  # running work, remaining duration max(1, s_i + d_i - t)
     jobs: list[Job]
@@ -147,21 +147,21 @@ class NodeIndex:
     """What a Problem needs from the node list alone (shared by every snapshot with it)."""
 
     resources: tuple[str, ...]  # resource types, sorted
-    node_ids: list[str]
+    node_ids: tuple[str, ...]
     position: dict[str, int]  # node id -> index
-    capacity: list[Vec]
-    eligible: list[bool]  # node is up
+    capacity: tuple[Vec, ...]
+    eligible: tuple[bool, ...]  # node is up
     scale: Vec  # largest capacity per type (best-fit normalisation)
     up_capacity: Vec  # Σ cap over up nodes
 
 
 def index_nodes(nodes: Sequence[Node]) -> NodeIndex:
     resources = tuple(sorted({r for n in nodes for r in n.capacity}))
-    capacity = [tuple(n.capacity.get(r, 0) for r in resources) for n in nodes]
-    eligible = [n.state is NodeState.UP for n in nodes]
+    capacity = tuple(tuple(n.capacity.get(r, 0) for r in resources) for n in nodes)
+    eligible = tuple(n.state is NodeState.UP for n in nodes)
     return NodeIndex(
         resources=resources,
-        node_ids=[n.id for n in nodes],
+        node_ids=tuple(n.id for n in nodes),
         position={n.id: i for i, n in enumerate(nodes)},
         capacity=capacity,
         eligible=eligible,
