@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import gzip
 import json
-import logging
 import socket
+import subprocess
+import sys
 import tempfile
 import time
 import traceback
 from pathlib import Path
 from typing import Any, TypedDict
 
-from hpcdispatch.sim_adapter.adapter import DispatchSettings, service_target
 from hpcdispatch.sim_adapter.outputs import write_summary
-from hpcdispatch.sim_adapter.replay import RunSpec, bundled_trace, replay
+from hpcdispatch.sim_adapter.replay import bundled_trace
 from hpcdispatch.sim_adapter.workload import UnitMode
 
 BUNDLED = "bundled"  # trace word: the slice shipped inside hpcdispatch (on every worker)
@@ -79,34 +79,46 @@ def _trace_path(cell: CellSpec, trace_data: bytes | None, scratch: Path) -> Path
     return Path(cell["trace"])
 
 
-def _quiet_service_logs() -> None:
-    """The embedded service logs every decision; keep worker logs readable."""
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+def simulate_command(cell: CellSpec, trace: Path | None, out: Path) -> list[str]:
+    """`hpcdispatch simulate` for one cell (trace None: the bundled slice)."""
+    command = [sys.executable, "-m", "hpcdispatch", "simulate",
+               "--dispatcher", cell["dispatcher"], "--predictor", cell["predictor"],
+               "--allocator", cell["allocator"], "--unit-mode", cell["unit_mode"],
+               "--timeout", str(cell["timeout"]), "--out", str(out), "--no-progress"]
+    options: list[tuple[str, object]] = [
+        ("--trace", trace), ("--system", cell["system"]), ("--profile", cell["profile"]),
+        ("--target", cell["target"]), ("--limit-jobs", cell["limit_jobs"]),
+    ]
+    command += [part for flag, value in options if value not in (None, "")
+                for part in (flag, str(value))]
+    if cell["charge_decision_time"]:
+        command.append("--charge-decision-time")
+    return command
 
 
 def run_cell(cell: CellSpec, trace_data: bytes | None = None) -> CellResult:
-    """Replay one cell (own embedded server unless `cell["target"]`); never raises."""
+    """Replay one cell (`hpcdispatch simulate` in a child process, with its own embedded
+    server unless `cell["target"]`); never raises."""
     started = time.perf_counter()
     result = CellResult(name=cell["name"], host=socket.gethostname(), worker=_worker_address(),
                         seconds=0.0, summary=None, files={}, error=None, traceback=None)
     try:
         with tempfile.TemporaryDirectory(prefix="hpcdispatch-cell-") as scratch:
-            spec = RunSpec(
-                trace=_trace_path(cell, trace_data, Path(scratch)),
-                settings=DispatchSettings(dispatcher=cell["dispatcher"],
-                                          predictor=cell["predictor"],
-                                          allocator=cell["allocator"], profile=cell["profile"]),
-                system=cell["system"], unit_mode=cell["unit_mode"],
-                limit_jobs=cell["limit_jobs"], charge_decision_time=cell["charge_decision_time"],
-                timeout=cell["timeout"],
-            )
-            run_dir = Path(scratch) / "run"
-            if cell["target"] is None:
-                _quiet_service_logs()
-            with service_target(cell["target"], log_level="warning") as target:
-                summary = replay(spec, target, run_dir)
+            trace = None if cell["trace"] == BUNDLED and trace_data is None else _trace_path(
+                cell, trace_data, Path(scratch))
+            if trace is not None and not trace.is_file():
+                raise FileNotFoundError(f"{trace}: no such trace file on this worker")
+            out = Path(scratch) / "runs"
+            # The replay runs in a child process: a cell holds a CPU for minutes to hours, and
+            # in the worker's own process it would starve the worker's event loop (missed
+            # heartbeats get a worker restarted, and its other cells lost).
+            done = subprocess.run(simulate_command(cell, trace, out), capture_output=True,
+                                  text=True, check=False)
+            if done.returncode != 0:
+                tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+                raise RuntimeError(f"hpcdispatch simulate exited {done.returncode}: {tail}")
+            (run_dir,) = [d for d in out.iterdir() if d.is_dir()]
+            summary = json.loads((run_dir / "summary.json").read_text("utf-8"))
             # The trace as the client named it, not the worker's scratch copy.
             summary["trace"] = str(bundled_trace()) if cell["trace"] == BUNDLED else cell["trace"]
             write_summary(run_dir / "summary.json", summary)
