@@ -12,17 +12,19 @@ host.
         --predictors walltime,last-two --limit-jobs 1000 --workers 2 --out runs/campaign
     python -m benchmarks.campaign --config campaign.yaml --scheduler tcp://host:8786
 
-Where cells run: by default a Dask `LocalCluster` of `--workers` processes (default: the
-number of cores) with one thread each, so one cell per process at a time; with `--scheduler`
-the workers of that Dask scheduler (start them with `dask worker tcp://host:8786 --nthreads 1`
-so a worker runs one cell at a time). A cell runs `hpcdispatch simulate` in a child process of
-its worker, so the worker stays responsive to the scheduler however long the replay takes. Workers must be able to import `hpcdispatch`, the same
-version as here (e.g. the same venv, or `pip install .` of this checkout); the worker-side
-code (`benchmarks/campaign_cells.py`) is sent by value, so the repository itself need not be
-on the workers. Each cell starts its own service on loopback, or uses `--target host:port`
-(then all cells share that service, and its decision times include their contention).
-Decision times are comparable between cells only on like hosts with no more cells at a time
-than cores (the embedded service's CP-SAT search uses one thread per decision).
+Where cells run: by default a Dask `LocalCluster` of `--workers` processes (default: the number
+of cores) with one thread each, so one cell per process at a time; with `--scheduler` the
+workers of that Dask scheduler (start them with `dask worker tcp://host:8786 --nthreads 1` so a
+worker runs one cell at a time). A cell runs `hpcdispatch simulate` in a child process of its
+worker, so the worker stays responsive to the scheduler however long the replay takes. Workers
+must be able to import `hpcdispatch`, the same version as here (e.g. the same venv, or `pip
+install .` of this checkout); the worker-side code (`benchmarks/campaign_cells.py`) is sent by
+value, so the repository itself need not be on the workers. Each cell starts its own service on
+loopback, or uses `--target host:port` (then all cells share that service, and its decision
+times include their contention; start it with `workers` at least one more than the cells that
+run at a time, see docs/configuration.md). Decision times are comparable between cells only on
+like hosts with no more cells at a time than cores (the embedded service's CP-SAT search uses
+one thread per decision).
 
 No shared filesystem needed: a trace file this process can read is sent to the workers; a
 path it cannot read (`/data/...` on the cluster only) is opened by the worker; `bundled` is
