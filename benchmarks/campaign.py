@@ -17,8 +17,8 @@ of cores) with one thread each, so one cell per process at a time; with `--sched
 workers of that Dask scheduler (start them with `dask worker tcp://host:8786 --nthreads 1` so a
 worker runs one cell at a time). A cell runs `hpcdispatch simulate` in a child process of its
 worker, so the worker stays responsive to the scheduler however long the replay takes. Workers
-must be able to import `hpcdispatch`, the same version as here (e.g. the same venv, or `pip
-install .` of this checkout); the worker-side code (`benchmarks/campaign_cells.py`) is sent by
+must be able to import `hpcdispatch`, the same version as here (e.g. the same venv, or
+`pip install .` of this checkout); the worker-side code (`benchmarks/campaign_cells.py`) is sent by
 value, so the repository itself need not be on the workers. Each cell starts its own service on
 loopback, or uses `--target host:port` (then all cells share that service, and its decision
 times include their contention; start it with `workers` at least one more than the cells that
