@@ -1,9 +1,11 @@
-"""The benchmarks' target verdicts: met, or missed by how much."""
+"""The benchmarks' outputs: target verdicts (met, or missed by how much) and campaign figures."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from benchmarks.campaign_plot import matrix, plot
 from benchmarks.campaign_report import target_lines
 from benchmarks.scale import target_line
 
@@ -46,3 +48,17 @@ def test_scale_target_line() -> None:
     assert "**missed** by 12.3×" in target_line(12_345.0)
     assert "**met**" in target_line(800.0)
     assert "not measured" in target_line(None)
+
+
+def test_campaign_plot_groups_cells_by_trace_and_writes_both_figures(tmp_path: Path) -> None:
+    cells = [_entry(d, b, u, 0.01, trace="KTH.swf.xz") for d, b, u in
+             (("easy", 20.0, 0.7), ("pcp20", 10.0, 0.7))]
+    cells.append({**_entry("easy", 5.0, 0.9, 0.01, trace="lublin.swf.xz"), "status": "failed"})
+    for cell in cells:
+        cell["summary"]["bounded_slowdown"]["std"] = 1.0
+    grouped = matrix({"cells": cells})
+    assert list(grouped) == ["KTH"]  # failed cells are left out
+    assert grouped["KTH"][("walltime", "pcp20")] == {"bsld": 10.0, "bsld_std": 1.0, "util": 0.7}
+    written = plot({"cells": cells}, tmp_path)
+    assert [p.name for p in written] == ["campaign_bsld.png", "campaign_utilisation.png"]
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in written)

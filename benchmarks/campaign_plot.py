@@ -1,0 +1,89 @@
+"""A campaign's matrix as figures: one panel per trace, bars per dispatcher for each predictor.
+
+Reads `campaign.json` (written by `benchmarks.campaign`) and writes, for the mean bounded
+slowdown (log scale, with the standard deviation as error bars) and the utilisation, one PNG
+each: `DIR/campaign_bsld.png`, `DIR/campaign_utilisation.png`.
+
+    python -m benchmarks.campaign_plot runs/matrix-slices [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+DISPATCHER_ORDER = ("fcfs", "easy", "hcp19", "pcp19", "pcp20")
+
+
+def matrix(document: dict[str, Any]) -> dict[str, dict[tuple[str, str], dict[str, float]]]:
+    """trace -> (predictor, dispatcher) -> bsld mean, bsld std, utilisation (cells that ran)."""
+    out: dict[str, dict[tuple[str, str], dict[str, float]]] = {}
+    for entry in document["cells"]:
+        if entry["status"] != "ok":
+            continue
+        spec, summary = entry["spec"], entry["summary"]
+        trace = spec["trace_file"].removesuffix(".xz").removesuffix(".gz").removesuffix(".swf")
+        out.setdefault(trace, {})[spec["predictor"], spec["dispatcher"]] = {
+            "bsld": summary["bounded_slowdown"]["mean"],
+            "bsld_std": summary["bounded_slowdown"]["std"],
+            "util": summary["utilisation"],
+        }
+    return out
+
+
+def plot(document: dict[str, Any], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = matrix(document)
+    written = []
+    for metric, label, log in (("bsld", "mean bounded slowdown (10 s), ± std", True),
+                               ("util", "utilisation", False)):
+        fig, axes = plt.subplots(1, len(data), figsize=(6 * len(data), 4), squeeze=False)
+        for ax, (trace, cells) in zip(axes[0], data.items(), strict=True):
+            predictors = list(dict.fromkeys(p for p, _ in cells))
+            dispatchers = [d for d in DISPATCHER_ORDER if any(d == c for _, c in cells)]
+            width = 0.8 / len(dispatchers)
+            for k, dispatcher in enumerate(dispatchers):
+                xs = [i + (k - (len(dispatchers) - 1) / 2) * width for i in range(len(predictors))]
+                values = [cells.get((p, dispatcher), {}).get(metric, float("nan"))
+                          for p in predictors]
+                errors = ([cells.get((p, dispatcher), {}).get("bsld_std", 0.0) for p in predictors]
+                          if metric == "bsld" else None)
+                # Error bars upwards only: on a log scale mean − std is often below zero.
+                yerr = [[0.0] * len(values), errors] if errors is not None else None
+                ax.bar(xs, values, width, yerr=yerr, capsize=2, label=dispatcher)
+            ax.set_xticks(range(len(predictors)), predictors)
+            ax.set_title(trace)
+            ax.set_ylabel(label)
+            if log:
+                ax.set_yscale("log")
+            else:
+                ax.set_ylim(0.5, 1.0)
+            ax.legend(fontsize="small")
+        fig.tight_layout()
+        path = out / f"campaign_{'bsld' if metric == 'bsld' else 'utilisation'}.png"
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("campaign", type=Path, help="a campaign's --out directory")
+    parser.add_argument("--out", type=Path, help="where to write the PNGs (default: campaign)")
+    args = parser.parse_args()
+    out = args.out or args.campaign
+    out.mkdir(parents=True, exist_ok=True)
+    document = json.loads((args.campaign / "campaign.json").read_text(encoding="utf-8"))
+    for path in plot(document, out):
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
