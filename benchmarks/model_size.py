@@ -15,7 +15,6 @@ from hpcdispatch.proto_convert import snapshot_from_pb
 from hpcdispatch.server.dispatchers import BY_NAME
 from hpcdispatch.server.dispatchers.cp_dispatch import CpDispatcher
 from hpcdispatch.server.dispatchers.cpsat_attempt import model_size
-from hpcdispatch.server.dispatchers.greedy_schedule import best_list_schedule
 from hpcdispatch.server.dispatchers.job_selection import select_for_model
 from hpcdispatch.server.dispatchers.problem import build_problem
 from hpcdispatch.server.dispatchers.solution import Solution
@@ -38,13 +37,7 @@ def model_variables(request: pb.DispatchRequest, name: str) -> int:
     selection = select_for_model(problem, settings.window, dispatcher.max_model_units)
     if not selection.considered:
         return 0
-    reservation = (
-        dispatcher.head_reservation(problem, selection.skipped)
-        if settings.protect_head and dispatcher.protects_head else None
-    )
-    greedy, _ = best_list_schedule(
-        problem, selection.considered, dispatcher.place_now, False, reservation
-    )
+    reservation, greedy, _ = dispatcher.incumbent(problem, selection, settings, False)
     formulation = dispatcher.formulate(
         problem, selection.considered, time.monotonic() + 60,
         Solution(greedy.starts, greedy.nodes), reservation,

@@ -143,7 +143,7 @@ def _dispatch(
         attempts=len(report.attempts), variables=report.model_variables,
         model_variables=(
             report.model_variables or model_variables(request, name)
-            if name in CP_DISPATCHERS else 0
+            if name in CP_DISPATCHERS and report.considered_job_ids else 0
         ),
         constraints=report.model_constraints, decision_ms=report.total_seconds * 1000,
         wall_ms=wall_ms, build_ms=report.build_seconds * 1000,

@@ -17,6 +17,7 @@ from hpcdispatch.snapshot import (
     Snapshot,
     UnitAllocation,
 )
+from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 T = 1000
 FAST = SearchSettings("test", delta_ms=200, delta_max_ms=800, k=1, window=100)
@@ -71,3 +72,24 @@ def decide(name: str, snapshot: Snapshot, settings: SearchSettings = FAST) -> tu
 
 def started(decision: Decision) -> set[str]:
     return {s.job_id for s in decision.starts}
+
+
+class OverAllocating:
+    """A broken dispatcher standing in for FCFS: every queued job on node 0, far beyond it."""
+
+    name = "broken"
+    kind = pb.DISPATCHER_FCFS
+
+    def decide(self, problem: Problem, control: SearchControl) -> Outcome:
+        return Outcome(starts={j.index: [0] * j.units for j in problem.jobs},
+                       status=pb.SOLVE_STATUS_HEURISTIC)
+
+
+class Crashing:
+    """A dispatcher standing in for HCP'19 that raises."""
+
+    name = "crash"
+    kind = pb.DISPATCHER_HCP19
+
+    def decide(self, problem: Problem, control: SearchControl) -> Outcome:
+        raise RuntimeError("boom")

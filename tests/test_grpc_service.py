@@ -20,11 +20,11 @@ from hpcdispatch.proto_convert import decision_from_pb, snapshot_from_pb, snapsh
 from hpcdispatch.server.app import RunningServer, start_server
 from hpcdispatch.server.config import load_config
 from hpcdispatch.server.dispatchers import DISPATCHERS
-from hpcdispatch.server.dispatchers.base import Outcome
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS, homogeneous
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
+from tests.instances import Crashing, OverAllocating
 
 
 def eurora_request(queued: int = 60, seed: int = 3) -> pb.DispatchRequest:
@@ -208,16 +208,6 @@ def test_a_large_snapshot_goes_through(client: DispatcherClient) -> None:
 def test_a_failing_decision_is_replaced_by_the_checked_fallback(
     client: DispatcherClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    class OverAllocating:
-        name = "broken"
-        kind = pb.DISPATCHER_FCFS
-
-        def decide(self, problem: object, control: object) -> Outcome:
-            # Every queued job on node 0: far beyond its capacity.
-            jobs = problem.jobs  # type: ignore[attr-defined]
-            return Outcome(starts={j.index: [0] * j.units for j in jobs},
-                           status=pb.SOLVE_STATUS_HEURISTIC)
-
     monkeypatch.setitem(DISPATCHERS, pb.DISPATCHER_FCFS, OverAllocating())
     request = eurora_request()
     request.dispatcher = pb.DISPATCHER_FCFS
@@ -231,13 +221,6 @@ def test_a_failing_decision_is_replaced_by_the_checked_fallback(
 def test_a_crashing_dispatcher_is_replaced_by_the_fallback(
     client: DispatcherClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    class Crashing:
-        name = "crash"
-        kind = pb.DISPATCHER_HCP19
-
-        def decide(self, problem: object, control: object) -> Outcome:
-            raise RuntimeError("boom")
-
     monkeypatch.setitem(DISPATCHERS, pb.DISPATCHER_HCP19, Crashing())
     request = eurora_request()
     request.dispatcher = pb.DISPATCHER_HCP19

@@ -9,9 +9,9 @@ import pytest
 
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.server.dispatchers import DISPATCHERS
-from hpcdispatch.server.dispatchers.base import Outcome
 from hpcdispatch.server.metrics import SECONDS_BUCKETS, ServiceMetrics, status_label
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+from tests.instances import Crashing, OverAllocating
 from tests.observability import metrics_server, samples, scrape_text, small_request, value
 
 DISPATCH = {"grpc_service": "hpcdispatch.v1.DispatcherService", "grpc_method": "Dispatch"}
@@ -87,22 +87,6 @@ def test_an_invalid_snapshot_counts_as_invalid_argument_and_no_decision() -> Non
 
 
 def test_fallbacks_and_failed_checks_are_counted(monkeypatch: pytest.MonkeyPatch) -> None:
-    class OverAllocating:
-        name = "broken"
-        kind = pb.DISPATCHER_FCFS
-
-        def decide(self, problem: object, control: object) -> Outcome:
-            jobs = problem.jobs  # type: ignore[attr-defined]
-            return Outcome(starts={j.index: [0] * j.units for j in jobs},
-                           status=pb.SOLVE_STATUS_HEURISTIC)
-
-    class Crashing:
-        name = "crash"
-        kind = pb.DISPATCHER_HCP19
-
-        def decide(self, problem: object, control: object) -> Outcome:
-            raise RuntimeError("boom")
-
     monkeypatch.setitem(DISPATCHERS, pb.DISPATCHER_FCFS, OverAllocating())
     monkeypatch.setitem(DISPATCHERS, pb.DISPATCHER_HCP19, Crashing())
     with metrics_server() as server, DispatcherClient(server.target) as client:

@@ -20,10 +20,14 @@ from typing import ClassVar, Protocol
 import structlog
 from ortools.sat.python import cp_model
 
-from hpcdispatch.server.dispatchers.base import Outcome, SearchControl
+from hpcdispatch.server.dispatchers.base import Outcome, SearchControl, SearchSettings
 from hpcdispatch.server.dispatchers.cpsat_attempt import model_size, solve_attempt
-from hpcdispatch.server.dispatchers.greedy_schedule import best_list_schedule, total_slowdown
-from hpcdispatch.server.dispatchers.job_selection import select_for_model
+from hpcdispatch.server.dispatchers.greedy_schedule import (
+    GreedySchedule,
+    best_list_schedule,
+    total_slowdown,
+)
+from hpcdispatch.server.dispatchers.job_selection import Selection, select_for_model
 from hpcdispatch.server.dispatchers.left_shift import left_shift
 from hpcdispatch.server.dispatchers.problem import Job, Problem
 from hpcdispatch.server.dispatchers.reservation import Reservation, reserve
@@ -87,6 +91,20 @@ class CpDispatcher:
         head = min(blocked, key=lambda j: (j.submit, j.index))
         return reserve(problem, problem.free_now.copy(), head)
 
+    def incumbent(
+        self, problem: Problem, selection: Selection, settings: SearchSettings, first_fit: bool
+    ) -> tuple[Reservation | None, GreedySchedule, float]:
+        """The head's reservation (if this model protects one), then the better list schedule
+        of the considered jobs and its total slowdown."""
+        reservation = (
+            self.head_reservation(problem, selection.skipped)
+            if settings.protect_head and self.protects_head else None
+        )
+        greedy, objective = best_list_schedule(
+            problem, selection.considered, self.place_now, first_fit, reservation
+        )
+        return reservation, greedy, objective
+
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         selection = select_for_model(problem, control.settings.window, self.max_model_units)
         jobs = selection.considered
@@ -100,12 +118,8 @@ class CpDispatcher:
             return outcome
 
         built = time.monotonic()
-        reservation = (
-            self.head_reservation(problem, selection.skipped)
-            if control.settings.protect_head and self.protects_head else None
-        )
-        greedy, heuristic_objective = best_list_schedule(
-            problem, jobs, self.place_now, control.first_fit, reservation
+        reservation, greedy, heuristic_objective = self.incumbent(
+            problem, selection, control.settings, control.first_fit
         )
         heuristic = Solution(greedy.starts, greedy.nodes)
         if self.place_now and all(greedy.starts[j.index] == 0 for j in jobs):

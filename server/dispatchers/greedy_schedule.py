@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hpcdispatch.server.dispatchers.job_selection import submit_order
 from hpcdispatch.server.dispatchers.problem import Job, Problem, later_start_bounds
 from hpcdispatch.server.dispatchers.reservation import Reservation, place_now
 
@@ -66,7 +67,7 @@ def best_list_schedule(
     from the worse one does not always reach the better.
     """
     best: tuple[GreedySchedule, float] | None = None
-    for order in (jobs, sorted(jobs, key=lambda j: (j.submit, j.index))):
+    for order in (jobs, submit_order(jobs)):
         schedule = greedy_schedule(problem, order, exact_now, first_fit, reservation)
         objective = total_slowdown(problem, jobs, schedule.starts)
         if best is None or objective < best[1] - 1e-9:

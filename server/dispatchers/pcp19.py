@@ -20,6 +20,7 @@ from hpcdispatch.server.dispatchers.cp_dispatch import BuildBudgetExceeded, CpDi
 from hpcdispatch.server.dispatchers.cp_schedule import build_schedule_model
 from hpcdispatch.server.dispatchers.free_pool import units_per_node
 from hpcdispatch.server.dispatchers.greedy_schedule import total_slowdown
+from hpcdispatch.server.dispatchers.job_selection import submit_order
 from hpcdispatch.server.dispatchers.node_schedule import (
     ScheduleBudgetExceeded,
     node_list_schedule,
@@ -79,7 +80,7 @@ class Pcp19Formulation:
         best: tuple[float, dict[int, int], dict[int, dict[int, int]]] | None = None
         # Priority order, then submit order: the better plan is the incumbent (as for the
         # pooled list schedules, greedy_schedule.best_list_schedule).
-        for order in (self.jobs, sorted(self.jobs, key=lambda j: (j.submit, j.index))):
+        for order in (self.jobs, submit_order(self.jobs)):
             try:
                 starts, counts = node_list_schedule(self.problem, order, candidates, self.deadline)
             except ScheduleBudgetExceeded:

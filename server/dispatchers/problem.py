@@ -65,6 +65,7 @@ class Problem:
     up_capacity: Vec  # Σ cap over eligible nodes (the pooled Tcap_r)
     _capacity_groups: dict[Vec, int] | None = None
     _releases: list[tuple[int, Vec]] | None = None
+    _first_end: tuple[int | None] | None = None  # (first end,) once computed
 
     def up_capacity_groups(self) -> dict[Vec, int]:
         """Distinct capacity vectors of up nodes, with how many nodes have each."""
@@ -111,6 +112,12 @@ class Problem:
         ]
         return self._releases
 
+    def first_end(self) -> int | None:
+        """The earliest end of running work, relative to t (None: nothing runs)."""
+        if self._first_end is None:
+            self._first_end = (min((b.end for b in self.blocks), default=None),)
+        return self._first_end[0]
+
     def pooled_profile(self) -> CapacityProfile:
         return CapacityProfile(self.pooled_free_now(), self.pooled_releases())
 
@@ -132,7 +139,7 @@ def later_start_bounds(problem: Problem, jobs: list[Job]) -> dict[int, int]:
     it a plan puts a job that may not start now (its placement would touch the head's
     reservation) at t + 1, where it holds pooled capacity that jobs able to start now need.
     """
-    first_end = min((b.end for b in problem.blocks), default=None)
+    first_end = problem.first_end()
     two_shortest = sorted(jobs, key=lambda j: (j.duration, j.index))[:2]
     bounds: dict[int, int] = {}
     for job in jobs:
