@@ -95,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "server's)")
     p.add_argument("--allocator", choices=sorted(ALLOCATORS), default=DEFAULT)
     p.add_argument("--unit-mode", choices=UNIT_MODES, default="node")
+    p.add_argument("--proc-scale", type=float, default=1.0,
+                   help="cores per trace processor, for a trace on a preset (see hpcdispatch "
+                   "simulate --help)")
+    p.add_argument("--accelerator-share", type=float, default=0.0,
+                   help="share of the small jobs asking for the system's GPUs / MICs")
     p.add_argument("--limit-jobs", type=int, help="replay only the first N cleaned jobs")
     p.add_argument("--charge-decision-time", action="store_true",
                    help="let each decision's wall time pass in simulated time")
@@ -164,6 +169,12 @@ def matrix(args: argparse.Namespace) -> list[CellSpec]:
         raise UsageError("at least one trace and one predictor")
     if args.limit_jobs is not None and args.limit_jobs < 1:
         raise UsageError("--limit-jobs must be >= 1")
+    try:
+        proc_scale, accelerator_share = float(args.proc_scale), float(args.accelerator_share)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"--proc-scale and --accelerator-share take numbers: {exc}") from exc
+    if not proc_scale > 0 or not 0 <= accelerator_share <= 1:
+        raise UsageError("--proc-scale must be > 0 and --accelerator-share in [0, 1]")
     cells: list[CellSpec] = []
     for trace in traces:
         for system in systems:
@@ -176,7 +187,9 @@ def matrix(args: argparse.Namespace) -> list[CellSpec]:
                             name=safe_dirname("__".join(parts)), trace=trace,
                             trace_file=Path(trace).name, system=system, dispatcher=dispatcher,
                             predictor=predictor, profile=profile, allocator=args.allocator,
-                            unit_mode=args.unit_mode, limit_jobs=args.limit_jobs,
+                            unit_mode=args.unit_mode, proc_scale=proc_scale,
+                            accelerator_share=accelerator_share,
+                            limit_jobs=args.limit_jobs,
                             charge_decision_time=args.charge_decision_time,
                             timeout=args.timeout, target=args.target,
                         ))

@@ -40,6 +40,8 @@ class CellSpec(TypedDict):
     profile: str  # "" = the server's default (or not applicable)
     allocator: str
     unit_mode: UnitMode
+    proc_scale: float  # cores per trace processor (hpcdispatch simulate --proc-scale)
+    accelerator_share: float  # share of small jobs asking for GPUs / MICs
     limit_jobs: int | None
     charge_decision_time: bool
     timeout: float
@@ -84,6 +86,8 @@ def simulate_command(cell: CellSpec, trace: Path | None, out: Path) -> list[str]
     command = [sys.executable, "-m", "hpcdispatch", "simulate",
                "--dispatcher", cell["dispatcher"], "--predictor", cell["predictor"],
                "--allocator", cell["allocator"], "--unit-mode", cell["unit_mode"],
+               "--proc-scale", str(cell["proc_scale"]),
+               "--accelerator-share", str(cell["accelerator_share"]),
                "--timeout", str(cell["timeout"]), "--out", str(out), "--no-progress"]
     options: list[tuple[str, object]] = [
         ("--trace", trace), ("--system", cell["system"]), ("--profile", cell["profile"]),

@@ -105,6 +105,18 @@ COLUMNS = ("trace", "system", "dispatcher", "predictor", "profile", "jobs",
            "decision / EASY")
 
 
+def system_label(summary: dict[str, Any]) -> str:
+    """The system's name, with the unit rule's scale and accelerator share when not plain."""
+    rule = summary.get("unit_rule") or {}
+    extra = []
+    if rule.get("proc_scale", 1.0) != 1.0:
+        extra.append(f"{rule['proc_scale']:g} cores/proc")
+    if rule.get("accelerator_share", 0.0) > 0:
+        extra.append(f"{rule['accelerator_share']:.0%} ask " + "/".join(rule["accelerators"]))
+    name = str(summary["system"]["name"])
+    return f"{name} ({', '.join(extra)})" if extra else name
+
+
 def table_row(entry: dict[str, Any]) -> list[str]:
     """One Markdown row of an "ok" cell (see COLUMNS)."""
     s = entry["summary"]
@@ -114,7 +126,7 @@ def table_row(entry: dict[str, Any]) -> list[str]:
     if r["same_host"] is False:
         decision_ratio += " †"
     return [
-        Path(s["trace"]).name, s["system"]["name"], s["dispatcher"], s["predictor"],
+        Path(s["trace"]).name, system_label(s), s["dispatcher"], s["predictor"],
         profile, f"{s['jobs']:,}",
         f"{_fmt(s['bounded_slowdown']['mean'])} ± {_fmt(s['bounded_slowdown']['std'])}",
         _fmt(s["wait_seconds"]["mean"], 0), _fmt(s["utilisation"], 3),
@@ -167,7 +179,7 @@ def target_lines(entries: Sequence[dict[str, Any]]) -> list[str]:
         if spec["dispatcher"] != DEFAULT_CP or spec["profile"] not in ("", "fast") or not ref:
             continue
         mine, theirs = entry["summary"], ref["summary"]
-        label = f"{spec['trace_file']}, {mine['system']['name']}, {spec['predictor']}"
+        label = f"{spec['trace_file']}, {system_label(mine)}, {spec['predictor']}"
         change = mine["bounded_slowdown"]["mean"] / theirs["bounded_slowdown"]["mean"] - 1
         util, util_easy = mine["utilisation"], theirs["utilisation"]
         misses = []

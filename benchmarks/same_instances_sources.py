@@ -7,17 +7,18 @@ the service and keeps every `every`-th request with at least `min_queued` queued
 instance means the same thing to every dispatcher whatever the server's knowledge base holds.
 
 The Eurora-like set replays the synthetic Lublin-256 trace on the `eurora` preset (64 nodes ×
-16 cores, 32 with 2 GPUs, 32 with 2 MICs) with `AcceleratorRule`: every trace processor becomes
-`scale` = 4 cores (256 × 4 = 1,024 cores, the load of the original), and a fixed share of the
-jobs of at most 8 units ask for 1 or 2 GPUs or MICs per unit, chosen by a hash of the job id.
-Such jobs fit only half of the nodes, which is what makes allocation non-trivial.
+16 cores, 32 with 2 GPUs, 32 with 2 MICs) with the accelerator knobs of the unit rule
+(`hpcdispatch.sim_adapter.workload`, as `hpcdispatch simulate --proc-scale 4
+--accelerator-share 0.3`): every trace processor becomes 4 cores (256 × 4 = 1,024 cores, the
+load of the original), and 30 % of the jobs of at most 8 units ask for 1 or 2 GPUs or MICs per
+unit, chosen by a hash of the job id. Such jobs fit only half of the nodes, which is what makes
+allocation non-trivial.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,33 +28,15 @@ from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.sim_adapter.adapter import DispatchSettings, GrpcBackend
 from hpcdispatch.sim_adapter.outputs import RunRecorder
 from hpcdispatch.sim_adapter.simulator import ReplayOptions, Simulator
-from hpcdispatch.sim_adapter.swf import CleaningStats, TraceJob, iter_jobs, read_header
-from hpcdispatch.sim_adapter.workload import CORE, UnitRule, resolve_system, rule_for_system
+from hpcdispatch.sim_adapter.swf import CleaningStats, iter_jobs, read_header
+from hpcdispatch.sim_adapter.workload import CORE, resolve_system, rule_for_system
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
-ACCELERATORS = ("gpu", "mic")
-
-
-@dataclass(frozen=True, slots=True)
-class AcceleratorRule(UnitRule):
-    """UnitRule with `scale` cores per trace processor; some jobs ask for GPUs or MICs."""
-
-    scale: int = 1
-    share: float = 0.3  # fraction of the jobs (of at most max_units units) asking accelerators
-    max_units: int = 8
-
-    def request(self, job: TraceJob, system_types: frozenset[str]) -> tuple[int, dict[str, int]]:
-        units, cores = self.split(job.width * self.scale)
-        request = {CORE: cores}
-        digest = zlib.crc32(job.id.encode())
-        if units <= self.max_units and digest % 1000 < self.share * 1000:
-            accel = ACCELERATORS[(digest >> 10) & 1]
-            if accel in system_types:
-                request[accel] = 1 + ((digest >> 11) & 1)
-        return units, request
+EURORA_PROC_SCALE = 4.0  # lublin_256's 256 processors on Eurora's 1,024 cores
+EURORA_ACCELERATOR_SHARE = 0.3
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +48,7 @@ class TraceSlice:
     skip: int
     jobs: int
     system: str | None = None  # preset / NODESxCORES; None = from the trace header
-    accelerators: bool = False  # AcceleratorRule(scale=4) instead of the default rule
+    accelerators: bool = False  # proc scale 4 and 30 % of small jobs asking GPUs / MICs
     every: int | None = None  # keep every N-th eligible request; None = CaptureOptions.every
 
 
@@ -113,9 +96,9 @@ def capture_replay(
         raise ValueError("captured instances need a deterministic predictor: oracle or walltime")
     header = read_header(source.trace)
     system = resolve_system(source.system, header, name=source.name)
-    base = rule_for_system(system)
-    rule = (AcceleratorRule(cores_per_node=base.cores_per_node, scale=4)
-            if source.accelerators else base)
+    rule = (rule_for_system(system, proc_scale=EURORA_PROC_SCALE,
+                            accelerator_share=EURORA_ACCELERATOR_SHARE)
+            if source.accelerators else rule_for_system(system))
     cluster = f"capture-{source.name}"
     settings = DispatchSettings(dispatcher=options.dispatcher, predictor=options.predictor,
                                 cluster=cluster)

@@ -43,6 +43,12 @@ def _add_simulate(sub: Any) -> None:
                    "NODESxCORES; default: derived from the trace header")
     p.add_argument("--unit-mode", choices=UNIT_MODES, default="node",
                    help="how a job's processors become units (default: node)")
+    p.add_argument("--proc-scale", type=float, default=1.0, metavar="X",
+                   help="cores per trace processor, to carry a trace's load to another system "
+                   "(LLNL-Atlas on kit-forhlr2: 2.5; lublin_256 on eurora: 4; default: 1)")
+    p.add_argument("--accelerator-share", type=float, default=0.0, metavar="F",
+                   help="share of the jobs of at most 8 units that ask for 1-2 of the "
+                   "system's GPUs / MICs per unit, picked by a hash of the job id (default: 0)")
     p.add_argument("--dispatcher", action="append", choices=sorted(DISPATCHERS),
                    help="repeatable; 'default' = the server's default "
                    f"(default: {' and '.join(DEFAULT_DISPATCHERS)})")
@@ -94,7 +100,8 @@ def run_simulate(args: argparse.Namespace) -> int:
                     trace=trace,
                     settings=DispatchSettings(dispatcher=dispatcher, predictor=args.predictor,
                                               allocator=args.allocator, profile=args.profile),
-                    system=args.system, unit_mode=args.unit_mode, limit_jobs=args.limit_jobs,
+                    system=args.system, unit_mode=args.unit_mode, proc_scale=args.proc_scale,
+                    accelerator_share=args.accelerator_share, limit_jobs=args.limit_jobs,
                     charge_decision_time=args.charge_decision_time,
                     progress=not args.no_progress, timeout=args.timeout,
                 )

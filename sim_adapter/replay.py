@@ -44,6 +44,8 @@ class RunSpec:
     settings: DispatchSettings
     system: str | None = None  # preset, file, NODESxCORES; None = from the header
     unit_mode: UnitMode = "node"
+    proc_scale: float = 1.0  # cores per trace processor (workload.UnitRule)
+    accelerator_share: float = 0.0  # share of small jobs asking for a GPU / MIC
     limit_jobs: int | None = None
     charge_decision_time: bool = False
     progress: bool = False
@@ -78,7 +80,7 @@ def replay(spec: RunSpec, target: str, out_dir: Path | None) -> dict[str, Any]:
     """Replay `spec.trace` through the service at `target`; returns (and writes) the summary."""
     header = read_header(spec.trace)
     system = resolve_system(spec.system, header, name=trace_name(spec.trace))
-    rule = rule_for_system(system, spec.unit_mode)
+    rule = rule_for_system(system, spec.unit_mode, spec.proc_scale, spec.accelerator_share)
     cleaning = CleaningStats()
     with DispatcherClient(target, timeout=spec.timeout) as client:
         described = client.describe(timeout=min(spec.timeout, 15.0))
@@ -111,7 +113,10 @@ def replay(spec: RunSpec, target: str, out_dir: Path | None) -> dict[str, Any]:
         "label": label,
         "trace": str(spec.trace),
         "system": {"name": system.name, "nodes": system.node_count, "cores": total_cores},
-        "unit_rule": {"mode": rule.mode, "cores_per_node": rule.cores_per_node},
+        "unit_rule": {"mode": rule.mode, "cores_per_node": rule.cores_per_node,
+                      "proc_scale": rule.proc_scale,
+                      "accelerator_share": rule.accelerator_share,
+                      "accelerators": [kind for kind, _ in rule.accelerators]},
         "dispatcher": dispatcher,
         "dispatcher_requested": spec.settings.dispatcher,
         "predictor": predictor,

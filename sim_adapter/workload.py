@@ -14,6 +14,19 @@ of DESIGN.md §1 is a rule (`UnitRule`), chosen per replay:
 Cores are the resource type ``core``. When the system also has ``mem`` and the record has a
 requested memory (KB per processor), each unit also asks for its share in MiB.
 
+Replaying a trace on another system (the papers' presets, for which no public trace exists)
+takes two more knobs of the rule:
+
+- ``proc_scale``: cores per trace processor, so the offered load carries over. LLNL-Atlas
+  (1,152 × 8 cores) on KIT ForHLR II's 1,152 thin nodes of 20 cores is 2.5; lublin_256
+  (256 processors) on Eurora (1,024 cores) is 4. A job asks ceil(procs × proc_scale) cores.
+- ``accelerator_share``: SWF records no GPUs, so a fixed share of the small jobs (at most
+  ``accelerator_max_units`` units) ask for 1 or 2 (at most what a node has) of one of the
+  system's accelerator types (every resource type but ``core`` and ``mem``) per unit. Which
+  jobs, which type and how many come from a CRC-32 of the job id: every replay, dispatcher
+  and predictor sees the same requests. Such jobs fit only the nodes with that type (on
+  Eurora half of them), which makes allocation non-trivial.
+
 A system comes from a preset (`hpcdispatch.systems.PRESETS`), a YAML / JSON file, the short
 form ``NODESxCORES`` (e.g. ``256x1``), or the trace header: MaxNodes nodes of
 MaxProcs / MaxNodes cores (LLNL-Atlas: 1,152 x 8), or single-core nodes when only one of
@@ -24,6 +37,7 @@ from __future__ import annotations
 
 import math
 import re
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -45,12 +59,24 @@ class UnitRule:
     cores_per_node: int = 1
     mode: UnitMode = "node"
     with_memory: bool = True  # ask for memory when the system has "mem" and the trace says
+    proc_scale: float = 1.0  # cores per trace processor
+    accelerator_share: float = 0.0  # share of small jobs asking for an accelerator
+    accelerator_max_units: int = 8  # "small": at most this many units
+    # (resource type, most per unit) of the system's accelerators; rule_for_system fills it
+    accelerators: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.cores_per_node < 1:
             raise ValueError("cores_per_node must be >= 1")
         if self.mode not in UNIT_MODES:
             raise ValueError(f"unknown unit mode {self.mode!r}; one of {UNIT_MODES}")
+        if not (math.isfinite(self.proc_scale) and self.proc_scale > 0):
+            raise ValueError(f"proc_scale must be > 0, not {self.proc_scale}")
+        if not 0.0 <= self.accelerator_share <= 1.0:
+            raise ValueError(f"accelerator_share must be in [0, 1], not {self.accelerator_share}")
+        if self.accelerator_share > 0 and not self.accelerators:
+            raise ValueError("accelerator_share > 0 needs a system with accelerators "
+                             "(a resource type other than core and mem)")
 
     def split(self, procs: int) -> tuple[int, int]:
         """(units, cores per unit) for a job of `procs` processors (> 0)."""
@@ -68,20 +94,48 @@ class UnitRule:
 
     def request(self, job: TraceJob, system_types: frozenset[str]) -> tuple[int, dict[str, int]]:
         """(rn_i, per-unit request) of a trace job on a system with these resource types."""
-        units, cores = self.split(job.width)
+        units, cores = self.split(math.ceil(job.width * self.proc_scale))
         request = {CORE: cores}
         if self.with_memory and MEM in system_types and job.requested_memory_kb > 0:
-            request[MEM] = max(1, math.ceil(job.requested_memory_kb * cores / 1024))
+            # requested memory is per trace processor
+            request[MEM] = max(1, math.ceil(job.requested_memory_kb * cores
+                                            / self.proc_scale / 1024))
+        accelerator = self.accelerator_for(job.id, units)
+        if accelerator is not None and accelerator[0] in system_types:
+            request[accelerator[0]] = accelerator[1]
         return units, request
 
+    def accelerator_for(self, job_id: str, units: int) -> tuple[str, int] | None:
+        """(type, amount per unit) a job of `units` units asks for, or None (hash of its id)."""
+        if not self.accelerators or units > self.accelerator_max_units:
+            return None
+        digest = zlib.crc32(job_id.encode())
+        if digest % 1000 >= self.accelerator_share * 1000:
+            return None
+        kind, most = self.accelerators[(digest >> 10) % len(self.accelerators)]
+        return kind, 1 + (digest >> 11) % min(2, most)
 
-def rule_for_system(system: System, mode: UnitMode = "node") -> UnitRule:
-    """A unit rule sized by the smallest node's cores, so every unit fits any node."""
+
+def rule_for_system(
+    system: System, mode: UnitMode = "node", proc_scale: float = 1.0,
+    accelerator_share: float = 0.0,
+) -> UnitRule:
+    """A unit rule sized by the smallest node's cores, so every unit fits any node; the
+    system's accelerator types (and the most any node has) go in for `accelerator_share`."""
     cores = [g.capacity.get(CORE, 0) for g in system.groups]
     cores = [c for c in cores if c > 0]
     if not cores:
         raise ValueError(f"system {system.name!r} has no {CORE!r} resource")
-    return UnitRule(cores_per_node=min(cores), mode=mode)
+    most: dict[str, int] = {}
+    for group in system.groups:
+        if group.capacity.get(CORE, 0) <= 0:
+            continue  # a unit needs cores: accelerators of core-less nodes are unusable
+        for kind, amount in group.capacity.items():
+            if kind not in (CORE, MEM):
+                most[kind] = max(most.get(kind, 0), amount)
+    return UnitRule(cores_per_node=min(cores), mode=mode, proc_scale=proc_scale,
+                    accelerator_share=accelerator_share,
+                    accelerators=tuple(sorted(most.items())) if accelerator_share > 0 else ())
 
 
 def system_from_header(

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from benchmarks.campaign import UsageError, main, matrix, parse_args
+from benchmarks.campaign_cells import simulate_command
+from benchmarks.campaign_report import system_label
 from hpcdispatch.sim_adapter.replay import bundled_trace
 
 LIMIT = 150
@@ -33,6 +35,29 @@ def test_matrix_always_has_easy_and_profiles_only_for_cp_dispatchers() -> None:
     assert len({c["name"] for c in cells}) == len(cells)
     with pytest.raises(UsageError):
         matrix(parse_args(["--dispatchers", "nope"]))
+
+
+def test_a_trace_on_a_preset_carries_its_workload_knobs_to_every_cell(tmp_path: Path) -> None:
+    config = tmp_path / "eurora.yaml"
+    config.write_text("systems: [eurora]\nproc_scale: 4\naccelerator_share: 0.3\n")
+    cells = matrix(parse_args(["--config", str(config), "--dispatchers", "pcp20"]))
+    assert [(c["system"], c["proc_scale"], c["accelerator_share"]) for c in cells] == [
+        ("eurora", 4.0, 0.3)] * 2
+    command = simulate_command(cells[1], Path("t.swf"), Path("out"))
+    assert command[command.index("--proc-scale") + 1] == "4.0"
+    assert command[command.index("--accelerator-share") + 1] == "0.3"
+    assert command[command.index("--system") + 1] == "eurora"
+    summary = {"system": {"name": "eurora"},
+               "unit_rule": {"proc_scale": 4.0, "accelerator_share": 0.3,
+                             "accelerators": ["gpu", "mic"]}}
+    assert system_label(summary) == "eurora (4 cores/proc, 30% ask gpu/mic)"
+    assert system_label({"system": {"name": "100x1"}, "unit_rule": {"proc_scale": 1.0}}) == "100x1"
+    for bad in (["--proc-scale", "0"], ["--accelerator-share", "1.5"]):
+        with pytest.raises(UsageError, match="proc-scale"):
+            matrix(parse_args(bad))
+    config.write_text("proc_scale: [4]\n")  # a YAML list: argparse types only strings
+    with pytest.raises(UsageError, match="take numbers"):
+        matrix(parse_args(["--config", str(config)]))
 
 
 def test_config_file_gives_defaults_and_flags_win(tmp_path: Path) -> None:

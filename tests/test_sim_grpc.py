@@ -21,6 +21,7 @@ from hpcdispatch.sim_adapter.replay import RunSpec, bundled_trace, replay
 from hpcdispatch.sim_adapter.simulator import InvalidDecisionError, Simulator
 from hpcdispatch.sim_adapter.swf import CleaningStats, iter_jobs, read_header
 from hpcdispatch.sim_adapter.workload import rule_for_system, system_from_header
+from hpcdispatch.systems import PRESETS
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 
@@ -173,3 +174,34 @@ def test_cli_reports_a_malformed_trace(target: str, tmp_path: Path,
     assert cli("simulate", "--trace", str(bad), "--target", target, "--no-progress",
                "--out", str(tmp_path / "runs")) == 2
     assert f"{bad}:2: expected 18" in capsys.readouterr().err
+
+
+def test_cli_replays_a_trace_on_the_eurora_preset_with_accelerator_jobs(
+        target: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The bundled KTH slice on Eurora: 4 cores per processor, 30 % of the small jobs ask for
+    GPUs or MICs, and every such job ran on nodes that have them."""
+    out = tmp_path / "runs"
+    assert cli("simulate", "--target", target, "--limit-jobs", "200", "--system", "eurora",
+               "--proc-scale", "4", "--accelerator-share", "0.3", "--dispatcher", "easy",
+               "--predictor", "walltime", "--out", str(out), "--no-progress") == 0
+    summary = json.loads((out / "01-easy" / "summary.json").read_text())
+    assert summary["system"] == {"name": "eurora", "nodes": 64, "cores": 1024}
+    assert summary["unit_rule"]["proc_scale"] == 4.0
+    assert summary["unit_rule"]["accelerators"] == ["gpu", "mic"]
+    rule = rule_for_system(PRESETS["eurora"], proc_scale=4, accelerator_share=0.3)
+    kinds: dict[str | None, int] = {}
+    for row in read_jobs(out / "01-easy" / "jobs.csv"):
+        accelerator = rule.accelerator_for(row["job_id"], int(row["units"]))
+        kind = accelerator[0] if accelerator else None
+        kinds[kind] = kinds.get(kind, 0) + 1
+        nodes = row["nodes"].split()
+        assert int(row["cores"]) >= 4  # a trace processor is 4 cores
+        if kind is not None:  # GPU jobs on the gpu half only, MIC jobs on the mic half only
+            assert all(n.startswith(kind) for n in nodes), row
+    assert kinds.get("gpu", 0) > 10 and kinds.get("mic", 0) > 10 and kinds[None] > 100
+    assert summary["jobs"] == 200
+    with pytest.raises(SystemExit):  # argparse: a share that is not a number
+        cli("simulate", "--accelerator-share", "lots")
+    assert cli("simulate", "--target", target, "--limit-jobs", "5", "--accelerator-share",
+               "0.3", "--out", str(tmp_path / "bad"), "--no-progress") == 2
+    assert "needs a system with accelerators" in capsys.readouterr().err
