@@ -1,8 +1,10 @@
 """A campaign's matrix as figures: one panel per trace, bars per dispatcher for each predictor.
 
-Reads `campaign.json` (written by `benchmarks.campaign`) and writes, for the mean bounded
-slowdown (log scale, with the standard deviation as error bars) and the utilisation, one PNG
-each: `DIR/campaign_bsld.png`, `DIR/campaign_utilisation.png`.
+Reads `campaign.json` (written by `benchmarks.campaign` or merged by
+`benchmarks.campaign_report`) and writes one PNG each for the mean bounded slowdown (log scale,
+with the standard deviation as error bars), the utilisation and the mean decision time (log
+scale): `DIR/campaign_bsld.png`, `DIR/campaign_utilisation.png`, `DIR/campaign_decision.png`.
+A panel is one trace on one system.
 
     python -m benchmarks.campaign_plot runs/matrix-slices [--out DIR]
 """
@@ -17,18 +19,29 @@ from typing import Any
 DISPATCHER_ORDER = ("fcfs", "easy", "hcp19", "pcp19", "pcp20")
 
 
+METRICS = (  # key, axis label, log scale, file name
+    ("bsld", "mean bounded slowdown (10 s), ± std", True, "campaign_bsld.png"),
+    ("util", "utilisation", False, "campaign_utilisation.png"),
+    ("decision_ms", "mean decision time [ms]", True, "campaign_decision.png"),
+)
+
+
 def matrix(document: dict[str, Any]) -> dict[str, dict[tuple[str, str], dict[str, float]]]:
-    """trace -> (predictor, dispatcher) -> bsld mean, bsld std, utilisation (cells that ran)."""
+    """panel (trace, and system unless from the header) -> (predictor, dispatcher) -> bsld
+    mean, bsld std, utilisation, mean decision time [ms] (cells that ran)."""
     out: dict[str, dict[tuple[str, str], dict[str, float]]] = {}
     for entry in document["cells"]:
         if entry["status"] != "ok":
             continue
         spec, summary = entry["spec"], entry["summary"]
-        trace = spec["trace_file"].removesuffix(".xz").removesuffix(".gz").removesuffix(".swf")
-        out.setdefault(trace, {})[spec["predictor"], spec["dispatcher"]] = {
+        panel = spec["trace_file"].removesuffix(".xz").removesuffix(".gz").removesuffix(".swf")
+        if spec.get("system"):
+            panel += f" on {summary['system']['name']}"
+        out.setdefault(panel, {})[spec["predictor"], spec["dispatcher"]] = {
             "bsld": summary["bounded_slowdown"]["mean"],
             "bsld_std": summary["bounded_slowdown"]["std"],
             "util": summary["utilisation"],
+            "decision_ms": summary["decision_seconds"]["mean"] * 1000,
         }
     return out
 
@@ -41,10 +54,9 @@ def plot(document: dict[str, Any], out: Path) -> list[Path]:
 
     data = matrix(document)
     written = []
-    for metric, label, log in (("bsld", "mean bounded slowdown (10 s), ± std", True),
-                               ("util", "utilisation", False)):
+    for metric, label, log, name in METRICS:
         fig, axes = plt.subplots(1, len(data), figsize=(6 * len(data), 4), squeeze=False)
-        for ax, (trace, cells) in zip(axes[0], data.items(), strict=True):
+        for ax, (panel, cells) in zip(axes[0], data.items(), strict=True):
             predictors = list(dict.fromkeys(p for p, _ in cells))
             dispatchers = [d for d in DISPATCHER_ORDER if any(d == c for _, c in cells)]
             width = 0.8 / len(dispatchers)
@@ -58,15 +70,15 @@ def plot(document: dict[str, Any], out: Path) -> list[Path]:
                 yerr = [[0.0] * len(values), errors] if errors is not None else None
                 ax.bar(xs, values, width, yerr=yerr, capsize=2, label=dispatcher)
             ax.set_xticks(range(len(predictors)), predictors)
-            ax.set_title(trace)
+            ax.set_title(panel)
             ax.set_ylabel(label)
             if log:
                 ax.set_yscale("log")
             else:
-                ax.set_ylim(0.5, 1.0)
+                ax.set_ylim(0.0 if min(c["util"] for c in cells.values()) < 0.5 else 0.5, 1.0)
             ax.legend(fontsize="small")
         fig.tight_layout()
-        path = out / f"campaign_{'bsld' if metric == 'bsld' else 'utilisation'}.png"
+        path = out / name
         fig.savefig(path, dpi=90)
         plt.close(fig)
         written.append(path)

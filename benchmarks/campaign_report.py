@@ -3,11 +3,18 @@
 The EASY reference of a cell is the EASY cell of the same trace, system and predictor (the
 campaign always runs one). Ratios are the cell's value over the reference's: mean bounded
 slowdown, and mean decision time (as measured by the service, per decision).
+
+Run as a module, it writes `campaign.md` again from `campaign.json` (after a change of the
+table), or merges campaigns run apart (say, a matrix split over two machines) into one table:
+
+    python -m benchmarks.campaign_report runs/part-a runs/part-b --out runs/merged
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypedDict
@@ -49,23 +56,24 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
     return numerator / denominator
 
 
-def ratios_to_easy(cells: Sequence[CellSpec], results: dict[str, CellResult]) -> dict[str, Ratios]:
-    """Per cell name, its ratios to the EASY cell with the same reference key."""
-    easy_by_key = {reference_key(c): c["name"] for c in cells if c["dispatcher"] == REFERENCE}
+def ratios_to_easy(entries: Sequence[dict[str, Any]]) -> dict[str, Ratios]:
+    """Per cell name, its ratios to the EASY cell with the same reference key. An entry has
+    the cell's `cell` name, `spec`, `host` and `summary` (None when it did not run)."""
+    easy_by_key = {reference_key(e["spec"]): e for e in entries
+                   if e["spec"]["dispatcher"] == REFERENCE}
     out: dict[str, Ratios] = {}
-    for cell in cells:
-        own = results.get(cell["name"])
-        easy_name = easy_by_key.get(reference_key(cell))
-        easy = results.get(easy_name) if easy_name else None
-        mine = own["summary"] if own else None
+    for entry in entries:
+        easy = easy_by_key.get(reference_key(entry["spec"]))
+        mine = entry["summary"]
         ref = easy["summary"] if easy else None
-        out[cell["name"]] = Ratios(
-            reference=easy_name,
+        ran = mine is not None and ref is not None
+        out[entry["cell"]] = Ratios(
+            reference=easy["cell"] if easy else None,
             bounded_slowdown=ratio(_value(mine, "bounded_slowdown", "mean"),
                                    _value(ref, "bounded_slowdown", "mean")),
             decision_seconds=ratio(_value(mine, "decision_seconds", "mean"),
                                    _value(ref, "decision_seconds", "mean")),
-            same_host=(own["host"] == easy["host"]) if own and easy else None,
+            same_host=(entry["host"] == easy["host"]) if ran and easy else None,
         )
     return out
 
@@ -73,8 +81,7 @@ def ratios_to_easy(cells: Sequence[CellSpec], results: dict[str, CellResult]) ->
 def campaign_document(meta: dict[str, Any], cells: Sequence[CellSpec],
                       results: dict[str, CellResult]) -> dict[str, Any]:
     """What `campaign.json` holds: the settings, then one entry per cell in matrix order."""
-    ratios = ratios_to_easy(cells, results)
-    entries = []
+    entries: list[dict[str, Any]] = []
     for cell in cells:
         result = results.get(cell["name"])
         status = "pending" if result is None else "failed" if result["error"] else "ok"
@@ -86,11 +93,31 @@ def campaign_document(meta: dict[str, Any], cells: Sequence[CellSpec],
             "worker": result["worker"] if result else None,
             "cell_seconds": result["seconds"] if result else None,
             "error": result["error"] if result else None,
-            "ratios_to_easy": ratios[cell["name"]],
             "summary": result["summary"] if result else None,
         })
-    counts = {s: sum(e["status"] == s for e in entries) for s in ("ok", "failed", "pending")}
-    return {"campaign": {**meta, "cells": counts}, "cells": entries}
+    ratios = ratios_to_easy(entries)
+    for entry in entries:
+        entry["ratios_to_easy"] = ratios[entry["cell"]]
+    return {"campaign": {**meta, "cells": _counts(entries)}, "cells": entries}
+
+
+def _counts(entries: Sequence[dict[str, Any]]) -> dict[str, int]:
+    return {s: sum(e["status"] == s for e in entries) for s in ("ok", "failed", "pending")}
+
+
+def merged_document(documents: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Several campaigns' `campaign.json` as one: their cells in order, ratios recomputed
+    (so a cell finds its EASY reference in another part), each part's settings kept."""
+    entries = [dict(e) for d in documents for e in d["cells"]]
+    names = [e["cell"] for e in entries]
+    if len(set(names)) != len(names):
+        raise ValueError("the campaigns share cells: "
+                         f"{sorted(n for n in names if names.count(n) > 1)[0]}")
+    ratios = ratios_to_easy(entries)
+    for entry in entries:
+        entry["ratios_to_easy"] = ratios[entry["cell"]]
+    parts = [d["campaign"] for d in documents]
+    return {"campaign": {"parts": parts, "cells": _counts(entries)}, "cells": entries}
 
 
 def _fmt(value: float | int | None, digits: int = 2, scale: float = 1.0) -> str:
@@ -100,9 +127,14 @@ def _fmt(value: float | int | None, digits: int = 2, scale: float = 1.0) -> str:
 
 
 COLUMNS = ("trace", "system", "dispatcher", "predictor", "profile", "jobs",
-           "bsld mean ± std", "wait mean [s]", "util", "decision mean [ms]",
+           "sld mean ± std", "bsld mean ± std", "wait mean ± std [s]", "util",
+           "decision mean [ms]",
            "decision p50 [ms]", "decision p99 [ms]", "replay [s]", "bsld / EASY",
            "decision / EASY")
+
+
+def _mean_std(stat: dict[str, Any], digits: int = 2) -> str:
+    return f"{_fmt(stat['mean'], digits)} ± {_fmt(stat['std'], digits)}"
 
 
 def system_label(summary: dict[str, Any]) -> str:
@@ -128,8 +160,8 @@ def table_row(entry: dict[str, Any]) -> list[str]:
     return [
         Path(s["trace"]).name, system_label(s), s["dispatcher"], s["predictor"],
         profile, f"{s['jobs']:,}",
-        f"{_fmt(s['bounded_slowdown']['mean'])} ± {_fmt(s['bounded_slowdown']['std'])}",
-        _fmt(s["wait_seconds"]["mean"], 0), _fmt(s["utilisation"], 3),
+        _mean_std(s["slowdown"]), _mean_std(s["bounded_slowdown"]),
+        _mean_std(s["wait_seconds"], 0), _fmt(s["utilisation"], 3),
         _fmt(s["decision_seconds"]["mean"], 2, 1000), _fmt(s["decision_seconds"]["p50"], 2, 1000),
         _fmt(s["decision_seconds"]["p99"], 2, 1000), _fmt(s["replay_seconds"], 1),
         _fmt(r["bounded_slowdown"]), decision_ratio,
@@ -140,13 +172,15 @@ def campaign_markdown(document: dict[str, Any]) -> str:
     """`campaign.md`: how it was run, the table of cells that ran, then the failed ones."""
     meta = document["campaign"]
     entries = document["cells"]
-    lines = [
-        "# Campaign", "",
-        f"`{meta['command']}`", "",
-        f"{meta['started']}, on {meta['cluster']}; {meta['cells']['ok']} cells ok, "
-        f"{meta['cells']['failed']} failed, {meta['cells']['pending']} pending; "
-        f"{_fmt(meta.get('wall_seconds'), 1)} s wall.", "",
-        "bsld = bounded slowdown (10 s bound); decision = the service's time per decision; "
+    lines = ["# Campaign", ""]
+    for part in meta.get("parts", [meta]):
+        lines += [f"`{part['command']}`", "",
+                  f"{part['started']}, on {part['cluster']}; {part['cells']['ok']} cells ok, "
+                  f"{part['cells']['failed']} failed, {part['cells']['pending']} pending; "
+                  f"{_fmt(part.get('wall_seconds'), 1)} s wall.", ""]
+    lines += [
+        "sld = slowdown (wait + run) / run, as the papers; bsld = bounded slowdown (10 s "
+        "bound); decision = the service's time per decision; "
         "replay = the whole replay's wall time. `/ EASY`: ratio of the means to the EASY run of "
         "the same trace, system and predictor in this campaign; † = that run was on another "
         "host, so its decision times are not directly comparable.", "",
@@ -211,3 +245,36 @@ def write_campaign(out: Path, document: dict[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "campaign.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     (out / "campaign.md").write_text(campaign_markdown(document), encoding="utf-8")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Render campaign.md again from campaign.json, or merge several campaigns into one."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.campaign_report",
+        description="Write campaign.md (and campaign.json) again from the campaign.json of "
+        "one or more campaign directories; several are merged into one table, each cell "
+        "compared with the EASY cell of its trace, system and predictor wherever it ran.")
+    parser.add_argument("campaigns", nargs="+", type=Path, metavar="DIR")
+    parser.add_argument("--out", type=Path, help="where to write (default: the only DIR)")
+    args = parser.parse_args(argv)
+    if args.out is None and len(args.campaigns) > 1:
+        parser.error("--out is needed to merge several campaigns")
+    try:
+        documents = [json.loads((d / "campaign.json").read_text(encoding="utf-8"))
+                     for d in args.campaigns]
+        document = documents[0] if len(documents) == 1 else merged_document(documents)
+        if len(documents) == 1:  # the table's format may have changed since: recompute
+            ratios = ratios_to_easy(document["cells"])
+            for entry in document["cells"]:
+                entry["ratios_to_easy"] = ratios[entry["cell"]]
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"campaign_report: {exc}", file=sys.stderr)
+        return 2
+    out = args.out or args.campaigns[0]
+    write_campaign(out, document)
+    print(f"wrote {out / 'campaign.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
