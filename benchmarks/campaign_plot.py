@@ -1,10 +1,10 @@
 """A campaign's matrix as figures: one panel per trace, bars per dispatcher for each predictor.
 
 Reads `campaign.json` (written by `benchmarks.campaign` or merged by
-`benchmarks.campaign_report`) and writes one PNG each for the mean bounded slowdown (log scale,
-with the standard deviation as error bars), the utilisation and the mean decision time (log
-scale): `DIR/campaign_bsld.png`, `DIR/campaign_utilisation.png`, `DIR/campaign_decision.png`.
-A panel is one trace on one system.
+`benchmarks.campaign_report`) and writes one PNG per metric (`METRICS`): mean slowdown, mean
+bounded slowdown and mean wait, each with the standard deviation as error bars (the papers'
+Figures 4–5), on a log scale; utilisation; mean decision time (log scale). A panel is one
+trace on one system.
 
     python -m benchmarks.campaign_plot runs/matrix-slices [--out DIR]
 """
@@ -19,16 +19,18 @@ from typing import Any
 DISPATCHER_ORDER = ("fcfs", "easy", "hcp19", "pcp19", "pcp20")
 
 
-METRICS = (  # key, axis label, log scale, file name
+METRICS = (  # key (its std: key + "_std"), axis label, log scale, file name
+    ("sld", "mean slowdown, ± std", True, "campaign_slowdown.png"),
     ("bsld", "mean bounded slowdown (10 s), ± std", True, "campaign_bsld.png"),
+    ("wait", "mean wait [s], ± std", True, "campaign_wait.png"),
     ("util", "utilisation", False, "campaign_utilisation.png"),
     ("decision_ms", "mean decision time [ms]", True, "campaign_decision.png"),
 )
 
 
 def matrix(document: dict[str, Any]) -> dict[str, dict[tuple[str, str], dict[str, float]]]:
-    """panel (trace, and system unless from the header) -> (predictor, dispatcher) -> bsld
-    mean, bsld std, utilisation, mean decision time [ms] (cells that ran)."""
+    """panel (trace, and system unless from the header) -> (predictor, dispatcher) -> the
+    METRICS' values and standard deviations (cells that ran)."""
     out: dict[str, dict[tuple[str, str], dict[str, float]]] = {}
     for entry in document["cells"]:
         if entry["status"] != "ok":
@@ -38,8 +40,10 @@ def matrix(document: dict[str, Any]) -> dict[str, dict[tuple[str, str], dict[str
         if spec.get("system"):
             panel += f" on {summary['system']['name']}"
         out.setdefault(panel, {})[spec["predictor"], spec["dispatcher"]] = {
+            "sld": summary["slowdown"]["mean"], "sld_std": summary["slowdown"]["std"],
             "bsld": summary["bounded_slowdown"]["mean"],
             "bsld_std": summary["bounded_slowdown"]["std"],
+            "wait": summary["wait_seconds"]["mean"], "wait_std": summary["wait_seconds"]["std"],
             "util": summary["utilisation"],
             "decision_ms": summary["decision_seconds"]["mean"] * 1000,
         }
@@ -64,8 +68,8 @@ def plot(document: dict[str, Any], out: Path) -> list[Path]:
                 xs = [i + (k - (len(dispatchers) - 1) / 2) * width for i in range(len(predictors))]
                 values = [cells.get((p, dispatcher), {}).get(metric, float("nan"))
                           for p in predictors]
-                errors = ([cells.get((p, dispatcher), {}).get("bsld_std", 0.0) for p in predictors]
-                          if metric == "bsld" else None)
+                errors = ([cells.get((p, dispatcher), {}).get(f"{metric}_std", 0.0)
+                           for p in predictors] if metric in ("sld", "bsld", "wait") else None)
                 # Error bars upwards only: on a log scale mean − std is often below zero.
                 yerr = [[0.0] * len(values), errors] if errors is not None else None
                 ax.bar(xs, values, width, yerr=yerr, capsize=2, label=dispatcher)

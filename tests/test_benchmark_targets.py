@@ -62,14 +62,19 @@ def test_campaign_plot_groups_cells_by_trace_and_system_and_writes_the_figures(
     on_kit["summary"]["system"]["name"] = "kit-forhlr2"
     cells.append(on_kit)
     for cell in cells:
-        cell["summary"]["bounded_slowdown"]["std"] = 1.0
+        summary = cell["summary"]
+        summary["bounded_slowdown"]["std"] = 1.0
+        summary["slowdown"] = {"mean": summary["bounded_slowdown"]["mean"] + 1, "std": 3.0}
+        summary["wait_seconds"] = {"mean": 100.0, "std": 50.0}
     grouped = matrix({"cells": cells})
     assert list(grouped) == ["KTH", "KTH on kit-forhlr2"]  # failed cells are left out
-    assert grouped["KTH"][("walltime", "pcp20")] == {"bsld": 10.0, "bsld_std": 1.0,
-                                                     "util": 0.7, "decision_ms": 10.0}
+    assert grouped["KTH"][("walltime", "pcp20")] == {
+        "sld": 11.0, "sld_std": 3.0, "bsld": 10.0, "bsld_std": 1.0, "wait": 100.0,
+        "wait_std": 50.0, "util": 0.7, "decision_ms": 10.0}
     assert grouped["KTH on kit-forhlr2"][("walltime", "easy")]["bsld"] == 3.0
     written = plot({"cells": cells}, tmp_path)
-    assert [p.name for p in written] == ["campaign_bsld.png", "campaign_utilisation.png",
+    assert [p.name for p in written] == ["campaign_slowdown.png", "campaign_bsld.png",
+                                         "campaign_wait.png", "campaign_utilisation.png",
                                          "campaign_decision.png"]
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in written)
 
