@@ -188,6 +188,7 @@ def campaign_markdown(document: dict[str, Any]) -> str:
         "|" + "---|" * len(COLUMNS),
     ]
     lines += ["| " + " | ".join(table_row(e)) + " |" for e in entries if e["status"] == "ok"]
+    lines += ["", *matrix_lines(entries)]
     targets = target_lines(entries)
     if targets:
         lines += ["", f"## Targets ({DEFAULT_CP} against EASY, same trace, system, predictor)",
@@ -199,6 +200,36 @@ def campaign_markdown(document: dict[str, Any]) -> str:
             error = " ".join((e["error"] or "").split())  # one line in the list
             lines.append(f"- `{e['cell']}`: {e['status']}" + (f" — {error}" if error else ""))
     return "\n".join(lines) + "\n"
+
+
+DISPATCHER_ORDER = ("fcfs", "easy", "hcp19", "pcp19", "pcp20")
+
+
+def matrix_lines(entries: Sequence[dict[str, Any]]) -> list[str]:
+    """The matrix at a glance: a row per trace, system and predictor, a column per dispatcher,
+    each cell "mean bounded slowdown (utilisation, mean decision ms)"."""
+    rows: dict[tuple[str, str, str], dict[str, str]] = {}
+    for entry in entries:
+        if entry["status"] != "ok":
+            continue
+        spec, s = entry["spec"], entry["summary"]
+        if spec["dispatcher"] not in NO_SEARCH and spec["profile"] not in ("", "fast"):
+            continue  # one profile per dispatcher: the default
+        key = (Path(s["trace"]).name, system_label(s), spec["predictor"])
+        rows.setdefault(key, {})[spec["dispatcher"]] = (
+            f"{_fmt(s['bounded_slowdown']['mean'])} ({_fmt(s['utilisation'], 3)}, "
+            f"{_fmt(s['decision_seconds']['mean'], 0, 1000)} ms)")
+    if not rows:
+        return []
+    names = [d for d in DISPATCHER_ORDER if any(d in r for r in rows.values())]
+    names += sorted({d for r in rows.values() for d in r} - set(names))
+    return [
+        "Per cell: mean bounded slowdown (utilisation, mean decision time).", "",
+        "| trace | system | predictor | " + " | ".join(names) + " |",
+        "|---|---|---|" + "---|" * len(names),
+        *(f"| {t} | {sy} | {p} | " + " | ".join(r.get(d, "–") for d in names) + " |"
+          for (t, sy, p), r in rows.items()),
+    ]
 
 
 def target_lines(entries: Sequence[dict[str, Any]]) -> list[str]:

@@ -122,4 +122,6 @@ def test_campaign_report_merges_campaigns_and_finds_easy_in_another_part(
     assert "`campaign a`" in text and "`campaign b`" in text
     assert "| t.swf | 8x1 | pcp19 | walltime | fast | 10 | 9.00 ± 2.00 | 8.00 ± 2.00 | " \
            "30 ± 5 | 0.500 |" in text
+    assert "| t.swf | 8x1 | walltime | 10.00 (0.500, 10 ms) | 8.00 (0.500, 8 ms) | " \
+           "5.00 (0.500, 5 ms) |" in text  # the matrix: easy, pcp19, pcp20 columns
     assert main([str(tmp_path / "a"), str(tmp_path / "a"), "--out", str(tmp_path / "x")]) == 2

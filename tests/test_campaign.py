@@ -8,6 +8,7 @@ each run's own summary.json and CSV files.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 from collections.abc import Iterator
@@ -90,7 +91,11 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 def _markdown_rows(text: str) -> list[dict[str, str]]:
-    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    """The rows of the first table (the per-cell one; the matrix view follows it)."""
+    all_lines = text.splitlines()
+    first = next(i for i, line in enumerate(all_lines) if line.startswith("| "))
+    lines = list(itertools.takewhile(lambda line: line.startswith("|"), all_lines[first:]))
+    lines = [line for line in lines if line.startswith("| ")]
     header = [h.strip() for h in lines[0].strip("|").split("|")]
     return [dict(zip(header, (v.strip() for v in line.strip("|").split("|")), strict=True))
             for line in lines[1:]]
