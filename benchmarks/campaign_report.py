@@ -127,7 +127,7 @@ def _fmt(value: float | int | None, digits: int = 2, scale: float = 1.0) -> str:
 
 
 COLUMNS = ("trace", "system", "dispatcher", "predictor", "profile", "jobs",
-           "sld mean ± std", "bsld mean ± std", "wait mean ± std [s]", "util",
+           "sld mean ± std", "bsld mean ± std", "wait mean ± std [s]", "wait max [h]", "util",
            "decision mean [ms]",
            "decision p50 [ms]", "decision p99 [ms]", "replay [s]", "bsld / EASY",
            "decision / EASY")
@@ -161,7 +161,8 @@ def table_row(entry: dict[str, Any]) -> list[str]:
         Path(s["trace"]).name, system_label(s), s["dispatcher"], s["predictor"],
         profile, f"{s['jobs']:,}",
         _mean_std(s["slowdown"]), _mean_std(s["bounded_slowdown"]),
-        _mean_std(s["wait_seconds"], 0), _fmt(s["utilisation"], 3),
+        _mean_std(s["wait_seconds"], 0), _fmt(s["wait_seconds"].get("max"), 1, 1 / 3600),
+        _fmt(s["utilisation"], 3),
         _fmt(s["decision_seconds"]["mean"], 2, 1000), _fmt(s["decision_seconds"]["p50"], 2, 1000),
         _fmt(s["decision_seconds"]["p99"], 2, 1000), _fmt(s["replay_seconds"], 1),
         _fmt(r["bounded_slowdown"]), decision_ratio,
@@ -180,7 +181,8 @@ def campaign_markdown(document: dict[str, Any]) -> str:
                   f"{_fmt(part.get('wall_seconds'), 1)} s wall.", ""]
     lines += [
         "sld = slowdown (wait + run) / run, as the papers; bsld = bounded slowdown (10 s "
-        "bound); decision = the service's time per decision; "
+        "bound); wait max = the longest wait of a job, in hours; decision = the service's time "
+        "per decision; "
         "replay = the whole replay's wall time. `/ EASY`: ratio of the means to the EASY run of "
         "the same trace, system and predictor in this campaign; † = that run was on another "
         "host, so its decision times are not directly comparable.", "",

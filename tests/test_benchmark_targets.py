@@ -88,7 +88,7 @@ def _cell_result(name: str, dispatcher: str, predictor: str, bsld: float,
     summary = {"trace": "t.swf", "system": {"name": "8x1"}, "unit_rule": {"proc_scale": 1.0},
                "dispatcher": dispatcher, "predictor": predictor, "profile": "fast", "jobs": 10,
                "slowdown": {**stat, "mean": bsld + 1}, "bounded_slowdown": stat,
-               "wait_seconds": {"mean": 30.0, "std": 5.0}, "utilisation": 0.5,
+               "wait_seconds": {"mean": 30.0, "std": 5.0, "max": 7200}, "utilisation": 0.5,
                "decision_seconds": {**stat, "mean": bsld / 1000}, "replay_seconds": 1.0}
     result = {"name": name, "host": host, "worker": "", "seconds": 1.0, "summary": summary,
               "files": {}, "error": None, "traceback": None}
@@ -121,7 +121,7 @@ def test_campaign_report_merges_campaigns_and_finds_easy_in_another_part(
     text = (tmp_path / "m" / "campaign.md").read_text()
     assert "`campaign a`" in text and "`campaign b`" in text
     assert "| t.swf | 8x1 | pcp19 | walltime | fast | 10 | 9.00 ± 2.00 | 8.00 ± 2.00 | " \
-           "30 ± 5 | 0.500 |" in text
+           "30 ± 5 | 2.0 | 0.500 |" in text
     assert "| t.swf | 8x1 | walltime | 10.00 (0.500, 10 ms) | 8.00 (0.500, 8 ms) | " \
            "5.00 (0.500, 5 ms) |" in text  # the matrix: easy, pcp19, pcp20 columns
     assert main([str(tmp_path / "a"), str(tmp_path / "a"), "--out", str(tmp_path / "x")]) == 2
