@@ -94,7 +94,8 @@ class UnitRule:
 
     def request(self, job: TraceJob, system_types: frozenset[str]) -> tuple[int, dict[str, int]]:
         """(rn_i, per-unit request) of a trace job on a system with these resource types."""
-        units, cores = self.split(math.ceil(job.width * self.proc_scale))
+        # (the epsilon keeps float noise, 25 × 0.28 = 7.000000000000001, from adding a core)
+        units, cores = self.split(max(1, math.ceil(job.width * self.proc_scale - 1e-9)))
         request = {CORE: cores}
         if self.with_memory and MEM in system_types and job.requested_memory_kb > 0:
             # requested memory is per trace processor

@@ -84,6 +84,9 @@ def test_proc_scale_carries_a_trace_to_a_preset() -> None:
     assert rule.request(_job("2", 8), types) == (1, {"core": 20})  # one Atlas node = one thin
     assert rule.request(_job("3", 1), types) == (1, {"core": 3})  # ceil(2.5)
     assert rule.accelerators == ()  # no share asked: nobody asks for the fat nodes' GPUs
+    scaled = rule_for_system(kit, proc_scale=0.28)
+    assert scaled.request(_job("4", 25), types) == (1, {"core": 7})  # 7.000000000000001: 7
+    assert rule_for_system(kit, proc_scale=0.1).request(_job("5", 1), types) == (1, {"core": 1})
 
 
 def test_accelerator_requests_are_a_stable_share_of_the_small_jobs() -> None:
