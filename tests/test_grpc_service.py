@@ -77,10 +77,13 @@ def test_the_request_deadline_caps_the_search(client: DispatcherClient) -> None:
     request = snapshot_to_pb(synthetic_snapshot(PRESETS["kit-forhlr2"], 100, 0.7, seed=5))
     request.dispatcher = pb.DISPATCHER_PCP20
     request.search.profile = "papers"  # δ = 1 s ... δmax = 16 s
+    # Uncapped, the papers' policy gives at least δ + 2δ = 3 s of attempts (k = 2 unchanged
+    # objectives). The deadline leaves 0.5 s of margin on top of 2 s for a loaded machine.
     started = time.monotonic()
-    response = client.dispatch(request, timeout=2.0)
-    assert time.monotonic() - started < 2.0
-    assert sum(a.time_limit_ms for a in response.report.attempts) < 2000
+    response = client.dispatch(request, timeout=2.5)
+    assert time.monotonic() - started < 2.5
+    assert len(response.report.attempts) >= 1
+    assert sum(a.time_limit_ms for a in response.report.attempts) < 2500
 
 
 def _violations(call: Callable[[], object]) -> tuple[grpc.StatusCode, list[str]]:

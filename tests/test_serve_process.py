@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -19,15 +20,24 @@ from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+from tests.observability import scrape_text, value
 
 CLI = [sys.executable, "-m", "hpcdispatch"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def test_sigterm_finishes_the_decision_in_flight_after_health_goes_not_serving(
     tmp_path: Path,
 ) -> None:
     config = tmp_path / "server.yaml"
-    config.write_text("default_dispatcher: pcp20\nworkers: 2\ngrace_seconds: 20\n")
+    metrics_port = free_port()
+    config.write_text("default_dispatcher: pcp20\nworkers: 2\ngrace_seconds: 20\n"
+                      f"metrics_port: {metrics_port}\n")
     # Port 0: the server picks a free port and logs it ("serving", port=N).
     env = {**os.environ, "HPCDISPATCH_LISTEN": "127.0.0.1:0", "HPCDISPATCH_LOG_FORMAT": "json"}
     proc = subprocess.Popen([*CLI, "serve", "--config", str(config)], env=env,
@@ -60,7 +70,12 @@ def test_sigterm_finishes_the_decision_in_flight_after_health_goes_not_serving(
 
         worker = threading.Thread(target=call)
         worker.start()
-        time.sleep(0.5)
+        # SIGTERM once the server counts the decision as in progress (however loaded the
+        # machine, a fixed sleep could signal before the request arrived or after it ended).
+        deadline = time.monotonic() + 20
+        while value(scrape_text(metrics_port), "hpcdispatch_decisions_in_progress") < 1:
+            assert time.monotonic() < deadline and worker.is_alive(), "decision never in flight"
+            time.sleep(0.02)
         proc.send_signal(signal.SIGTERM)
         with grpc.insecure_channel(target) as channel:
             statuses = set()
