@@ -27,7 +27,9 @@ class ServerConfig:
     max_message_bytes: int = 256 * 1024 * 1024  # largest request / response
     max_decision_seconds: float = 60.0  # cap when the caller sets no deadline
     default_dispatcher: str = "pcp20"  # fcfs | easy | hcp19 | pcp19 | pcp20
-    default_predictor: str = "walltime"  # walltime | last-two | data-driven | oracle
+    # walltime | last-two | data-driven | oracle. data-driven: best for pcp20 in every benchmark
+    # (BENCHMARKS.md §4); with no completions reported it predicts the requested time.
+    default_predictor: str = "data-driven"
     default_profile: str = "fast"  # papers | fast
     solver_workers: int = 1  # CP-SAT search workers per decision
     predictor_store: str | None = None  # SQLite file of the predictors' knowledge base

@@ -49,11 +49,20 @@ def test_every_dispatcher_answers_with_a_checked_decision(
         job = next(j for j in request.queued_jobs if j.id == start.job_id)
         assert len(start.units) == job.units
         assert all(dict(u.amounts) == dict(job.unit_request) for u in start.units)
-        assert start.expected_duration == job.requested_time  # wall-time predictor default
+        # the default predictor, data-driven, with no completion reported yet: requested time
+        assert start.expected_duration == job.requested_time
     if dispatcher in (pb.DISPATCHER_PCP20, pb.DISPATCHER_HCP19, pb.DISPATCHER_PCP19):
         assert report.attempts and report.attempts[0].time_limit_ms == 100
         assert report.model_variables > 0 and report.model_constraints > 0
         assert report.HasField("objective")
+
+
+def test_defaults_are_the_benchmarked_ones(client: DispatcherClient) -> None:
+    """pcp20, fast and data-driven: the defaults BENCHMARKS.md §4.6 argues for."""
+    described = client.describe()
+    assert described.default_dispatcher == pb.DISPATCHER_PCP20
+    assert described.default_predictor == pb.PREDICTOR_DATA_DRIVEN
+    assert described.default_profile == "fast"
 
 
 def test_search_parameters_reach_the_restart_policy(client: DispatcherClient) -> None:

@@ -109,6 +109,7 @@ def test_fallbacks_and_failed_checks_are_counted(monkeypatch: pytest.MonkeyPatch
 def test_predictor_error_once_completions_arrive() -> None:
     with metrics_server() as server, DispatcherClient(server.target) as client:
         request = small_request(queued=40)
+        request.predictor = pb.PREDICTOR_WALLTIME  # the errors below are labelled by it
         response = client.dispatch(request)
         assert len(response.starts) >= 2
         queued = {j.id: j for j in request.queued_jobs}

@@ -92,10 +92,16 @@ def test_sigterm_finishes_the_decision_in_flight_after_health_goes_not_serving(
                     break
                 time.sleep(0.05)
         worker.join(timeout=30)
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError("server did not exit:\n" + "".join(lines)
+                                 + proc.communicate()[0]) from None
         assert "error" not in result, result
         response = result["response"]
         assert isinstance(response, pb.DispatchResponse) and response.starts
-        assert proc.wait(timeout=30) == 0
+        assert code == 0
         assert health_pb2.HealthCheckResponse.NOT_SERVING in statuses or statuses == set()
         client.close()
     finally:
