@@ -38,9 +38,11 @@ class Ratios(TypedDict):
     same_host: bool | None  # the reference ran on the same host (decision times comparable)
 
 
-def reference_key(cell: CellSpec) -> tuple[str, str | None, str]:
-    """Cells sharing this key are compared with the same EASY run."""
-    return cell["trace"], cell["system"], cell["predictor"]
+def reference_key(cell: CellSpec) -> tuple[str, str | None, str, float, float]:
+    """Cells sharing this key are compared with the same EASY run: same trace, system,
+    predictor and workload rule (campaigns before the rule's knobs lack them: 1 and 0)."""
+    return (cell["trace"], cell["system"], cell["predictor"],
+            float(cell.get("proc_scale", 1.0)), float(cell.get("accelerator_share", 0.0)))
 
 
 def _value(summary: dict[str, Any] | None, group: str, stat: str) -> float | None:
