@@ -16,8 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-DISPATCHER_ORDER = ("fcfs", "easy", "hcp19", "pcp19", "pcp20")
-
+from benchmarks.campaign_report import DISPATCHER_ORDER
 
 METRICS = (  # key (its std: key + "_std"), axis label, log scale, file name
     ("sld", "mean slowdown, ± std", True, "campaign_slowdown.png"),

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from benchmarks.campaign_cells import CellResult, CellSpec
+from hpcdispatch.sim_adapter.adapter import DEFAULT, DISPATCHERS
 
 REFERENCE = "easy"
 NO_SEARCH = ("fcfs", "easy")  # dispatchers a search profile does not apply to
@@ -206,7 +207,9 @@ def campaign_markdown(document: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-DISPATCHER_ORDER = ("fcfs", "easy", "hcp19", "pcp19", "pcp20")
+# Table and figure columns: the contract's order of the dispatchers (baselines first).
+DISPATCHER_ORDER = tuple(name for name, kind in sorted(DISPATCHERS.items(), key=lambda kv: kv[1])
+                         if name != DEFAULT)
 
 
 def matrix_lines(entries: Sequence[dict[str, Any]]) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,15 +19,9 @@ from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS
 from hpcdispatch.v1 import dispatcher_pb2 as pb
-from tests.observability import scrape_text, value
+from tests.observability import free_port, scrape_text, value
 
 CLI = [sys.executable, "-m", "hpcdispatch"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_sigterm_finishes_the_decision_in_flight_after_health_goes_not_serving(
