@@ -21,6 +21,9 @@ ENV_PREFIX = "HPCDISPATCH_"
 class ServerConfig:
     listen: str = "127.0.0.1:50051"  # host:port; port 0 picks a free port
     workers: int = 4  # gRPC worker threads; decisions may use workers - 1 of them
+    # Decisions solved at the same time (others wait for a slot while their deadline allows);
+    # 0: the number of CPUs this process may use.
+    decision_concurrency: int = 0
     max_nodes: int = 200_000  # nodes per snapshot
     max_jobs: int = 200_000  # running + queued jobs per snapshot
     max_units: int = 100_000  # units of one job

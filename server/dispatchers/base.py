@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
@@ -29,9 +30,15 @@ class SearchControl:
     deadline: float  # time.monotonic() value by which the decision must be ready
     first_fit: bool = False  # allocator of FCFS / EASY / HCP'19 (best fit otherwise)
     workers: int = 1  # CP-SAT search workers
+    # True once the caller is gone (gRPC cancellation, client disconnect): stop at once.
+    cancelled: Callable[[], bool] = field(default=lambda: False)
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
+
+    def should_stop(self) -> bool:
+        """The decision's time is up or nobody waits for it any more: abandon the work."""
+        return self.remaining() <= 0 or self.cancelled()
 
 
 @dataclass(frozen=True, slots=True)

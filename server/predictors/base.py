@@ -8,6 +8,7 @@ job and request. Reported completions go to the cluster's knowledge base once, t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
@@ -51,6 +52,15 @@ class DurationPredictor(Protocol):
     def learn(self, completion: Completion) -> None:
         """Record a finished job in the knowledge this predictor reads (if any)."""
         ...
+
+
+def predict_many(predictor: DurationPredictor, jobs: Sequence[JobFacts]) -> list[int]:
+    """d_i of every job of one decision, in order: the predictor's batched `predict_many` when
+    it has one (one look-up for the whole decision), else one `predict` per job."""
+    batched = getattr(predictor, "predict_many", None)
+    if batched is not None:
+        return list(batched(jobs))
+    return [predictor.predict(job) for job in jobs]
 
 
 def clamp(prediction: float, job: JobFacts) -> int:
