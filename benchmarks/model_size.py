@@ -9,15 +9,15 @@ Variable counts do not depend on the durations, so requested times stand in for 
 
 from __future__ import annotations
 
-import time
-
 from hpcdispatch.proto_convert import snapshot_from_pb
 from hpcdispatch.server.dispatchers import BY_NAME
 from hpcdispatch.server.dispatchers.cp_dispatch import CpDispatcher
 from hpcdispatch.server.dispatchers.cpsat_attempt import model_size
 from hpcdispatch.server.dispatchers.job_selection import select_for_model
 from hpcdispatch.server.dispatchers.problem import build_problem
-from hpcdispatch.server.dispatchers.solution import Solution
+from hpcdispatch.server.dispatchers.stopping import never
+from hpcdispatch.server.pipeline import predict_durations
+from hpcdispatch.server.predictors.walltime import WalltimePredictor
 from hpcdispatch.server.profiles import DEFAULT_PROFILE, resolve_settings
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
@@ -27,19 +27,16 @@ def model_variables(request: pb.DispatchRequest, name: str) -> int:
     dispatcher = BY_NAME[name]
     if not isinstance(dispatcher, CpDispatcher):
         raise ValueError(f"{name} builds no model")
-    problem = build_problem(
-        snapshot_from_pb(request),
-        {j.id: j.requested_time for j in request.queued_jobs},
-        {j.id: j.expected_duration if j.HasField("expected_duration") else j.requested_time
-         for j in request.running_jobs},
-    )
+    snapshot = snapshot_from_pb(request)
+    durations = predict_durations(snapshot, WalltimePredictor())  # the service's own stage
+    problem = build_problem(snapshot, durations.queued, durations.running)
     settings = resolve_settings(request.search, DEFAULT_PROFILE)
     selection = select_for_model(problem, settings.window, dispatcher.max_model_units)
     if not selection.considered:
         return 0
-    reservation, greedy, _ = dispatcher.incumbent(problem, selection, settings, False)
+    reservation = dispatcher.head_reservation(problem, selection, settings)
+    heuristic, _ = dispatcher.heuristic_plan(problem, selection.considered, reservation, False)
     formulation = dispatcher.formulate(
-        problem, selection.considered, time.monotonic() + 60,
-        Solution(greedy.starts, greedy.nodes), reservation,
+        problem, selection.considered, never, heuristic, reservation
     )
     return model_size(formulation.model)[0]

@@ -28,11 +28,11 @@ from pathlib import Path
 from benchmarks.model_size import model_variables
 from benchmarks.same_instances_sources import InstanceSet
 from hpcdispatch.client import DispatcherClient
-from hpcdispatch.server.catalog import DISPATCHER_NAMES
+from hpcdispatch.server.catalog import CP_DISPATCHER_NAMES, DISPATCHER_NAMES
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-CP_DISPATCHERS = ("hcp19", "pcp19", "pcp20")
-ALL_DISPATCHERS = ("fcfs", "easy", *CP_DISPATCHERS)
+CP_DISPATCHERS = CP_DISPATCHER_NAMES
+ALL_DISPATCHERS = tuple(DISPATCHER_NAMES)  # the baselines, then the CP dispatchers
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ printed as the first row of each size). PCP'19's model grows with the nodes;
 past the request deadline its build gives up and the heuristic answers (status HEURISTIC).
 
     python -m benchmarks.scale [--nodes 64,1000,10000,100000] [--seeds 3]
+    python -m benchmarks.scale --sessions --dispatchers easy,pcp20 --timeout 120
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 
 import grpc
 
+from benchmarks import scale_sessions
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.server.catalog import DISPATCHER_NAMES
@@ -37,7 +39,18 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--dispatchers", default="easy,hcp19,pcp19,pcp20")
     parser.add_argument("--timeout", type=float, default=30.0, help="request deadline, s")
+    parser.add_argument("--sessions", action="store_true",
+                        help="instead: session decisions next to full-snapshot Dispatch "
+                        "(benchmarks/scale_sessions.py) for each NODES:QUEUED of --cases")
+    parser.add_argument("--cases", default="10000:1000,100000:1000,10000:50000")
+    parser.add_argument("--repeats", type=int, default=3, help="decisions per case (--sessions)")
     args = parser.parse_args()
+    if args.sessions:
+        cases = [(int(n), int(q)) for n, q in (c.split(":") for c in args.cases.split(","))]
+        with embedded_server() as target:
+            scale_sessions.run(target, cases, args.dispatchers.split(","), args.repeats,
+                               args.timeout)
+        return
     print("| nodes | dispatcher | decision ms p50 | × EASY | server build ms | server solve ms |"
           " server total ms | variables | constraints | started | status |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

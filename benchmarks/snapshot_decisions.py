@@ -16,13 +16,13 @@ import time
 
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.proto_convert import snapshot_to_pb
-from hpcdispatch.server.catalog import DISPATCHER_NAMES
+from hpcdispatch.server.catalog import CP_DISPATCHER_NAMES, DISPATCHER_NAMES
 from hpcdispatch.server.embedded import embedded_server
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-ORDER = ["fcfs", "easy", "hcp19", "pcp19", "pcp20"]
+ORDER = list(DISPATCHER_NAMES)
 
 
 def main() -> None:
@@ -44,7 +44,7 @@ def main() -> None:
             ]
             easy_ms: float | None = None
             for name in args.dispatchers.split(","):
-                profiles = args.profiles.split(",") if name in ("hcp19", "pcp19", "pcp20") else [""]
+                profiles = args.profiles.split(",") if name in CP_DISPATCHER_NAMES else [""]
                 for profile in profiles:
                     rows = []
                     for request in requests:

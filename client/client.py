@@ -13,6 +13,7 @@ from types import TracebackType
 
 import grpc
 
+from hpcdispatch.client.session import DispatchSession
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 
@@ -24,7 +25,8 @@ def _service_config(attempts: int, initial_backoff: float, max_backoff: float) -
         {
             "methodConfig": [
                 {
-                    "name": [{"service": "hpcdispatch.v1.DispatcherService"}],
+                    "name": [{"service": "hpcdispatch.v1.DispatcherService"},
+                             {"service": "hpcdispatch.v1.SessionService"}],
                     "retryPolicy": {
                         "maxAttempts": max(2, min(attempts, 5)),
                         "initialBackoff": f"{initial_backoff}s",
@@ -74,6 +76,7 @@ class DispatcherClient:
         else:
             self._channel = grpc.secure_channel(target, credentials, options=options)
         self._stub = pb_grpc.DispatcherServiceStub(self._channel)
+        self._sessions = pb_grpc.SessionServiceStub(self._channel)
 
     def wait_ready(self, timeout: float = 10.0) -> None:
         """Block until the channel is connected; raises grpc.FutureTimeoutError."""
@@ -85,6 +88,16 @@ class DispatcherClient:
         """Ask for a decision. The deadline also caps the server's search."""
         return self._stub.Dispatch(
             request, timeout=self.timeout if timeout is None else timeout, wait_for_ready=True
+        )
+
+    def session(self, timeout: float | None = None) -> DispatchSession:
+        """A session for decisions on one cluster's successive snapshots: `decide(request)`
+        takes the full DispatchRequest, sends only what changed since the previous call and
+        resyncs on its own (hpcdispatch.client.session). Several sessions may share a client.
+        """
+        return DispatchSession(
+            self._sessions, self.timeout if timeout is None else timeout,
+            full_dispatch=lambda request, wait: self.dispatch(request, timeout=wait),
         )
 
     def report_completions(

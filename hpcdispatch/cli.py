@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -117,23 +118,73 @@ def _describe_error(exc: grpc.RpcError) -> str:
     return "\n".join(lines)
 
 
+class UsageError(Exception):
+    """A problem with the command's input or options, reported as one line (exit code 2)."""
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _os_error(path: str, exc: OSError) -> str:
+    """"x.json: No such file or directory" rather than a traceback."""
+    return f"{path}: {exc.strerror or type(exc).__name__}"
+
+
+def _read_snapshot(path: str | None) -> str:
+    """The snapshot's text: the file at `path`, or the bundled example."""
+    if not path:
+        return resources.files("hpcdispatch.examples").joinpath(EXAMPLE_SNAPSHOT).read_text(
+            encoding="utf-8")
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}): a snapshot is protobuf "
+                         "JSON") from exc
+    except OSError as exc:
+        raise UsageError(f"cannot read {_os_error(path, exc)}") from exc
+
+
+def _check_output(path: str) -> None:
+    """Fail before the call, not after it, when the decision could not be written."""
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise UsageError(f"--output {path}: is a directory")
+    if not parent.is_dir():
+        raise UsageError(f"--output {path}: directory {parent} does not exist")
+    if not os.access(target if target.exists() else parent, os.W_OK):
+        raise UsageError(f"--output {path}: permission denied")
+
+
 def _dispatch(args: argparse.Namespace) -> int:
+    try:
+        return _dispatch_checked(args)
+    except UsageError as exc:
+        print(f"hpcdispatch dispatch: {_one_line(exc)}", file=sys.stderr)
+        return 2
+
+
+def _dispatch_checked(args: argparse.Namespace) -> int:
     from hpcdispatch.client import DispatcherClient
 
-    credentials = _credentials(args)
+    try:
+        credentials = _credentials(args)
+    except OSError as exc:
+        raise UsageError(f"cannot read TLS file {_os_error(str(exc.filename), exc)}") from exc
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
     options = (
         [("grpc.ssl_target_name_override", args.tls_server_name)] if args.tls_server_name else []
     )
-    text = (
-        Path(args.snapshot).read_text(encoding="utf-8") if args.snapshot
-        else resources.files("hpcdispatch.examples").joinpath(EXAMPLE_SNAPSHOT).read_text()
-    )
+    if args.output:
+        _check_output(args.output)
+    text = _read_snapshot(args.snapshot)
     try:
         request = json_format.Parse(text, pb.DispatchRequest())
     except json_format.ParseError as exc:
-        print(f"hpcdispatch dispatch: {args.snapshot}: not a DispatchRequest: {exc}",
-              file=sys.stderr)
-        return 2
+        raise UsageError(f"{args.snapshot}: not a DispatchRequest in protobuf JSON: {exc}"
+                         ) from exc
     if args.dispatcher:
         request.dispatcher = pb.Dispatcher.ValueType(DISPATCHER_NAMES[args.dispatcher])
     with (
@@ -147,7 +198,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             return 1
     out = json_format.MessageToJson(response, indent=2, preserving_proto_field_name=True)
     if args.output:
-        Path(args.output).write_text(out + "\n", encoding="utf-8")
+        try:
+            Path(args.output).write_text(out + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write --output {_os_error(args.output, exc)}") from exc
     else:
         print(out)
     report = response.report

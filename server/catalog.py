@@ -1,36 +1,51 @@
-"""Names of dispatchers and predictors as used in configuration, CLI flags and logs."""
+"""Names of dispatchers, predictors and allocators, derived once from the contract's enums.
+
+The wire contract (`hpcdispatch.v1`) is the one list of what exists: `DISPATCHER_PCP20` is
+called `pcp20` in configuration, CLI flags, logs and metric labels, `PREDICTOR_LAST_TWO` is
+`last-two`. A value added to an enum gets its name here without another table to edit; the
+dispatcher and predictor registries are checked against these names by the tests.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-DISPATCHER_NAMES: dict[str, int] = {
-    "fcfs": pb.DISPATCHER_FCFS,
-    "easy": pb.DISPATCHER_EASY,
-    "hcp19": pb.DISPATCHER_HCP19,
-    "pcp19": pb.DISPATCHER_PCP19,
-    "pcp20": pb.DISPATCHER_PCP20,
-}
-PREDICTOR_NAMES: dict[str, int] = {
-    "walltime": pb.PREDICTOR_WALLTIME,
-    "last-two": pb.PREDICTOR_LAST_TWO,
-    "data-driven": pb.PREDICTOR_DATA_DRIVEN,
-    "oracle": pb.PREDICTOR_ORACLE,
-}
+
+def enum_names(enum: Any, prefix: str) -> dict[str, int]:
+    """{"pcp20": 5, ...}: every value but *_UNSPECIFIED, named without the prefix, in lower case
+    with dashes (the contract's `DISPATCHER_PCP20` -> `pcp20`)."""
+    return {
+        name.removeprefix(prefix).lower().replace("_", "-"): value
+        for name, value in enum.items()
+        if value
+    }
+
+
+DISPATCHER_NAMES: dict[str, int] = enum_names(pb.Dispatcher, "DISPATCHER_")
+PREDICTOR_NAMES: dict[str, int] = enum_names(pb.Predictor, "PREDICTOR_")
+ALLOCATOR_NAMES: dict[str, int] = enum_names(pb.Allocator, "ALLOCATOR_")
 DISPATCHER_BY_KIND = {v: k for k, v in DISPATCHER_NAMES.items()}
 PREDICTOR_BY_KIND = {v: k for k, v in PREDICTOR_NAMES.items()}
+# The model-based dispatchers (the papers' PCP'20, PCP'19, HCP'19), as opposed to the baselines.
+CP_DISPATCHER_NAMES: tuple[str, ...] = ("hcp19", "pcp19", "pcp20")
+
+
+def _lookup(table: dict[str, int], what: str, name: str) -> int:
+    try:
+        return table[name]
+    except KeyError:
+        raise ValueError(f"unknown {what} {name!r}; one of {sorted(table)}") from None
 
 
 def dispatcher_kind(name: str) -> int:
-    try:
-        return DISPATCHER_NAMES[name]
-    except KeyError:
-        known = sorted(DISPATCHER_NAMES)
-        raise ValueError(f"unknown dispatcher {name!r}; one of {known}") from None
+    return _lookup(DISPATCHER_NAMES, "dispatcher", name)
 
 
 def predictor_kind(name: str) -> int:
-    try:
-        return PREDICTOR_NAMES[name]
-    except KeyError:
-        raise ValueError(f"unknown predictor {name!r}; one of {sorted(PREDICTOR_NAMES)}") from None
+    return _lookup(PREDICTOR_NAMES, "predictor", name)
+
+
+def allocator_kind(name: str) -> int:
+    return _lookup(ALLOCATOR_NAMES, "allocator", name)

@@ -1,14 +1,18 @@
 """Server configuration: defaults < config file (YAML) < environment (HPCDISPATCH_*) < flags.
 
-Every key is documented in docs/configuration.md.
+Every key is documented in docs/configuration.md. `load_config` checks every value in one place
+(`config_problems`); an error names the key and the source its value came from.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import types
+import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,30 +43,159 @@ class ServerConfig:
     grace_seconds: float = 30.0  # SIGTERM: time in-flight decisions get to finish
     metrics_port: int | None = None  # Prometheus /metrics HTTP port; None or 0: off
     metrics_host: str | None = None  # address /metrics binds to; None: the host of `listen`
+    metrics_tls_cert: str | None = None  # PEM certificate chain of /metrics; with key: HTTPS
+    metrics_tls_key: str | None = None  # PEM private key of metrics_tls_cert
+    metrics_tls_client_ca: str | None = None  # PEM CA bundle; set: scrapers need a cert it signed
+    metrics_basic_auth_user: str | None = None  # set: /metrics needs HTTP basic auth
+    metrics_basic_auth_password_hash: str | None = None  # bcrypt hash of the user's password
     log_format: str = "auto"  # json | console | auto (console on a terminal, else json)
-    log_level: str = "info"  # debug | info | warning | error
+    log_level: str = "info"  # debug | info | warning | error | critical
     tls_cert: str | None = None  # PEM certificate chain of the server; with tls_key: TLS on
     tls_key: str | None = None  # PEM private key of the server
     tls_client_ca: str | None = None  # PEM CA bundle; set: clients must present a cert (mTLS)
+    # mTLS: client identities (certificate SAN DNS / URI entries or CN) allowed to call the
+    # service; empty: any certificate the client CA signed.
+    tls_client_identities: tuple[str, ...] = ()
+    # Sessions (SessionService) held at once; opening one more evicts the least recently used.
+    max_sessions: int = 16
+    session_idle_seconds: float = 900.0  # a session unused this long is forgotten, seconds
 
 
 NONE_WORDS = ("", "none", "None", "null")
+TRUE_WORDS = ("true", "yes", "1", "on")
+FALSE_WORDS = ("false", "no", "0", "off")
+LOG_FORMATS = ("auto", "json", "console")
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+DEFAULT_SOURCE = "default"
+# gRPC keeps message sizes in a C int.
+MAX_MESSAGE_BYTES_LIMIT = 2**31 - 1
 
 
-def _coerce(name: str, raw: Any, kind: Any) -> Any:
-    text = str(raw)
-    optional = str(kind).endswith("| None")
-    if optional and (raw is None or text in NONE_WORDS):
+def key_types() -> dict[str, Any]:
+    """Each key's type, resolved (`int`, `str | None`, `tuple[str, ...]`, ...)."""
+    return typing.get_type_hints(ServerConfig)
+
+
+def _is_optional(kind: Any) -> bool:
+    return isinstance(kind, types.UnionType) and type(None) in typing.get_args(kind)
+
+
+def _base(kind: Any) -> Any:
+    if _is_optional(kind):
+        return next(a for a in typing.get_args(kind) if a is not type(None))
+    return kind
+
+
+def _coerce(name: str, raw: Any, kind: Any, source: str = DEFAULT_SOURCE) -> Any:
+    """`raw` (YAML value, environment or flag text) as the key's type; errors name the source."""
+    where = f"{source}: configuration key {name!r}"
+    if _is_optional(kind) and (raw is None or str(raw) in NONE_WORDS):
         return None
-    base = str(kind).removesuffix("| None").strip()
+    base = _base(kind)
+    if base is bool:
+        word = str(raw).strip().lower()
+        if word in TRUE_WORDS:
+            return True
+        if word in FALSE_WORDS:
+            return False
+        raise ValueError(f"{where}: {raw!r} is not a boolean (true/false, yes/no, 1/0)")
+    if typing.get_origin(base) is tuple:
+        items = raw if isinstance(raw, list | tuple) else str(raw).replace(",", " ").split()
+        return tuple(str(item).strip() for item in items if str(item).strip())
+    if isinstance(raw, bool) and base in (int, float):
+        raise ValueError(f"{where}: {raw!r} is not a number")
     try:
-        if base in ("int", str(int)):
-            return int(text)
-        if base in ("float", str(float)):
-            return float(text)
+        if base is int:
+            return int(str(raw).strip())
+        if base is float:
+            return float(str(raw).strip())
     except ValueError as exc:
-        raise ValueError(f"configuration key {name!r}: {raw!r} is not a number") from exc
-    return text
+        raise ValueError(f"{where}: {raw!r} is not a number") from exc
+    if isinstance(raw, dict | list):
+        raise ValueError(f"{where}: expected a single value, got {raw!r}")
+    return str(raw)
+
+
+def _port(value: int, allow_zero: bool = True) -> bool:
+    return (0 if allow_zero else 1) <= value <= 65535
+
+
+def config_problems(config: ServerConfig) -> dict[str, str]:
+    """Key -> what is wrong with its value; empty when the configuration is valid."""
+    from hpcdispatch.server.catalog import DISPATCHER_NAMES, PREDICTOR_NAMES
+    from hpcdispatch.server.profiles import PROFILES
+
+    problems: dict[str, str] = {}
+
+    def check(key: str, ok: bool, message: str) -> None:
+        if not ok and key not in problems:
+            problems[key] = message
+
+    host, _, port = config.listen.rpartition(":")
+    check("listen", bool(host) and port.isdigit() and _port(int(port)),
+          f"{config.listen!r} is not host:port (port 0..65535; 0 picks a free one)")
+    check("workers", config.workers >= 2,
+          f"must be >= 2 (one thread stays free for health checks), got {config.workers}")
+    check("decision_concurrency", config.decision_concurrency >= 0,
+          f"must be >= 0 (0: the number of CPUs), got {config.decision_concurrency}")
+    for key in ("max_nodes", "max_jobs", "max_units", "solver_workers"):
+        value = getattr(config, key)
+        check(key, value >= 1, f"must be >= 1, got {value}")
+    check("max_message_bytes", 1024 <= config.max_message_bytes <= MAX_MESSAGE_BYTES_LIMIT,
+          f"must be between 1024 and 2^31 - 1, got {config.max_message_bytes}")
+    check("max_decision_seconds",
+          math.isfinite(config.max_decision_seconds) and config.max_decision_seconds > 0,
+          f"must be > 0 seconds, got {config.max_decision_seconds}")
+    check("max_sessions", config.max_sessions >= 1,
+          f"must be >= 1, got {config.max_sessions}")
+    check("session_idle_seconds",
+          math.isfinite(config.session_idle_seconds) and config.session_idle_seconds > 0,
+          f"must be > 0 seconds, got {config.session_idle_seconds}")
+    check("grace_seconds", math.isfinite(config.grace_seconds) and config.grace_seconds >= 0,
+          f"must be >= 0 seconds, got {config.grace_seconds}")
+    check("default_dispatcher", config.default_dispatcher in DISPATCHER_NAMES,
+          f"unknown dispatcher {config.default_dispatcher!r}; one of {sorted(DISPATCHER_NAMES)}")
+    check("default_predictor", config.default_predictor in PREDICTOR_NAMES,
+          f"unknown predictor {config.default_predictor!r}; one of {sorted(PREDICTOR_NAMES)}")
+    check("default_profile", config.default_profile in PROFILES,
+          f"unknown profile {config.default_profile!r}; one of {sorted(PROFILES)}")
+    check("log_format", config.log_format in LOG_FORMATS,
+          f"unknown log format {config.log_format!r}; one of {list(LOG_FORMATS)}")
+    check("log_level", config.log_level in LOG_LEVELS,
+          f"unknown log level {config.log_level!r}; one of {list(LOG_LEVELS)}")
+    if config.metrics_port is not None:
+        check("metrics_port", _port(config.metrics_port),
+              f"must be a TCP port 0..65535 (0: off), got {config.metrics_port}")
+    for prefix in ("", "metrics_"):
+        cert, key = getattr(config, f"{prefix}tls_cert"), getattr(config, f"{prefix}tls_key")
+        # Each pairing problem is reported on the key that is set (its source is known).
+        check(f"{prefix}tls_key", bool(cert) or not key, f"needs {prefix}tls_cert")
+        check(f"{prefix}tls_cert", bool(key) or not cert, f"needs {prefix}tls_key")
+        check(f"{prefix}tls_client_ca", not getattr(config, f"{prefix}tls_client_ca") or (
+            bool(cert and key)), f"needs {prefix}tls_cert and {prefix}tls_key")
+    check("tls_client_identities", not config.tls_client_identities or bool(config.tls_client_ca),
+          "needs tls_client_ca (identities come from client certificates)")
+    user, password_hash = config.metrics_basic_auth_user, config.metrics_basic_auth_password_hash
+    check("metrics_basic_auth_password_hash", bool(user) or not password_hash,
+          "needs metrics_basic_auth_user")
+    check("metrics_basic_auth_user", bool(password_hash) or not user,
+          "needs metrics_basic_auth_password_hash (a bcrypt hash)")
+    if password_hash:
+        check("metrics_basic_auth_password_hash",
+              password_hash.startswith(("$2a$", "$2b$", "$2y$")) and len(password_hash) == 60,
+              "must be a bcrypt hash ($2b$..., 60 characters), e.g. from `htpasswd -nBC 10 USER`")
+    return problems
+
+
+def validate_config(config: ServerConfig, sources: Mapping[str, str] | None = None) -> None:
+    """Raise ValueError listing every invalid key, each with the source of its value."""
+    problems = config_problems(config)
+    if problems:
+        lines = [
+            f"{(sources or {}).get(key, DEFAULT_SOURCE)}: configuration key {key!r}: {message}"
+            for key, message in problems.items()
+        ]
+        raise ValueError("invalid configuration:\n  " + "\n  ".join(lines))
 
 
 def load_config(
@@ -70,25 +203,33 @@ def load_config(
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> ServerConfig:
-    """Merge the sources; unknown keys are errors that name the key and the source."""
-    types = {f.name: f.type for f in fields(ServerConfig)}
+    """Merge the sources and check the result; unknown keys and invalid values are errors that
+    name the key and the source."""
+    types_ = key_types()
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     if file:
         data = yaml.safe_load(Path(file).read_text(encoding="utf-8")) or {}
         if not isinstance(data, dict):
             raise ValueError(f"{file}: expected a mapping of configuration keys")
         for key, raw in data.items():
             name = str(key).replace("-", "_")
-            if name not in types:
+            if name not in types_:
                 raise ValueError(f"{file}: unknown configuration key {key!r}")
-            values[name] = _coerce(name, raw, types[name])
+            values[name] = _coerce(name, raw, types_[name], file)
+            sources[name] = file
     for key, raw in (os.environ if env is None else env).items():
         if key.startswith(ENV_PREFIX):
             name = key[len(ENV_PREFIX) :].lower()
-            if name not in types:
+            if name not in types_:
                 raise ValueError(f"environment: unknown configuration variable {key}")
-            values[name] = _coerce(name, raw, types[name])
+            values[name] = _coerce(name, raw, types_[name], f"environment {key}")
+            sources[name] = f"environment {key}"
     for name, raw in (overrides or {}).items():
         if raw is not None:
-            values[name] = _coerce(name, raw, types[name])
-    return dataclasses.replace(ServerConfig(), **values)
+            flag = "--" + name.replace("_", "-")
+            values[name] = _coerce(name, raw, types_[name], f"flag {flag}")
+            sources[name] = f"flag {flag}"
+    config = dataclasses.replace(ServerConfig(), **values)
+    validate_config(config, sources)
+    return config

@@ -16,10 +16,10 @@ from wsgiref.simple_server import WSGIServer
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import start_http_server
 
 from hpcdispatch import __version__
 from hpcdispatch.server.catalog import DISPATCHER_BY_KIND, PREDICTOR_BY_KIND
+from hpcdispatch.server.metrics_http import BasicAuth, MetricsTls, start_metrics_http
 from hpcdispatch.server.rpc_wrap import (
     CLIENT_STREAM,
     UNARY,
@@ -122,8 +122,19 @@ class ServiceMetrics:
             "hpcdispatch_running_jobs", "Running jobs in the latest snapshot.", registry=r)
         self.decisions_in_progress = Gauge(
             "hpcdispatch_decisions_in_progress",
-            "Decisions being computed now (at most workers - 1; one more is refused with "
-            "RESOURCE_EXHAUSTED).", registry=r)
+            "Decisions being computed now (at most decision_concurrency).", registry=r)
+        self.decisions_waiting = Gauge(
+            "hpcdispatch_decisions_waiting",
+            "Decisions waiting for a slot in the admission queue.", registry=r)
+        self.decisions_refused = Counter(
+            "hpcdispatch_decisions_refused_total",
+            "Decisions refused by admission control (reason: deadline = could not be ready "
+            "before the caller's deadline, threads = all decision threads busy, cancelled = "
+            "the caller left while waiting).", ("reason",), registry=r)
+        self.decisions_abandoned = Counter(
+            "hpcdispatch_decisions_abandoned_total",
+            "Admitted decisions given up part-way because the caller left or the deadline "
+            "passed, by the stage they had reached.", ("stage",), registry=r)
         self.fallbacks = Counter(
             "hpcdispatch_fallback_decisions_total",
             "Decisions answered by the checked-safe fallback instead of the dispatcher asked "
@@ -139,9 +150,28 @@ class ServiceMetrics:
         self.predictions_pending = Gauge(
             "hpcdispatch_predictions_pending",
             "Started jobs whose prediction waits for their completion report.", registry=r)
+        self.predictor_store_fallbacks = Counter(
+            "hpcdispatch_predictor_store_fallbacks_total",
+            "Prediction batches made without reading the predictors' knowledge base, which was "
+            "unavailable (from the history read before; the requested time where none).",
+            ("cluster",), registry=r)
         self.predictions_evicted = Counter(
             "hpcdispatch_predictions_evicted_total",
             "Predictions dropped unmatched because the bounded memory was full.", registry=r)
+        self.sessions_open = Gauge(
+            "hpcdispatch_sessions_open", "Sessions held in memory (SessionService).", registry=r)
+        self.session_failures = Counter(
+            "hpcdispatch_session_failures_total",
+            "Session calls answered FAILED_PRECONDITION, each a resync for the caller (reason: "
+            "a SessionFailure name in lower case, e.g. sequence_gap).", ("reason",), registry=r)
+        self.sessions_forgotten = Counter(
+            "hpcdispatch_sessions_forgotten_total",
+            "Sessions dropped by the server (why: expired = idle too long, evicted = beyond "
+            "max_sessions).", ("why",), registry=r)
+        self.session_decision_seconds = Histogram(
+            "hpcdispatch_session_decision_seconds",
+            "Time from request to answer of a session call that decides (delta, decision).",
+            d, buckets=SECONDS_BUCKETS, registry=r)
         self._memory = prediction_memory
         self._predictions: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
         self._lock = threading.Lock()
@@ -173,6 +203,23 @@ class ServiceMetrics:
 
     def count_check_failure(self, dispatcher: int) -> None:
         self.check_failures.labels(dispatcher_label(dispatcher)).inc()
+
+    def count_refused(self, reason: str) -> None:
+        """reason: "deadline", "threads" or "cancelled"."""
+        self.decisions_refused.labels(reason).inc()
+
+    def count_session_failure(self, reason: int) -> None:
+        """reason: a pb.SessionFailure value."""
+        name = pb.SessionFailure.Name(pb.SessionFailure.ValueType(reason))
+        self.session_failures.labels(name.removeprefix("SESSION_FAILURE_").lower()).inc()
+
+    def count_abandoned(self, stage: str) -> None:
+        """stage: one of the pipeline's fixed stage names."""
+        self.decisions_abandoned.labels(stage).inc()
+
+    def count_predictor_store_fallback(self, cluster: str) -> None:
+        """A prediction batch went on without the (unavailable) knowledge base."""
+        self.predictor_store_fallbacks.labels(cluster).inc()
 
     # -- predictor error ----------------------------------------------------------------------
 
@@ -215,9 +262,12 @@ class ServiceMetrics:
         """The registry in Prometheus' text format."""
         return generate_latest(self.registry)
 
-    def start_http(self, host: str, port: int) -> int:
-        """Serve /metrics on host:port (port 0: a free one); returns the bound port."""
-        self._http, self._http_thread = start_http_server(port, host, self.registry)
+    def start_http(
+        self, host: str, port: int, tls: MetricsTls | None = None, auth: BasicAuth | None = None
+    ) -> int:
+        """Serve /metrics on host:port (port 0: a free one), over HTTPS with `tls`, behind basic
+        auth with `auth`; returns the bound port."""
+        self._http, self._http_thread = start_metrics_http(self.registry, host, port, tls, auth)
         return int(self._http.server_port)
 
     def stop_http(self) -> None:

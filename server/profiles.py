@@ -41,4 +41,7 @@ def resolve_settings(search: pb.SearchParameters, default_profile: str) -> Searc
         protect_head=(
             search.protect_head if search.HasField("protect_head") else base.protect_head
         ),
+        deterministic=(
+            search.deterministic if search.HasField("deterministic") else base.deterministic
+        ),
     )

@@ -1,7 +1,8 @@
-"""The δ / 2δ / δmax restart policy with solver-state awareness (CP 2019, DESIGN.md §4).
+"""The δ / 2δ / δmax restart policy with solver-state awareness (CP 2019).
 
-Engine-agnostic: `attempt(limit_seconds, incumbent)` runs one solver attempt and reports its
-status and best solution. The policy decides whether to try again with a doubled limit:
+Engine-agnostic: `attempt(limit_seconds, best_so_far)` runs one solver attempt, started from
+the best solution found so far (None before the first), and reports its status and best
+solution. The policy decides whether to try again with a doubled limit:
 
 1. the first attempt gets δ; the best solution found within the limit is the decision;
 2. while no solution has been found, retry with 2δ, 4δ, ... as long as the limit is <= δmax;
@@ -9,10 +10,21 @@ status and best solution. The policy decides whether to try again with a doubled
    after a proof of optimality the search stops;
 4. once a solution exists, the policy stops when the best objective has stayed the same over
    k consecutive attempts (the attempt that found it counts as the first). With k = 1 the
-   first solution is final; with k = 2 one more attempt, from the incumbent, must improve it
-   for the search to go on. Attempts that find nothing before any solution exists are
+   first solution is final; with k = 2 one more attempt, from the best solution, must improve
+   it for the search to go on. Attempts that find nothing before any solution exists are
    governed by δmax alone.
-The caller's deadline caps everything: an attempt never gets more than the time left.
+
+The caller's deadline caps everything: an attempt never gets more than the time left, and no
+attempt starts once the caller has gone (`cancelled`).
+
+Limits are wall-clock milliseconds, or, with `SearchSettings.deterministic`, milliseconds of
+the solver's deterministic time (CP-SAT's work measure, the same on an idle and on a loaded
+machine): the same snapshot then gets the same attempts and the same decision. The deadline
+stays wall-clock: a deterministic attempt it cuts short, or a restart it prevents, makes the
+decision depend on the machine's speed again (`PolicyResult.deadline_cut`).
+
+This module holds the policy's own types and imports no dispatcher, so that the dispatchers
+(and their shared interface, `dispatchers.base`) can depend on it and not the other way round.
 """
 
 from __future__ import annotations
@@ -22,7 +34,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from hpcdispatch.server.dispatchers.base import AttemptRecord, SearchSettings
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 S = TypeVar("S")
@@ -31,11 +42,42 @@ S = TypeVar("S")
 MIN_ATTEMPT_SECONDS = 0.005
 
 
+@dataclass(frozen=True, slots=True)
+class SearchSettings:
+    """The restart policy's δ, δmax (ms) and k, and the window m of the papers' reductions
+    (at most m jobs, the highest-priority ones that fit now, enter a model)."""
+
+    profile: str
+    delta_ms: int
+    delta_max_ms: int
+    k: int
+    window: int
+    stall_ms: int = 0  # end an attempt this long after its last improvement; 0 = never
+    protect_head: bool = False  # EASY-like reservation for the oldest job that cannot start
+    # δ and δmax in deterministic milliseconds, one worker, a fixed seed, no stall rule.
+    deterministic: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One solver attempt as the decision report shows it."""
+
+    time_limit_ms: int  # wall-clock or deterministic milliseconds (SearchSettings.deterministic)
+    status: int  # pb.SolveStatus
+    wall_seconds: float
+    objective: float | None
+    deadline_cut: bool = False  # a deterministic attempt stopped by the wall-clock deadline
+
+
 @dataclass(slots=True)
 class AttemptResult(Generic[S]):
+    """What one attempt found."""
+
     status: int  # pb.SolveStatus of this attempt
     solution: S | None
     objective: float | None  # total slowdown of `solution`
+    # A deterministic attempt that the wall-clock deadline stopped before its own limit.
+    deadline_cut: bool = False
 
 
 @dataclass(slots=True)
@@ -45,27 +87,46 @@ class PolicyResult(Generic[S]):
     objective: float | None = None
     status: int = pb.SOLVE_STATUS_UNKNOWN  # final status
     solve_seconds: float = 0.0
+    # The deadline prevented a restart, or stopped a deterministic attempt before its limit:
+    # with deterministic limits, the result is then no longer reproducible.
+    deadline_cut: bool = False
+
+
+def _never() -> bool:
+    return False
 
 
 def run_restart_policy(
     attempt: Callable[[float, S | None], AttemptResult[S]],
     settings: SearchSettings,
     deadline: float,
+    cancelled: Callable[[], bool] = _never,
 ) -> PolicyResult[S]:
+    """Run attempts until the policy stops, the deadline (time.monotonic()) passes, or
+    `cancelled()` says the caller is gone (checked before every attempt).
+
+    `attempt` gets its limit in seconds: wall-clock ones, capped by the time left, or with
+    `settings.deterministic` deterministic ones, and then it must stop at the deadline itself.
+    """
     result: PolicyResult[S] = PolicyResult()
     limit_ms = settings.delta_ms
     unchanged = 0  # consecutive attempts over which the best objective stayed the same
     while limit_ms <= settings.delta_max_ms:
         left = deadline - time.monotonic()
-        if left < MIN_ATTEMPT_SECONDS:
+        if cancelled():
             break
-        limit_s = min(limit_ms / 1000.0, left)
+        if left < MIN_ATTEMPT_SECONDS:
+            result.deadline_cut = True
+            break
+        limit_s = limit_ms / 1000.0 if settings.deterministic else min(limit_ms / 1000.0, left)
         started = time.monotonic()
         outcome = attempt(limit_s, result.best)
         wall = time.monotonic() - started
         result.solve_seconds += wall
+        result.deadline_cut |= outcome.deadline_cut
         result.attempts.append(
-            AttemptRecord(round(limit_s * 1000), outcome.status, wall, outcome.objective)
+            AttemptRecord(round(limit_s * 1000), outcome.status, wall, outcome.objective,
+                          outcome.deadline_cut)
         )
         if outcome.status == pb.SOLVE_STATUS_INFEASIBLE:
             result.status = pb.SOLVE_STATUS_INFEASIBLE
@@ -85,7 +146,7 @@ def run_restart_policy(
             unchanged += 1
         if outcome.status == pb.SOLVE_STATUS_OPTIMAL:
             if outcome.solution is not None and not improved and result.best is not None:
-                # Proven optimal at the incumbent's value: the incumbent is optimal too.
+                # Proven optimal at the best solution's value: that solution is optimal too.
                 result.status = pb.SOLVE_STATUS_OPTIMAL
             return result
         if result.best is not None and unchanged >= settings.k:

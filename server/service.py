@@ -2,29 +2,35 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
-import traceback
+from collections.abc import Callable
 
 import grpc
 import structlog
 
 from hpcdispatch import __version__
-from hpcdispatch.decision_check import check_decision
 from hpcdispatch.proto_convert import snapshot_from_pb
+from hpcdispatch.server.admission import DecisionAdmission, Refused
 from hpcdispatch.server.catalog import PREDICTOR_BY_KIND, dispatcher_kind, predictor_kind
 from hpcdispatch.server.config import ServerConfig
 from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.server.dispatchers.base import Outcome, SearchControl, SearchSettings
-from hpcdispatch.server.dispatchers.problem import NodeIndex, Problem, build_problem
+from hpcdispatch.server.dispatchers.problem import Problem
 from hpcdispatch.server.errors import abort_invalid_argument
 from hpcdispatch.server.metrics import ServiceMetrics, dispatcher_label, status_label
 from hpcdispatch.server.node_table import NodeTables
-from hpcdispatch.server.predictors.base import Completion, DurationPredictor, JobFacts
+from hpcdispatch.server.pipeline import DecisionAbandoned, DecisionResult, run_decision
+from hpcdispatch.server.predictors.base import Completion, JobFacts
+from hpcdispatch.server.predictors.completion_store import StoreUnavailable
 from hpcdispatch.server.predictors.registry import PredictorRegistry
 from hpcdispatch.server.profiles import DEFAULT_PROFILE, PROFILES, resolve_settings
-from hpcdispatch.server.validation import Violation, check_sizes, validate_dispatch_request
-from hpcdispatch.snapshot import Decision, JobStart, Snapshot
+from hpcdispatch.server.validation import (
+    check_sizes,
+    validate_completions,
+    validate_dispatch_request,
+)
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 
@@ -41,47 +47,12 @@ def predictor_name(kind: int) -> str:
     return PREDICTOR_BY_KIND.get(kind, str(kind))
 
 
-def queued_facts(job: pb.QueuedJob) -> JobFacts:
-    return JobFacts(
-        user=job.user, name=job.name, queue=job.queue, units=job.units,
-        unit_request=dict(job.unit_request), requested_time=job.requested_time,
-        actual_duration=job.actual_duration if job.HasField("actual_duration") else None,
-    )
-
-
-def running_facts(job: pb.RunningJob) -> JobFacts:
-    first = job.units[0].amounts if job.units else {}
-    return JobFacts(
-        user=job.user, name=job.name, queue="", units=len(job.units),
-        unit_request=dict(first), requested_time=job.requested_time,
-    )
-
-
-def corrected_duration(predicted: int, start: int, requested: int, t: int) -> int:
-    """d_i of a running job whose prediction may have been exceeded.
-
-    A job still running past its predicted end is, from then on, expected to run to its
-    requested time (Tsafrir, Etsion, Feitelson 2007 correct exceeded predictions upwards). Left
-    at the papers' `max(1, s_i + d_i - t)`, every such job looks one second from ending at every
-    decision, and the CP dispatchers keep planning around resources that do not free up.
-    """
-    if start + predicted > t:
-        return predicted
-    return max(predicted, requested)
-
-
-def decision_of(problem: Problem, outcome: Outcome) -> Decision:
-    return Decision(
-        time=problem.t,
-        starts=[
-            JobStart(
-                problem.jobs[i].id,
-                tuple(problem.node_ids[n] for n in nodes),
-                problem.jobs[i].duration,
-            )
-            for i, nodes in sorted(outcome.starts.items())
-        ],
-    )
+def cpu_count() -> int:
+    """CPUs this process may run on (its affinity, which containers and taskset restrict)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 class DispatcherService(pb_grpc.DispatcherServiceServicer):
@@ -95,8 +66,16 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         self.default_dispatcher = dispatcher_kind(config.default_dispatcher)
         self.default_predictor = predictor_kind(config.default_predictor)
         self.node_tables = NodeTables()
-        self.decision_slots = max(1, config.workers - 1)
-        self._decision_slots = threading.BoundedSemaphore(self.decision_slots)
+        # Decisions may hold all worker threads but one, which stays for health checks,
+        # DescribeService and completion reports; of those, `decision_concurrency` compute at
+        # once and the others wait in the admission queue while their deadline allows.
+        self.decision_threads = max(1, config.workers - 1)
+        self._decision_threads = threading.BoundedSemaphore(self.decision_threads)
+        self.admission = DecisionAdmission(
+            min(config.decision_concurrency or cpu_count(), self.decision_threads)
+        )
+        if metrics is not None:
+            metrics.decisions_waiting.set_function(lambda: self.admission.waiting)
         if config.default_profile not in PROFILES:
             raise ValueError(f"unknown default profile {config.default_profile!r}")
 
@@ -105,24 +84,21 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
     def Dispatch(
         self, request: pb.DispatchRequest, context: grpc.ServicerContext
     ) -> pb.DispatchResponse:
-        # Decisions may hold all worker threads but one, which stays for health checks,
-        # DescribeService and completion reports: a liveness probe must not wait behind a
-        # queue of slow decisions. One more decision is refused at once (clients retry it).
-        if not self._decision_slots.acquire(blocking=False):
-            log.warning("decision refused: all decision slots busy", slots=self.decision_slots)
+        # A liveness probe must not wait behind a queue of decisions: beyond workers - 1
+        # threads, a decision is refused at once (clients retry it with backoff).
+        if not self._decision_threads.acquire(blocking=False):
+            log.warning("decision refused: all decision threads busy",
+                        threads=self.decision_threads)
+            self._count_refusal("threads")
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                          f"{self.decision_slots} decisions in progress, the server's limit "
-                          "(workers - 1); retry with backoff")
-        if self.metrics is not None:
-            self.metrics.decisions_in_progress.inc()
+                          f"{self.decision_threads} decisions in progress or waiting, the "
+                          "server's limit (workers - 1); retry with backoff")
         try:
-            return self._dispatch(request, context)
+            return self._admit_and_dispatch(request, context)
         finally:
-            self._decision_slots.release()
-            if self.metrics is not None:
-                self.metrics.decisions_in_progress.dec()
+            self._decision_threads.release()
 
-    def _dispatch(
+    def _admit_and_dispatch(
         self, request: pb.DispatchRequest, context: grpc.ServicerContext
     ) -> pb.DispatchResponse:
         received = time.monotonic()
@@ -131,6 +107,43 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
             left - max(DEADLINE_MARGIN_SECONDS, DEADLINE_MARGIN_SHARE * left),
             self.config.max_decision_seconds,
         )
+        deadline = received + max(budget, 0.0)
+        kind = request.dispatcher or self.default_dispatcher
+
+        def cancelled() -> bool:
+            return not context.is_active()
+
+        try:
+            admitted = self.admission.enter(kind, deadline, cancelled)
+        except Refused as refused:
+            self._count_refusal("cancelled" if refused.cancelled else "deadline")
+            log.warning("decision refused", reason=str(refused), dispatcher=kind,
+                        waiting=self.admission.waiting)
+            context.abort(grpc.StatusCode.CANCELLED if refused.cancelled
+                          else grpc.StatusCode.RESOURCE_EXHAUSTED, str(refused))
+        if self.metrics is not None:
+            self.metrics.decisions_in_progress.inc()
+        finished = False
+        try:
+            response = self._dispatch(request, context, received, deadline, cancelled)
+            finished = True
+            return response
+        except DecisionAbandoned as abandoned:
+            if self.metrics is not None:
+                self.metrics.count_abandoned(abandoned.stage)
+            log.warning("decision abandoned", stage=abandoned.stage,
+                        cancelled=abandoned.cancelled)
+            context.abort(grpc.StatusCode.CANCELLED if abandoned.cancelled
+                          else grpc.StatusCode.DEADLINE_EXCEEDED, str(abandoned))
+        finally:
+            self.admission.leave(admitted, measure=finished)
+            if self.metrics is not None:
+                self.metrics.decisions_in_progress.dec()
+
+    def _dispatch(
+        self, request: pb.DispatchRequest, context: grpc.ServicerContext, received: float,
+        deadline: float, cancelled: Callable[[], bool],
+    ) -> pb.DispatchResponse:
         structlog.contextvars.bind_contextvars(
             snapshot_time=request.time, cluster=request.cluster or "default"
         )
@@ -151,20 +164,23 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         predictor_kind_ = request.predictor or self.default_predictor
         settings = resolve_settings(request.search, self.config.default_profile)
         assert table is not None and table.nodes is not None and table.index is not None
-        snapshot = snapshot_from_pb(request, table.nodes)
-        predictor = self.predictors.predictor(request.cluster or "default", predictor_kind_)
-        problem = self._problem(request, snapshot, predictor, table.index)
-
         control = SearchControl(
             settings=settings,
-            deadline=received + max(budget, 0.0),
+            deadline=deadline,
             first_fit=request.allocator == pb.ALLOCATOR_FIRST_FIT,
             workers=self.config.solver_workers,
+            cancelled=cancelled,
         )
-        outcome, decision, fallback_reason = self._decide(kind, problem, snapshot, control)
+        if control.should_stop():
+            raise DecisionAbandoned("convert", cancelled=cancelled())
+        snapshot = snapshot_from_pb(request, table.nodes)
+        predictor = self.predictors.predictor(request.cluster or "default", predictor_kind_)
+        result = run_decision(snapshot, kind, predictor, control, table.index)
+        self._count_fallback_of(kind, result)
+        outcome, problem = result.outcome, result.problem
         response = pb.DispatchResponse(time=request.time)
         queued = {j.id: j for j in request.queued_jobs}
-        for start in decision.starts:
+        for start in result.decision.starts:
             amounts = dict(queued[start.job_id].unit_request)
             response.starts.add(
                 job_id=start.job_id,
@@ -172,7 +188,7 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
                 units=[pb.UnitPlacement(node_id=n, amounts=amounts) for n in start.nodes],
             )
         self._report(response.report, kind, predictor_kind_, settings, problem, outcome)
-        response.report.fallback_reason = fallback_reason
+        response.report.fallback_reason = result.fallback_reason
         response.report.total_seconds = time.monotonic() - received
         report = response.report
         if self.metrics is not None:
@@ -191,64 +207,22 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
             attempts=len(outcome.attempts), variables=report.model_variables,
             constraints=report.model_constraints,
             build_s=round(outcome.build_seconds, 4), solve_s=round(outcome.solve_seconds, 4),
-            total_s=round(report.total_seconds, 4), fallback=fallback_reason or None,
+            total_s=round(report.total_seconds, 4), fallback=result.fallback_reason or None,
+            stages={k: round(v, 4) for k, v in result.stage_seconds.items()},
         )
         return response
 
-    def _problem(
-        self, request: pb.DispatchRequest, snapshot: Snapshot, predictor: DurationPredictor,
-        nodes: NodeIndex,
-    ) -> Problem:
-        queued = {j.id: predictor.predict(queued_facts(j)) for j in request.queued_jobs}
-        running = {
-            j.id: corrected_duration(
-                j.expected_duration if j.HasField("expected_duration")
-                else predictor.predict(running_facts(j)),
-                j.start_time, j.requested_time, request.time,
-            )
-            for j in request.running_jobs
-        }
-        return build_problem(snapshot, queued, running, nodes)
+    def _count_fallback_of(self, kind: int, result: DecisionResult) -> None:
+        if self.metrics is None:
+            return
+        for failed in result.check_failures:
+            self.metrics.count_check_failure(failed)
+        if result.fallback_code:
+            self.metrics.count_fallback(kind, result.fallback_code)
 
-    def _decide(
-        self, kind: int, problem: Problem, snapshot: Snapshot, control: SearchControl
-    ) -> tuple[Outcome, Decision, str]:
-        """Run the dispatcher; on an error or a decision that fails the check, fall back."""
-        reason = ""
-        try:
-            outcome = DISPATCHERS[kind].decide(problem, control)
-        except Exception as exc:  # a dispatcher bug must not cost the caller a decision
-            log.error("dispatcher failed", dispatcher=kind, error=repr(exc),
-                      trace=traceback.format_exc())
-            outcome, reason = None, f"dispatcher error: {exc!r}"
-            self._count_fallback(kind, "dispatcher_error")
-        if outcome is not None:
-            decision = decision_of(problem, outcome)
-            problems = check_decision(snapshot, decision)
-            if not problems:
-                return outcome, decision, reason
-            log.error("decision failed the independent check", dispatcher=kind,
-                      problems=problems[:10])
-            reason = f"decision failed the check: {problems[0]}"
-            self._count_check_failure(kind)
-            self._count_fallback(kind, "check_failed")
-        fallback = DISPATCHERS[pb.DISPATCHER_EASY].decide(problem, control)
-        fallback.status = pb.SOLVE_STATUS_FALLBACK
-        decision = decision_of(problem, fallback)
-        if check_decision(snapshot, decision):
-            log.critical("fallback decision failed the check; starting nothing")
-            self._count_check_failure(pb.DISPATCHER_EASY)
-            fallback.starts = {}
-            decision = Decision(problem.t)
-        return fallback, decision, reason
-
-    def _count_fallback(self, kind: int, reason: str) -> None:
+    def _count_refusal(self, reason: str) -> None:
         if self.metrics is not None:
-            self.metrics.count_fallback(kind, reason)
-
-    def _count_check_failure(self, kind: int) -> None:
-        if self.metrics is not None:
-            self.metrics.count_check_failure(kind)
+            self.metrics.count_refused(reason)
 
     @staticmethod
     def _report(
@@ -280,38 +254,42 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
     def ReportCompletions(
         self, request: pb.ReportCompletionsRequest, context: grpc.ServicerContext
     ) -> pb.ReportCompletionsResponse:
-        violations = []
-        for i, c in enumerate(request.completions):
-            if not c.job_id:
-                violations.append(Violation(f"completions[{i}].job_id", "must not be empty"))
-            if c.end_time < c.start_time:
-                violations.append(Violation(f"completions[{i}].end_time",
-                                            "must be >= start_time"))
-            if c.requested_time <= 0:
-                violations.append(Violation(f"completions[{i}].requested_time",
-                                            "must be > 0 seconds"))
+        # All or nothing: one invalid completion rejects the whole report, nothing is stored.
+        violations = validate_completions(request, self.config)
         if violations:
-            abort_invalid_argument(context, "invalid completions", violations[:100])
+            log.warning("invalid completions", completions=len(request.completions),
+                        violations=len(violations), first=violations[0].field)
+            abort_invalid_argument(
+                context, f"invalid completions: {len(violations)} problem(s), first: "
+                f"{violations[0].field}: {violations[0].description}; none stored", violations)
         cluster = request.cluster or "default"
-        if self.metrics is not None:
+        try:
+            accepted = self.predictors.learn(
+                cluster,
+                (
+                    Completion(
+                        job_id=c.job_id,
+                        facts=JobFacts(
+                            user=c.user, name=c.name, queue=c.queue, units=c.units,
+                            unit_request=dict(c.unit_request), requested_time=c.requested_time,
+                        ),
+                        start_time=c.start_time,
+                        end_time=c.end_time,
+                    )
+                    for c in request.completions
+                ),
+            )
+        except StoreUnavailable as exc:
+            # Not acknowledged: the client retries UNAVAILABLE, and storing is idempotent.
+            log.error("completions not stored: knowledge base unreachable", cluster=cluster,
+                      completions=len(request.completions), error=str(exc))
+            context.abort(grpc.StatusCode.UNAVAILABLE,
+                          f"the predictors' knowledge base is unreachable, none of the "
+                          f"{len(request.completions)} completions stored; retry")
+        if self.metrics is not None:  # once stored, so a retried report is not counted twice
             self.metrics.observe_completions(
                 cluster, ((c.job_id, c.start_time, c.end_time) for c in request.completions)
             )
-        accepted = self.predictors.learn(
-            cluster,
-            (
-                Completion(
-                    job_id=c.job_id,
-                    facts=JobFacts(
-                        user=c.user, name=c.name, queue=c.queue, units=c.units,
-                        unit_request=dict(c.unit_request), requested_time=c.requested_time,
-                    ),
-                    start_time=c.start_time,
-                    end_time=c.end_time,
-                )
-                for c in request.completions
-            ),
-        )
         return pb.ReportCompletionsResponse(accepted=accepted)
 
     def DescribeService(

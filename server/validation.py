@@ -7,6 +7,7 @@ use the proto field names, e.g. `queued_jobs[3].unit_request["gpu"]`.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hpcdispatch.server.config import ServerConfig
@@ -225,21 +226,10 @@ def _check_queued(
         if job.submit_time > request.time:
             out.add(f"{path}.submit_time", f"{job.submit_time} is after the snapshot time "
                     f"{request.time}")
-        if job.units < 1:
-            out.add(f"{path}.units", f"must be >= 1, got {job.units}")
-        elif job.units > config.max_units:
-            out.add(f"{path}.units", f"{job.units} units exceed the limit of {config.max_units}")
+        _check_units(job.units, f"{path}.units", config.max_units, out)
         _check_time(job.submit_time, f"{path}.submit_time", out)
         _check_duration(job.requested_time, f"{path}.requested_time", out)
-        if not job.unit_request:
-            out.add(f"{path}.unit_request", "must request at least one resource type")
-        for resource, amount in job.unit_request.items():
-            if not 0 < amount <= MAX_AMOUNT:
-                out.add(f'{path}.unit_request["{resource}"]',
-                        f"must be > 0 and <= 2^40, got {amount}")
-            elif resource not in known_types:
-                out.add(f'{path}.unit_request["{resource}"]',
-                        f"no node has resource type {resource!r}")
+        _check_unit_request(job.unit_request, f"{path}.unit_request", known_types, out)
         if job.HasField("actual_duration"):
             _check_duration(job.actual_duration, f"{path}.actual_duration", out)
         elif request.predictor == pb.PREDICTOR_ORACLE and not job.HasField("actual_duration"):
@@ -256,3 +246,66 @@ def _check_id(job_id: str, kind: str, i: int, ids: Counter[str], out: _Collector
     ids[job_id] += 1
     if ids[job_id] == 2:
         out.add(f"{kind}[{i}].id", f"duplicate job id {job_id!r}")
+
+
+def _check_units(units: int, path: str, max_units: int, out: _Collector) -> None:
+    """rn_i: at least one unit, at most the server's `max_units`."""
+    if units < 1:
+        out.add(path, f"must be >= 1, got {units}")
+    elif units > max_units:
+        out.add(path, f"{units} units exceed the limit of {max_units}")
+
+
+def _check_unit_request(
+    unit_request: Mapping[str, int], path: str, known_types: set[str] | None, out: _Collector
+) -> None:
+    """One unit's request: named resource types, each amount in (0, 2^40]; with `known_types`,
+    only types some node has."""
+    if not unit_request:
+        out.add(path, "must request at least one resource type")
+    for resource, amount in unit_request.items():
+        if not 0 < amount <= MAX_AMOUNT:
+            out.add(f'{path}["{resource}"]', f"must be > 0 and <= 2^40, got {amount}")
+        elif not resource:
+            out.add(path, "resource type names must not be empty")
+        elif known_types is not None and resource not in known_types:
+            out.add(f'{path}["{resource}"]', f"no node has resource type {resource!r}")
+
+
+def validate_completions(
+    request: pb.ReportCompletionsRequest, config: ServerConfig
+) -> list[Violation]:
+    """Every violation of a completion report, checked as strictly as a snapshot's queued jobs.
+
+    A finished job needs its id and user (the predictors key on them), 1..`max_units` units, a
+    unit request like a queued job's, a requested time in (0, 2^31] s, start and end times
+    within ±2^40 s, and an actual run time (end - start) in [0, 2^31] s. The report is
+    all-or-nothing: the service stores none of it when any completion is invalid.
+    """
+    out = _Collector()
+    if len(request.completions) > config.max_jobs:
+        out.add("completions", f"{len(request.completions)} completions exceed the limit of "
+                f"{config.max_jobs} per report")
+        return out.items
+    for i, completion in enumerate(request.completions):
+        path = f"completions[{i}]"
+        if not completion.job_id:
+            out.add(f"{path}.job_id", "must not be empty")
+        if not completion.user:
+            out.add(f"{path}.user", "must not be empty")
+        _check_units(completion.units, f"{path}.units", config.max_units, out)
+        _check_unit_request(completion.unit_request, f"{path}.unit_request", None, out)
+        _check_duration(completion.requested_time, f"{path}.requested_time", out)
+        _check_time(completion.start_time, f"{path}.start_time", out)
+        _check_time(completion.end_time, f"{path}.end_time", out)
+        if completion.end_time < completion.start_time:
+            out.add(f"{path}.end_time", f"{completion.end_time} is before start_time "
+                    f"{completion.start_time}")
+        elif abs(completion.start_time) <= MAX_TIME and abs(completion.end_time) <= MAX_TIME:
+            run_time = completion.end_time - completion.start_time
+            if run_time > MAX_DURATION:
+                out.add(f"{path}.end_time", f"run time {run_time} s (end_time - start_time) is "
+                        "longer than 2^31 s")
+        if out.full:
+            break
+    return out.items

@@ -14,22 +14,17 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from hpcdispatch.client import DispatcherClient
+from hpcdispatch.server.catalog import ALLOCATOR_NAMES, DISPATCHER_NAMES, PREDICTOR_NAMES
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 DEFAULT = "default"  # leave the request field unset: the server's default
 
 
-def _names(enum: Any, prefix: str) -> dict[str, int]:
-    out = {DEFAULT: 0}
-    for name, value in enum.items():
-        if value:
-            out[name.removeprefix(prefix).lower().replace("_", "-")] = value
-    return out
-
-
-DISPATCHERS: dict[str, int] = _names(pb.Dispatcher, "DISPATCHER_")  # fcfs, easy, pcp20, ...
-PREDICTORS: dict[str, int] = _names(pb.Predictor, "PREDICTOR_")  # walltime, last-two, ...
-ALLOCATORS: dict[str, int] = _names(pb.Allocator, "ALLOCATOR_")  # best-fit, first-fit
+# Names as on the command line: the contract's names (hpcdispatch.server.catalog), and
+# "default" for the server's own choice (the request field left unset).
+DISPATCHERS: dict[str, int] = {DEFAULT: 0, **DISPATCHER_NAMES}  # fcfs, easy, pcp20, ...
+PREDICTORS: dict[str, int] = {DEFAULT: 0, **PREDICTOR_NAMES}  # walltime, last-two, ...
+ALLOCATORS: dict[str, int] = {DEFAULT: 0, **ALLOCATOR_NAMES}  # best-fit, first-fit
 DISPATCHER_BY_KIND = {v: k for k, v in DISPATCHERS.items()}
 PREDICTOR_BY_KIND = {v: k for k, v in PREDICTORS.items()}
 
@@ -50,6 +45,10 @@ class DispatchSettings:
     allocator: str = DEFAULT
     profile: str = ""  # search profile; empty = the server's default
     cluster: str = ""  # knowledge base name; empty = "default"
+    # SearchParameters.deterministic: CP search limits in deterministic time, so that a replay
+    # gives the same decisions on an idle and on a loaded machine (the service's own default
+    # is wall-clock limits).
+    deterministic: bool = True
 
     def template(self) -> pb.DispatchRequest:
         request = pb.DispatchRequest(
@@ -63,23 +62,39 @@ class DispatchSettings:
         )
         if self.profile:
             request.search.profile = self.profile
+        if self.deterministic:
+            request.search.deterministic = True
         return request
 
 
 class GrpcBackend:
-    """DispatchBackend over a DispatcherClient."""
+    """DispatchBackend over a DispatcherClient.
+
+    By default decisions go through a session (`DispatcherClient.session`): the service keeps
+    the replay's state and each call sends what changed since the previous one, resyncing on
+    its own; `full_snapshots` sends every snapshot whole with Dispatch instead. Both give the
+    same decisions.
+    """
 
     def __init__(self, client: DispatcherClient, cluster: str = "",
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, full_snapshots: bool = False) -> None:
         self.client = client
         self.cluster = cluster
         self.timeout = timeout
+        self.session = None if full_snapshots else client.session(timeout)
 
     def dispatch(self, request: pb.DispatchRequest) -> pb.DispatchResponse:
+        if self.session is not None:
+            return self.session.decide(request, timeout=self.timeout)
         return self.client.dispatch(request, timeout=self.timeout)
 
     def report_completions(self, completions: Sequence[pb.JobCompletion]) -> None:
         self.client.report_completions(completions, cluster=self.cluster, timeout=self.timeout)
+
+    def close(self) -> None:
+        """Close the session, if any (the service would forget it once idle anyway)."""
+        if self.session is not None:
+            self.session.close()
 
 
 @contextmanager

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,27 @@ def _add_simulate(sub: Any) -> None:
     p.add_argument("--charge-decision-time", action="store_true",
                    help="let each decision's wall time pass in simulated time")
     p.add_argument("--limit-jobs", type=int, help="replay only the first N cleaned jobs")
+    p.add_argument("--records", metavar="FIRST:LAST",
+                   help="replay only job records FIRST .. LAST-1 (0-based over the trace's job "
+                   "lines, as a Python slice)")
+    p.add_argument("--sequences", type=int, metavar="N",
+                   help="RLScheduler's protocol: replay N sequences of --sequence-length jobs, "
+                   "start indices drawn as its evaluation script draws them (--seed), each on "
+                   "an empty machine, and report mean ± std over them (predictor default: "
+                   "walltime, RLScheduler's estimates)")
+    p.add_argument("--sequence-length", type=int, default=1024, metavar="L",
+                   help="jobs per sequence (default: 1024)")
+    p.add_argument("--seed", type=int, default=1, metavar="S",
+                   help="seed of the sequence draws (default: 1, as RLScheduler's tables)")
+    p.add_argument("--repeats", type=int, default=1, metavar="R",
+                   help="replay each sequence R times (default: 1)")
+    p.add_argument("--wall-clock-search", action="store_true",
+                   help="CP search limits in wall-clock time, as the service does by default; "
+                   "without it a replay asks for deterministic limits, so its decisions do not "
+                   "depend on the machine's load")
     p.add_argument("--timeout", type=float, default=120.0, help="deadline per call, seconds")
+    p.add_argument("--full-snapshots", action="store_true",
+                   help="send every snapshot whole (Dispatch) instead of deltas to a session")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_simulate)
 
@@ -81,8 +102,10 @@ def _add_report(sub: Any) -> None:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
+    from hpcdispatch.sim_adapter.outputs import write_summary
     from hpcdispatch.sim_adapter.replay import RunSpec, bundled_trace, replay, safe_dirname
     from hpcdispatch.sim_adapter.report import comparison_table
+    from hpcdispatch.sim_adapter.sequences import aggregate_table
     from hpcdispatch.sim_adapter.simulator import SimulationError
     from hpcdispatch.sim_adapter.swf import SwfFormatError
 
@@ -92,25 +115,51 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.limit_jobs is not None and args.limit_jobs < 1:
         print("--limit-jobs must be >= 1", file=sys.stderr)
         return 2
+    if args.sequences is not None and args.records is not None:
+        print("--sequences and --records exclude each other", file=sys.stderr)
+        return 2
+    if args.repeats < 1:
+        print("--repeats must be >= 1", file=sys.stderr)
+        return 2
+    predictor = args.predictor
+    if args.sequences is not None and predictor == DEFAULT:
+        predictor = "walltime"  # RLScheduler's heuristics order and reserve by requested time
     summaries: list[dict[str, Any]] = []
     try:
+        selections = _selections(args, trace)
         with service_target(args.target) as target:
-            for dispatcher in dispatchers:
-                spec = RunSpec(
-                    trace=trace,
-                    settings=DispatchSettings(dispatcher=dispatcher, predictor=args.predictor,
-                                              allocator=args.allocator, profile=args.profile),
-                    system=args.system, unit_mode=args.unit_mode, proc_scale=args.proc_scale,
-                    accelerator_share=args.accelerator_share, limit_jobs=args.limit_jobs,
-                    charge_decision_time=args.charge_decision_time,
-                    progress=not args.no_progress, timeout=args.timeout,
-                )
-                run_dir = out / f"{len(summaries) + 1:02d}-{safe_dirname(dispatcher)}"
-                summary = replay(spec, target, run_dir)
-                summaries.append(summary)
-                print(f"{summary['label']}: {summary['jobs']} jobs, {summary['decisions']} "
-                      f"decisions, {summary['replay_seconds']:.1f} s -> {run_dir}",
-                      file=sys.stderr)
+            for d, dispatcher in enumerate(dispatchers, start=1):
+                for name, records, sequence in selections:
+                    for repeat in range(args.repeats):
+                        spec = RunSpec(
+                            trace=trace,
+                            settings=DispatchSettings(
+                                dispatcher=dispatcher, predictor=predictor,
+                                allocator=args.allocator, profile=args.profile,
+                                deterministic=not args.wall_clock_search,
+                            ),
+                            system=args.system, unit_mode=args.unit_mode,
+                            proc_scale=args.proc_scale,
+                            accelerator_share=args.accelerator_share,
+                            limit_jobs=args.limit_jobs,
+                            charge_decision_time=args.charge_decision_time,
+                            progress=not args.no_progress, timeout=args.timeout,
+                            full_snapshots=args.full_snapshots,
+                            records=records,
+                        )
+                        # One level below `out`, as `hpcdispatch report OUT` looks for runs.
+                        parts = [f"{d:02d}", safe_dirname(dispatcher), name,
+                                 f"repeat-{repeat + 1}" if args.repeats > 1 else ""]
+                        run_dir = out / "-".join(part for part in parts if part)
+                        summary = replay(spec, target, run_dir)
+                        if sequence is not None:
+                            summary["sequence"] = {**sequence, "repeat": repeat + 1}
+                            write_summary(run_dir / "summary.json", summary)
+                        summaries.append(summary)
+                        print(f"{summary['label']}{' ' + name if name else ''}: "
+                              f"{summary['jobs']} jobs, {summary['decisions']} decisions, "
+                              f"{summary['replay_seconds']:.1f} s -> {run_dir}",
+                              file=sys.stderr)
     except (SwfFormatError, ValueError, FileNotFoundError) as exc:
         print(f"hpcdispatch simulate: {exc}", file=sys.stderr)
         return 2
@@ -123,20 +172,43 @@ def run_simulate(args: argparse.Namespace) -> int:
           f"{first['cleaning']['kept']} jobs kept of {first['cleaning']['records']} records, "
           f"dropped {first['cleaning']['dropped_total']} in cleaning, "
           f"{sum(first['dropped_in_replay'].values())} in replay")
-    print(comparison_table(summaries))
+    if args.sequences is not None or args.repeats > 1:
+        print(aggregate_table(summaries))
+    else:
+        print(comparison_table(summaries))
     print(f"\nruns in {out}/; plots: hpcdispatch report {out}")
     return 0
 
 
+def _selections(
+    args: argparse.Namespace, trace: Path
+) -> list[tuple[str, Collection[int] | None, dict[str, int] | None]]:
+    """(run name suffix, records to replay, sequence description) per replay of a dispatcher."""
+    from hpcdispatch.sim_adapter.record_window import parse_window
+    from hpcdispatch.sim_adapter.sequences import draw_sequences
+
+    if args.records is not None:
+        return [("", parse_window(args.records), None)]
+    if args.sequences is None:
+        return [("", None, None)]
+    drawn = draw_sequences(trace, args.sequences, args.sequence_length, args.seed)
+    return [(f"seq{s.index + 1:02d}-start{s.start}", s.records, s.describe()) for s in drawn]
+
+
 def run_report(args: argparse.Namespace) -> int:
     from hpcdispatch.sim_adapter.report import comparison_table, find_runs, write_plots
+    from hpcdispatch.sim_adapter.sequences import aggregate_table
 
     try:
         runs = find_runs(args.runs)
     except FileNotFoundError as exc:
         print(f"hpcdispatch report: {exc}", file=sys.stderr)
         return 2
-    print(comparison_table([r.summary for r in runs]))
+    summaries = [r.summary for r in runs]
+    print(comparison_table(summaries))
+    if any("sequence" in s for s in summaries):
+        print()
+        print(aggregate_table(summaries))
     if not args.no_plots:
         first = args.runs[0]
         out = args.out or ((first if not (first / "summary.json").exists() else first.parent)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -18,6 +19,7 @@ from hpcdispatch.sim_adapter.adapter import (
     GrpcBackend,
 )
 from hpcdispatch.sim_adapter.outputs import RunRecorder, write_summary
+from hpcdispatch.sim_adapter.record_window import describe, iter_selected_jobs
 from hpcdispatch.sim_adapter.simulator import ReplayOptions, Simulator
 from hpcdispatch.sim_adapter.swf import CleaningStats, iter_jobs, read_header
 from hpcdispatch.sim_adapter.workload import UnitMode, resolve_system, rule_for_system
@@ -50,6 +52,9 @@ class RunSpec:
     charge_decision_time: bool = False
     progress: bool = False
     timeout: float = 120.0  # deadline of each call, seconds
+    full_snapshots: bool = False  # Dispatch with whole snapshots instead of a session
+    # Job records to replay (0-based over the file's job lines, record_window); None = all.
+    records: Collection[int] | None = None
 
 
 def _resolved(settings: DispatchSettings, described: Any) -> tuple[str, str]:
@@ -91,11 +96,19 @@ def replay(spec: RunSpec, target: str, out_dir: Path | None) -> dict[str, Any]:
         settings = DispatchSettings(
             dispatcher=spec.settings.dispatcher, predictor=spec.settings.predictor,
             allocator=spec.settings.allocator, profile=spec.settings.profile, cluster=cluster,
+            deterministic=spec.settings.deterministic,
         )
         recorder = RunRecorder(out_dir)
-        total = spec.limit_jobs if spec.limit_jobs is not None else header.max_records
+        total = spec.limit_jobs if spec.limit_jobs is not None else (
+            len(spec.records) if spec.records is not None else header.max_records
+        )
+        jobs = (
+            iter_jobs(spec.trace, cleaning, spec.limit_jobs) if spec.records is None
+            else iter_selected_jobs(spec.trace, spec.records, cleaning, spec.limit_jobs)
+        )
+        backend = GrpcBackend(client, cluster, spec.timeout, spec.full_snapshots)
         simulator = Simulator(
-            system, rule, GrpcBackend(client, cluster, spec.timeout), settings.template(),
+            system, rule, backend, settings.template(),
             recorder,
             ReplayOptions(
                 charge_decision_time=spec.charge_decision_time,
@@ -105,9 +118,10 @@ def replay(spec: RunSpec, target: str, out_dir: Path | None) -> dict[str, Any]:
             ),
         )
         try:
-            result = simulator.run(iter_jobs(spec.trace, cleaning, spec.limit_jobs))
+            result = simulator.run(jobs)
         finally:
             recorder.close()
+            backend.close()
     total_cores = sum(n.capacity.get("core", 0) for n in simulator.nodes)
     meta = {
         "label": label,
@@ -124,6 +138,8 @@ def replay(spec: RunSpec, target: str, out_dir: Path | None) -> dict[str, Any]:
         "profile": spec.settings.profile or described.default_profile,
         "charge_decision_time": spec.charge_decision_time,
         "limit_jobs": spec.limit_jobs,
+        "records": describe(spec.records) if spec.records is not None else None,
+        "deterministic_search": spec.settings.deterministic,
         "server_version": described.version,
     }
     summary = recorder.summary(

@@ -1,4 +1,4 @@
-"""Event-driven trace replay (DESIGN.md §6) against a dispatcher behind the gRPC contract.
+"""Event-driven trace replay against a dispatcher behind the gRPC contract (AccaSim's rules).
 
 At each time point the simulator first releases finished jobs, then admits submissions, then,
 if jobs are queued and something changed since the last call, asks the dispatcher once with

@@ -2,7 +2,7 @@
 
 Plain, `.gz` and `.xz` files are read line by line (generators), so a trace of any length needs
 memory for one record at a time. Cleaning follows the usual replay conventions
-(DESIGN.md §6, traces/README.md):
+(those of AccaSim and the Parallel Workloads Archive's SWF definition):
 
 - width = requested processors (field 8) when > 0, else allocated processors (field 5);
 - estimate = requested time (field 9) when > 0, else the run time (field 4), at least 1 s;
@@ -124,7 +124,7 @@ class TraceJob:
     run_time: int  # actual run time, seconds, >= 0
     width: int  # processors, > 0
     requested_time: int  # estimate used as the wall-time limit, seconds, >= 1
-    user: str  # "" when unknown
+    user: str  # UNKNOWN_USER when the record has none
     group: str
     executable: str
     queue: str
@@ -257,6 +257,10 @@ def iter_records(path: str | Path) -> Iterator[tuple[int, SwfRecord]]:
             yield lineno, parse_record(path, lineno, line)
 
 
+# The user of a record whose user id is -1: the service needs a user for every completion.
+UNKNOWN_USER = "unknown"
+
+
 def _label(value: int, prefix: str = "") -> str:
     return f"{prefix}{value}" if value >= 0 else ""
 
@@ -286,7 +290,7 @@ def clean_record(lineno: int, record: SwfRecord, stats: CleaningStats) -> TraceJ
         run_time=record.run_time,
         width=width,
         requested_time=max(1, estimate),
-        user=_label(record.user_id, "u"),
+        user=_label(record.user_id, "u") or UNKNOWN_USER,
         group=_label(record.group_id, "g"),
         executable=_label(record.executable, "app"),
         queue=_label(record.queue, "q"),

@@ -1,7 +1,8 @@
 """From SWF processors to job units rn_i, and from a trace header to a system.
 
 SWF records only a processor count per job. How those processors become the identical units
-of DESIGN.md §1 is a rule (`UnitRule`), chosen per replay:
+of the dispatching problem (rn_i units of req_i / rn_i each, one unit never spanning two
+nodes) is a rule (`UnitRule`), chosen per replay:
 
 - ``node`` (default): a job that fits in one node is one unit of its processors; a wider job
   becomes ceil(procs / cores_per_node) units of ceil(procs / units) cores each, i.e. units of

@@ -36,6 +36,9 @@ def _write(directory: Path, stem: str, cert: x509.Certificate, key: ec.EllipticC
 
 
 def _general_name(name: str) -> x509.GeneralName:
+    """An IP address, a URI (has "://", e.g. a SPIFFE id) or a DNS name."""
+    if "://" in name:
+        return x509.UniformResourceIdentifier(name)
     try:
         return x509.IPAddress(ipaddress.ip_address(name))
     except ValueError:
@@ -68,12 +71,20 @@ class CertificateAuthority:
 
     def issue(
         self, stem: str, common_name: str, *, server: bool,
-        names: tuple[str, ...] = ("localhost", "127.0.0.1"),
+        names: tuple[str, ...] | None = None, client_too: bool = False,
     ) -> Pem:
-        """A leaf certificate; server ones are valid for `names` (DNS names or IP addresses)."""
+        """A leaf certificate with subject CN `common_name` and subject alternative `names`
+        (DNS names, IP addresses or URIs); server ones default to localhost and 127.0.0.1,
+        client ones to no alternative name. `client_too`: a server certificate that is also
+        valid for client authentication (extended key usage serverAuth + clientAuth), as many
+        internal CAs issue them."""
+        if names is None:
+            names = ("localhost", "127.0.0.1") if server else ()
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
-        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
+        if server and client_too:
+            usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
         builder = (
             x509.CertificateBuilder()
             .subject_name(_name(common_name)).issuer_name(self.cert.subject)
@@ -82,9 +93,9 @@ class CertificateAuthority:
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=1))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         )
-        if server:
+        if names:
             builder = builder.add_extension(
                 x509.SubjectAlternativeName([_general_name(n) for n in names]), critical=False)
         return _write(self.directory, stem, builder.sign(self.key, hashes.SHA256()), key)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 
-from hpcdispatch.server.dispatchers import BY_NAME
+from hpcdispatch.server.catalog import DISPATCHER_NAMES
 from hpcdispatch.server.dispatchers.base import Outcome, SearchControl, SearchSettings
 from hpcdispatch.server.dispatchers.problem import Problem, build_problem
+from hpcdispatch.server.pipeline import predict_durations, run_decision
+from hpcdispatch.server.predictors.walltime import WalltimePredictor
 from hpcdispatch.snapshot import (
     Decision,
-    JobStart,
     Node,
     NodeState,
     QueuedJob,
@@ -45,29 +46,23 @@ def queued(
 
 
 def problem_of(snapshot: Snapshot) -> Problem:
-    return build_problem(
-        snapshot,
-        {q.id: q.requested_time for q in snapshot.queued},
-        {
-            r.id: r.expected_duration if r.expected_duration is not None else r.requested_time
-            for r in snapshot.running
-        },
-    )
+    """The problem the pipeline builds for `snapshot` with requested times as durations."""
+    durations = predict_durations(snapshot, WalltimePredictor())
+    return build_problem(snapshot, durations.queued, durations.running)
 
 
-def decide(name: str, snapshot: Snapshot, settings: SearchSettings = FAST) -> tuple[
-    Outcome, Decision
-]:
-    problem = problem_of(snapshot)
-    outcome = BY_NAME[name].decide(problem, SearchControl(settings, time.monotonic() + 30))
-    decision = Decision(
-        snapshot.time,
-        [
-            JobStart(problem.jobs[i].id, tuple(problem.node_ids[n] for n in nodes))
-            for i, nodes in outcome.starts.items()
-        ],
+def decide(
+    name: str, snapshot: Snapshot, settings: SearchSettings = FAST, allow_fallback: bool = False
+) -> tuple[Outcome, Decision]:
+    """Decide through the service's own pipeline (durations = requested times, unless the
+    caller gave them; the independent check; the fallback). A fallback means the dispatcher's
+    own decision was wrong: an error unless `allow_fallback`."""
+    result = run_decision(
+        snapshot, DISPATCHER_NAMES[name], WalltimePredictor(),
+        SearchControl(settings, time.monotonic() + 30),
     )
-    return outcome, decision
+    assert allow_fallback or not result.fallback_reason, result.fallback_reason
+    return result.outcome, result.decision
 
 
 def started(decision: Decision) -> set[str]:
@@ -81,7 +76,7 @@ class OverAllocating:
     kind = pb.DISPATCHER_FCFS
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
-        return Outcome(starts={j.index: [0] * j.units for j in problem.jobs},
+        return Outcome(placements={j.index: [0] * j.units for j in problem.jobs},
                        status=pb.SOLVE_STATUS_HEURISTIC)
 
 

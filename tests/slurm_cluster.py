@@ -1,7 +1,9 @@
 """A throw-away one-host Slurm cluster with emulated nodes, for integration tests.
 
 One slurmctld and one `slurmd -D -N nX` per node, all as root on loopback, configured in a
-temporary directory (DESIGN.md §8). Every daemon is started and stopped by process id.
+temporary directory (Slurm 22.05 from Debian: `NodeHostname=localhost`, one port per node,
+`SlurmdParameters=config_overrides`, `AuthType=auth/none`). Every daemon is started and
+stopped by process id.
 Usable from a shell too: `python tests/slurm_cluster.py /tmp/dir` starts a cluster and keeps
 it up until Ctrl-C.
 """

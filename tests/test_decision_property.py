@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hpcdispatch.decision_check import check_decision
+from hpcdispatch.server.catalog import DISPATCHER_NAMES
 from hpcdispatch.server.dispatchers.base import SearchSettings
 from hpcdispatch.snapshot import (
     Node,
@@ -65,7 +66,7 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
 
 @pytest.mark.parametrize(
     ("name", "search"),
-    [(n, QUICK) for n in ("fcfs", "easy", "hcp19", "pcp19", "pcp20")]
+    [(n, QUICK) for n in sorted(DISPATCHER_NAMES)]
     + [("hcp19", PROTECTED), ("pcp20", PROTECTED)],
 )
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import kubernetes_validate
 import pytest
@@ -42,8 +43,9 @@ def k8s_documents() -> list[dict[str, Any]]:
             for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
-def k8s_kind(kind: str) -> dict[str, Any]:
-    return next(d for d in k8s_documents() if d["kind"] == kind)
+def k8s_kind(kind: str, name: str = "hpcdispatch") -> dict[str, Any]:
+    return next(d for d in k8s_documents()
+                if d["kind"] == kind and d["metadata"]["name"] == name)
 
 
 def entrypoint_ports() -> tuple[int, int]:
@@ -65,7 +67,8 @@ def exported() -> set[str]:
         response = client.dispatch(request)
         start = response.starts[0]
         client.report_completions([pb.JobCompletion(
-            job_id=start.job_id, units=len(start.units), requested_time=3600,
+            job_id=start.job_id, user="u", units=len(start.units),
+            unit_request=dict(start.units[0].amounts), requested_time=3600,
             start_time=request.time, end_time=request.time + 60)])
         assert server.metrics_port
         return exported_names(scrape_text(server.metrics_port))
@@ -113,7 +116,7 @@ def test_dashboard_has_the_panels_operators_need() -> None:
 def test_compose_stack_is_wired() -> None:
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
     services = compose["services"]
-    assert {"hpcdispatch", "prometheus", "grafana"} <= services.keys()
+    assert {"hpcdispatch", "hpcdispatch-2", "postgres", "prometheus", "grafana"} <= services.keys()
     grpc_port, metrics_port = entrypoint_ports()
     assert {f"{grpc_port}:{grpc_port}", f"{metrics_port}:{metrics_port}"} <= set(
         services["hpcdispatch"]["ports"])
@@ -127,7 +130,7 @@ def test_compose_stack_is_wired() -> None:
     prometheus = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     targets = [t for job in prometheus["scrape_configs"] for c in job["static_configs"]
                for t in c["targets"]]
-    assert f"hpcdispatch:{metrics_port}" in targets
+    assert {f"hpcdispatch:{metrics_port}", f"hpcdispatch-2:{metrics_port}"} <= set(targets)
     # Grafana: the data source is that Prometheus; the dashboards folder is where it is mounted.
     datasources = yaml.safe_load(
         (DEPLOY / "grafana/provisioning/datasources/prometheus.yaml").read_text())["datasources"]
@@ -143,13 +146,33 @@ def test_compose_stack_is_wired() -> None:
     assert DELTA_MAX_SECONDS < config.grace_seconds < stop
 
 
+def test_compose_replicas_share_one_knowledge_base() -> None:
+    services = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]
+    replicas = [services["hpcdispatch"], services["hpcdispatch-2"]]
+    urls = {r["environment"]["HPCDISPATCH_PREDICTOR_STORE"] for r in replicas}
+    assert len(urls) == 1
+    url = urlsplit(urls.pop())
+    assert url.scheme == "postgresql" and url.password is None  # libpq reads PGPASSWORD
+    postgres = services["postgres"]
+    assert url.hostname == "postgres" and url.port == 5432
+    assert url.username == postgres["environment"]["POSTGRES_USER"]
+    assert url.path.lstrip("/") == postgres["environment"]["POSTGRES_DB"]
+    for replica in replicas:
+        assert replica["environment"]["PGPASSWORD"] == postgres["environment"]["POSTGRES_PASSWORD"]
+        assert replica["depends_on"]["postgres"]["condition"] == "service_healthy"
+    host_ports = [p.split(":")[0] for r in replicas for p in r["ports"]]
+    assert len(host_ports) == len(set(host_ports))  # the two replicas do not clash
+    assert "healthcheck" in postgres
+
+
 # -- Kubernetes ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_k8s_manifests_validate(version: str) -> None:
     documents = k8s_documents()
-    assert {d["kind"] for d in documents} >= {"Deployment", "Service", "ConfigMap"}
+    assert {d["kind"] for d in documents} >= {"Deployment", "Service", "ConfigMap", "Secret",
+                                              "StatefulSet"}
     for document in documents:
         kubernetes_validate.validate(document, version, strict=True)
 
@@ -197,6 +220,30 @@ def test_k8s_deployment_is_safe_to_run_and_stop(tmp_path: Path) -> None:
     assert any(m["mountPath"] == "/tmp" for m in container["volumeMounts"])
 
 
+def test_k8s_replicas_share_the_postgres_knowledge_base() -> None:
+    deployment = k8s_kind("Deployment")
+    assert deployment["spec"]["replicas"] >= 2
+    env = {e["name"]: e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    url = urlsplit(env["HPCDISPATCH_PREDICTOR_STORE"]["value"])
+    assert url.scheme == "postgresql" and url.password is None
+    database = k8s_kind("Service", "hpcdispatch-postgres")
+    assert url.hostname == database["metadata"]["name"]
+    assert url.port == database["spec"]["ports"][0]["port"]
+    statefulset = k8s_kind("StatefulSet", "hpcdispatch-postgres")
+    assert database["spec"]["selector"].items() <= (
+        statefulset["spec"]["template"]["metadata"]["labels"].items())
+    postgres = statefulset["spec"]["template"]["spec"]["containers"][0]
+    postgres_env = {e["name"]: e for e in postgres["env"]}
+    assert url.username == postgres_env["POSTGRES_USER"]["value"]
+    assert url.path.lstrip("/") == postgres_env["POSTGRES_DB"]["value"]
+    # One password, from one Secret, for the server and the replicas.
+    secret = k8s_kind("Secret", "hpcdispatch-postgres")
+    for reference in (env["PGPASSWORD"], postgres_env["POSTGRES_PASSWORD"]):
+        key = reference["valueFrom"]["secretKeyRef"]
+        assert key["name"] == secret["metadata"]["name"] and key["key"] in secret["stringData"]
+    assert statefulset["spec"]["volumeClaimTemplates"], "the history needs a persistent volume"
+
+
 def test_k8s_service_selects_the_pods() -> None:
     service = k8s_kind("Service")
     labels = k8s_kind("Deployment")["spec"]["template"]["metadata"]["labels"]
@@ -226,7 +273,7 @@ def test_configuration_reference_documents_every_key_and_flag() -> None:
     for field in dataclasses.fields(ServerConfig):
         documented = rows[field.name].split("|")[4].strip().strip("`")
         default = field.default
-        expected = ("not set" if default is None
+        expected = ("not set" if default is None or default == ()  # optional / empty list
                     else str(int(default)) if isinstance(default, float) and default.is_integer()
                     else str(default))
         assert documented == expected, field.name

@@ -3,25 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import pytest
 from ortools.sat.python import cp_model
 
 from hpcdispatch.decision_check import check_decision
+from hpcdispatch.server.catalog import CP_DISPATCHER_NAMES, DISPATCHER_NAMES
 from hpcdispatch.server.dispatchers import BY_NAME
+from hpcdispatch.server.dispatchers.cp_dispatch import CpDispatcher
 from hpcdispatch.server.dispatchers.cp_schedule import build_schedule_model
-from hpcdispatch.server.dispatchers.cpsat_attempt import model_size
+from hpcdispatch.server.dispatchers.cpsat_attempt import SolutionValues, model_size
 from hpcdispatch.server.dispatchers.greedy_schedule import greedy_schedule
 from hpcdispatch.server.dispatchers.problem import later_start_bounds
-from hpcdispatch.server.dispatchers.solution import Solution
+from hpcdispatch.server.dispatchers.stopping import never
 from hpcdispatch.server.profiles import PROFILES
 from hpcdispatch.snapshot import NodeState, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.instances import FAST, T, decide, node, problem_of, queued, running, started
 
-ALL = ["fcfs", "easy", "hcp19", "pcp19", "pcp20"]
-CP = ["hcp19", "pcp19", "pcp20"]
+ALL = sorted(DISPATCHER_NAMES)
+CP = list(CP_DISPATCHER_NAMES)
 
 
 def test_fcfs_stops_at_the_first_job_that_does_not_fit() -> None:
@@ -201,17 +202,17 @@ def test_a_job_not_started_now_waits_for_the_first_end() -> None:
     problem = problem_of(snap)
     assert later_start_bounds(problem, problem.jobs) == {0: 40, 1: 30, 2: 30}
     schedule = build_schedule_model(problem, problem.jobs, pooled=True)
-    for var in schedule.now:
+    for var in schedule.now_literals:
         schedule.model.add(var == 0)  # force every job out of t
     solver = cp_model.CpSolver()
     assert solver.solve(schedule.model) == cp_model.OPTIMAL
-    starts = schedule.starts_of(solver)
+    starts = schedule.start_offsets_of(SolutionValues(solver))
     assert all(starts[j.index] >= later_start_bounds(problem, problem.jobs)[j.index]
                for j in problem.jobs)
     # The list schedule (the hint of every attempt) keeps the same rule: a now on n2, b when
     # a ends, c when the running job ends.
-    greedy = greedy_schedule(problem, problem.jobs, exact_now=True)
-    assert greedy.starts == {0: 0, 1: 30, 2: 40}
+    greedy = greedy_schedule(problem, problem.jobs, exact_allocation_now=True)
+    assert greedy.start_offsets == {0: 0, 1: 30, 2: 40}
 
 
 @pytest.mark.parametrize("name", ["easy", *CP])
@@ -289,10 +290,10 @@ def _model_variables(name: str, snapshot: Snapshot) -> int:
     """Variables of the dispatcher's model for all queued jobs (built even where every job
     could start now, which the dispatcher itself answers without a model)."""
     problem = problem_of(snapshot)
-    greedy = greedy_schedule(problem, problem.jobs, exact_now=True)
-    formulation = BY_NAME[name].formulate(
-        problem, problem.jobs, time.monotonic() + 30, Solution(greedy.starts, greedy.nodes), None
-    )
+    heuristic = greedy_schedule(problem, problem.jobs, exact_allocation_now=True)
+    dispatcher = BY_NAME[name]
+    assert isinstance(dispatcher, CpDispatcher)
+    formulation = dispatcher.formulate(problem, problem.jobs, never, heuristic, None)
     return model_size(formulation.model)[0]
 
 

@@ -197,11 +197,13 @@ def test_a_snapshot_beyond_the_size_limits_is_rejected(server: RunningServer) ->
 
 
 def test_bad_completions_are_rejected(client: DispatcherClient) -> None:
-    bad = pb.JobCompletion(job_id="a", user="u", requested_time=10, start_time=50, end_time=40)
+    bad = pb.JobCompletion(job_id="a", user="u", units=1, unit_request={"core": 1},
+                           requested_time=10, start_time=50, end_time=40)
     code, fields = _violations(lambda: client.report_completions([bad]))
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert fields == ["completions[0].end_time"]
-    good = pb.JobCompletion(job_id="a", user="u", requested_time=10, start_time=40, end_time=50)
+    good = pb.JobCompletion(job_id="a", user="u", units=1, unit_request={"core": 1},
+                            requested_time=10, start_time=40, end_time=50)
     assert client.report_completions([good]) == 1
 
 
@@ -353,3 +355,44 @@ def test_health_is_answered_while_decisions_hold_every_decision_slot() -> None:
             assert client.dispatch(eurora_request(queued=5)).report.total_seconds > 0
     finally:
         running.stop(grace=1.0)
+
+
+@pytest.mark.parametrize(("method", "message_type"), [
+    ("/hpcdispatch.v1.DispatcherService/Dispatch", "hpcdispatch.v1.DispatchRequest"),
+    ("/hpcdispatch.v1.DispatcherService/ReportCompletions",
+     "hpcdispatch.v1.ReportCompletionsRequest"),
+    ("/grpc.health.v1.Health/Check", "grpc.health.v1.HealthCheckRequest"),
+])
+def test_undecodable_request_bytes_are_invalid_argument(
+    server: RunningServer, method: str, message_type: str
+) -> None:
+    """Bytes that are not a protobuf message of the method's type: the caller's error."""
+    with grpc.insecure_channel(server.target) as channel:
+        raw = channel.unary_unary(method, request_serializer=None, response_deserializer=None)
+        for garbage in (b"\xff\xff\xff\xff", b"\x0a\x05ab"):  # bad tag; truncated string
+            with pytest.raises(grpc.RpcError) as caught:
+                raw(garbage, timeout=10)
+            error = caught.value
+            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+            details = error.details()  # type: ignore[attr-defined]
+            assert f"could not be decoded as a {message_type} message" in details
+        # The same server still decodes well-formed bytes.
+        if method.endswith("/Check"):
+            reply = raw(health_pb2.HealthCheckRequest().SerializeToString(), timeout=10)
+            assert health_pb2.HealthCheckResponse.FromString(reply).status == (
+                health_pb2.HealthCheckResponse.SERVING)
+
+
+def test_undecodable_request_in_a_request_stream_is_invalid_argument(
+    server: RunningServer,
+) -> None:
+    """Reflection is a bidirectional stream: one bad message among good ones is refused."""
+    with grpc.insecure_channel(server.target) as channel:
+        raw = channel.stream_stream("/grpc.reflection.v1alpha.ServerReflection/"
+                                    "ServerReflectionInfo",
+                                    request_serializer=None, response_deserializer=None)
+        good = reflection_pb2.ServerReflectionRequest(list_services="").SerializeToString()
+        with pytest.raises(grpc.RpcError) as caught:
+            list(raw(iter([good, b"\xff\xff\xff\xff"]), timeout=10))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    assert "ServerReflectionRequest" in caught.value.details()  # type: ignore[attr-defined]

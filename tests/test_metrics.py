@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import math
+import ssl
+import urllib.error
+import urllib.request
 
+import bcrypt
 import grpc
 import pytest
 
@@ -11,6 +16,7 @@ from hpcdispatch.client import DispatcherClient
 from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.server.metrics import SECONDS_BUCKETS, ServiceMetrics, status_label
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+from tests.certificates import CertificateAuthority, Pem
 from tests.instances import Crashing, OverAllocating
 from tests.observability import metrics_server, samples, scrape_text, small_request, value
 
@@ -125,7 +131,8 @@ def test_predictor_error_once_completions_arrive() -> None:
                 end_time=request.time + actual,
             ))
         # One of them reported, plus a job the service never started.
-        stranger = pb.JobCompletion(job_id="never-started", units=1, requested_time=60,
+        stranger = pb.JobCompletion(job_id="never-started", user="u", units=1,
+                                    unit_request={"core": 1}, requested_time=60,
                                     start_time=0, end_time=30)
         client.report_completions([completions[0], stranger])
         assert server.metrics_port
@@ -174,3 +181,67 @@ def test_two_servers_in_one_process_keep_their_own_counts() -> None:
 def test_metrics_are_off_without_a_port(port: int | None) -> None:
     with metrics_server(metrics_port=port) as server:
         assert server.metrics_port is None
+
+
+# -- /metrics over HTTPS, with basic auth ----------------------------------------------------
+
+SCRAPE_USER = "prometheus"
+SCRAPE_PASSWORD = "scrape-secret"
+
+
+@pytest.fixture(scope="module")
+def metrics_pki(tmp_path_factory: pytest.TempPathFactory) -> tuple[Pem, Pem, Pem]:
+    """(CA, the endpoint's certificate, a scraper's client certificate)."""
+    ca = CertificateAuthority(tmp_path_factory.mktemp("metrics-pki"))
+    return (ca.pem, ca.issue("metrics", "localhost", server=True),
+            ca.issue("prometheus", "prometheus", server=False))
+
+
+def https_get(port: int, ca: Pem, user: str | None = None, password: str | None = None,
+              client: Pem | None = None) -> tuple[int, str]:
+    """GET https://127.0.0.1:port/metrics trusting `ca`: (HTTP status, body)."""
+    context = ssl.create_default_context(cafile=str(ca.cert))
+    if client is not None:
+        context.load_cert_chain(str(client.cert), str(client.key))
+    request = urllib.request.Request(f"https://127.0.0.1:{port}/metrics")
+    if user is not None:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=context) as reply:
+            return int(reply.status), reply.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_metrics_over_https_with_basic_auth(metrics_pki: tuple[Pem, Pem, Pem]) -> None:
+    ca, cert, _ = metrics_pki
+    password_hash = bcrypt.hashpw(SCRAPE_PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
+    with metrics_server(metrics_tls_cert=str(cert.cert), metrics_tls_key=str(cert.key),
+                        metrics_basic_auth_user=SCRAPE_USER,
+                        metrics_basic_auth_password_hash=password_hash) as server:
+        port = server.metrics_port
+        assert port
+        status, body = https_get(port, ca)
+        assert status == 401 and "basic auth" in body
+        assert https_get(port, ca, SCRAPE_USER, "wrong")[0] == 401
+        assert https_get(port, ca, "someone", SCRAPE_PASSWORD)[0] == 401
+        for _ in range(2):  # the second time from the verified-credentials memory
+            status, body = https_get(port, ca, SCRAPE_USER, SCRAPE_PASSWORD)
+            assert status == 200 and "hpcdispatch_build_info" in body
+        with pytest.raises(OSError):  # plain HTTP is not served (reset or refused)
+            scrape_text(port)
+
+
+def test_metrics_over_https_can_require_a_client_certificate(
+    metrics_pki: tuple[Pem, Pem, Pem],
+) -> None:
+    ca, cert, scraper = metrics_pki
+    with metrics_server(metrics_tls_cert=str(cert.cert), metrics_tls_key=str(cert.key),
+                        metrics_tls_client_ca=str(ca.cert)) as server:
+        port = server.metrics_port
+        assert port
+        with pytest.raises(OSError):  # URLError, SSLError, ConnectionResetError
+            https_get(port, ca)
+        status, body = https_get(port, ca, client=scraper)
+        assert status == 200 and "hpcdispatch_build_info" in body

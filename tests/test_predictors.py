@@ -1,20 +1,33 @@
-"""Duration predictors and their knowledge base, on hand-made histories."""
+"""Duration predictors, their knowledge base and its SQLite store, on hand-made histories."""
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from hpcdispatch.server.predictors.base import Completion, JobFacts
-from hpcdispatch.server.predictors.data_driven import DataDrivenPredictor, resemblance_rules
+from hpcdispatch.server.predictors.completion_store import (
+    CompletionRow,
+    StoredCompletion,
+    StoreUnavailable,
+)
+from hpcdispatch.server.predictors.data_driven import (
+    DataDrivenPredictor,
+    predict_from,
+    resemblance_rules,
+)
+from hpcdispatch.server.predictors.history_index import HistoryFilter
 from hpcdispatch.server.predictors.job_keys import name_prefix, request_shape
-from hpcdispatch.server.predictors.knowledge_base import HistoryFilter, KnowledgeBase
+from hpcdispatch.server.predictors.knowledge_base import KnowledgeBase
 from hpcdispatch.server.predictors.last_two import LastTwoPredictor
+from hpcdispatch.server.predictors.migrations import MIGRATIONS, Migration, SchemaTooNew
 from hpcdispatch.server.predictors.registry import PredictorRegistry
+from hpcdispatch.server.predictors.store_sqlite import SqliteStore
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 CLUSTER = "test"
@@ -58,8 +71,8 @@ def test_each_completion_is_stored_once(kb: KnowledgeBase) -> None:
 def test_clusters_keep_separate_histories(kb: KnowledgeBase) -> None:
     kb.record("a", [done("1", facts(), 100, 1_000)])
     kb.record("b", [done("1", facts(), 700, 1_000)])
-    assert kb.history("a").last_run_times(HistoryFilter(user="alice"), 5) == [100]
-    assert kb.history("b").last_run_times(HistoryFilter(user="alice"), 5) == [700]
+    assert kb.history("a").last_run_times(HistoryFilter(user="alice"), 2) == [100]
+    assert kb.history("b").last_run_times(HistoryFilter(user="alice"), 2) == [700]
     assert kb.count("c") == 0
 
 
@@ -70,15 +83,33 @@ def test_a_completion_ending_before_it_starts_stores_nothing(kb: KnowledgeBase) 
     assert kb.count(CLUSTER) == 0
 
 
+LATEST_FIRST = [
+    done("late", facts(), 30, 3_000),
+    done("early", facts(), 10, 1_000),
+    done("tie-first", facts(), 21, 2_000),
+    done("tie-second", facts(), 22, 2_000),
+]
+
+
 def test_latest_first_by_end_time_then_by_recording(kb: KnowledgeBase) -> None:
-    kb.record(CLUSTER, [
-        done("late", facts(), 30, 3_000),
-        done("early", facts(), 10, 1_000),
-        done("tie-first", facts(), 21, 2_000),
-        done("tie-second", facts(), 22, 2_000),
-    ])
-    run_times = kb.last_run_times(CLUSTER, HistoryFilter(user="alice"), limit=10)
-    assert run_times == [30, 22, 21, 10]
+    kb.record(CLUSTER, LATEST_FIRST[1:])
+    assert kb.last_run_times(CLUSTER, HistoryFilter(user="alice"), limit=2) == [22, 21]
+    kb.record(CLUSTER, LATEST_FIRST[:1])
+    assert kb.last_run_times(CLUSTER, HistoryFilter(user="alice"), limit=2) == [30, 22]
+
+
+def test_the_direct_query_orders_as_the_index_does() -> None:
+    store = SqliteStore()
+    store.record([CompletionRow.of(CLUSTER, c) for c in LATEST_FIRST])
+    assert store.last_run_times(CLUSTER, HistoryFilter(user="alice"), 10) == [30, 22, 21, 10]
+    store.close()
+
+
+def test_the_index_answers_only_the_filters_it_keeps(kb: KnowledgeBase) -> None:
+    with pytest.raises(ValueError, match="no key"):
+        kb.last_run_times(CLUSTER, HistoryFilter(name="n", shape="s"), 1)
+    with pytest.raises(ValueError, match="latest 2"):
+        kb.last_run_times(CLUSTER, HistoryFilter(user="u"), 3)
 
 
 @pytest.mark.parametrize(
@@ -91,8 +122,10 @@ def test_latest_first_by_end_time_then_by_recording(kb: KnowledgeBase) -> None:
         HistoryFilter(name_prefix="p"),
     ],
 )
-def test_every_lookup_walks_an_index_in_order(kb: KnowledgeBase, where: HistoryFilter) -> None:
-    plan = " / ".join(kb.query_plan(*kb.query(CLUSTER, where, 2)))
+def test_every_direct_lookup_walks_an_index_in_order(where: HistoryFilter) -> None:
+    store = SqliteStore()
+    plan = " / ".join(store.query_plan(*store.query(CLUSTER, where, 2)))
+    store.close()
     assert "USING INDEX" in plan, plan
     assert "TEMP B-TREE" not in plan, plan
 
@@ -104,12 +137,42 @@ def test_a_store_file_runs_in_wal_mode(tmp_path: Path) -> None:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_a_store_file_of_another_schema_version_is_refused(tmp_path: Path) -> None:
+def test_a_store_file_of_a_newer_schema_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "kb.sqlite"
+    SqliteStore(str(path)).close()
     with sqlite3.connect(path) as db:
-        db.execute("PRAGMA user_version=99")
-    with pytest.raises(RuntimeError, match="schema version 99"):
+        db.execute("INSERT INTO schema_version VALUES (99, 'from the future', 0)")
+    with pytest.raises(SchemaTooNew, match="schema version 99"):
         KnowledgeBase(str(path))
+
+
+def test_migrations_are_applied_once_and_in_order(tmp_path: Path) -> None:
+    path = str(tmp_path / "kb.sqlite")
+    store = SqliteStore(path)
+    assert store.schema_versions() == [m.version for m in MIGRATIONS] == [1]
+    store.record([CompletionRow.of(CLUSTER, done("1", facts(), 5, 10))])
+    store.close()
+    added = Migration(2, "a test column", "ALTER TABLE completions ADD COLUMN note TEXT",
+                      "ALTER TABLE completions ADD COLUMN note TEXT")
+    for _ in range(2):  # the second open finds version 2 applied and changes nothing
+        store = SqliteStore(path, migrations=[*MIGRATIONS, added])
+        assert store.schema_versions() == [1, 2]
+        assert store.count(CLUSTER) == 1
+        store.close()
+    with sqlite3.connect(path) as db:
+        assert "note" in [row[1] for row in db.execute("PRAGMA table_info(completions)")]
+
+
+def test_a_file_from_before_numbered_migrations_is_adopted(tmp_path: Path) -> None:
+    path = tmp_path / "kb.sqlite"
+    with sqlite3.connect(path) as db:  # the previous release: the table and user_version 1
+        for statement in MIGRATIONS[0].sqlite.split(";"):
+            db.execute(statement)
+        db.execute("INSERT INTO completions VALUES ('test', 'old', 'alice', 'app', 'app', "
+                   "'batch|1|core=4', 100, 0, 70, 70)")
+        db.execute("PRAGMA user_version=1")
+    with PredictorRegistry(store_path=str(path)) as registry:
+        assert registry.predictor(CLUSTER, pb.PREDICTOR_DATA_DRIVEN).predict(facts()) == 70
 
 
 def test_a_store_that_cannot_be_opened_is_named(tmp_path: Path) -> None:
@@ -318,3 +381,131 @@ def test_threads_learning_while_others_predict(tmp_path: Path, in_file: bool) ->
         for u in range(users):  # the last two run times are per_user and per_user - 1
             expected = round((per_user + per_user - 1) / 2)
             assert last_two.predict(facts(user=f"u{u}")) == expected
+
+
+# -- Batches, refreshes, the store unavailable ---------------------------------------------------
+
+
+class CountingStore:
+    """An SQLite store that counts reads and can be switched off (as if the server went away)."""
+
+    def __init__(self, path: str | None = None) -> None:
+        self.inner = SqliteStore(path)
+        self.location = self.inner.location
+        self.reads = 0
+        self.down = False
+
+    def record(self, rows: Sequence[CompletionRow]) -> int:
+        if self.down:
+            raise StoreUnavailable("switched off")
+        return self.inner.record(rows)
+
+    def rows_since(self, cluster: str, after_seq: int) -> list[StoredCompletion]:
+        self.reads += 1
+        if self.down:
+            raise StoreUnavailable("switched off")
+        return self.inner.rows_since(cluster, after_seq)
+
+    def count(self, cluster: str) -> int:
+        return self.inner.count(cluster)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_batch_reads_the_store_at_most_once() -> None:
+    store = CountingStore()
+    kb = KnowledgeBase(store=store, refresh_seconds=3_600)
+    jobs = [facts(user=f"u{i % 7}", name=f"app{i % 5}") for i in range(1_000)]
+    kb.record(CLUSTER, [done(str(i), job, 10 + i, 100 + i) for i, job in enumerate(jobs)])
+    for predictor in (DataDrivenPredictor(kb.history(CLUSTER)),
+                      LastTwoPredictor(kb.history(CLUSTER))):
+        before = store.reads
+        assert len(predictor.predict_many(jobs)) == len(jobs)
+        assert len(predictor.predict_many(jobs)) == len(jobs)
+        assert store.reads - before <= 1
+    assert store.reads == 1  # the record invalidated the index once; the interval holds since
+    kb.close()
+
+
+def test_another_writer_is_seen_after_the_refresh_interval(tmp_path: Path) -> None:
+    path = str(tmp_path / "kb.sqlite")
+    writer, reader = KnowledgeBase(path), KnowledgeBase(path, refresh_seconds=0.0)
+    cached = KnowledgeBase(path, refresh_seconds=3_600)
+    predictors = [DataDrivenPredictor(kb.history(CLUSTER)) for kb in (reader, cached)]
+    job = facts(name="shared", requested_time=5_000)
+    assert [p.predict(job) for p in predictors] == [5_000, 5_000]
+    writer.record(CLUSTER, [done("1", job, 123, 1_000)])
+    assert [p.predict(job) for p in predictors] == [123, 5_000]  # within the interval: cached
+    for kb in (writer, reader, cached):
+        kb.close()
+
+
+def test_predictions_go_on_when_the_store_is_unavailable() -> None:
+    fallbacks: list[str] = []
+    store = CountingStore()
+    kb = KnowledgeBase(store=store, refresh_seconds=0.0, retry_seconds=3_600,
+                       on_fallback=fallbacks.append)
+    known, unknown = facts(name="known"), facts(user="zed", name="new", requested_time=4_000)
+    kb.record(CLUSTER, [done("1", known, 300, 1_000)])
+    predictor = DataDrivenPredictor(kb.history(CLUSTER))
+    assert predictor.predict_many([known, unknown]) == [300, 4_000]
+    store.down = True
+    # From what was read before; the requested time for what was never seen. Counted per batch.
+    assert predictor.predict_many([known, unknown]) == [300, 4_000]
+    assert fallbacks == [CLUSTER]
+    reads = store.reads
+    assert predictor.predict_many([known]) == [300]  # within retry_seconds: not tried again
+    assert store.reads == reads and fallbacks == [CLUSTER, CLUSTER]
+    other = DataDrivenPredictor(kb.history("never-read"))
+    assert other.predict_many([known]) == [known.requested_time]
+    with pytest.raises(StoreUnavailable):  # a completion that was not stored is not accepted
+        kb.record(CLUSTER, [done("2", known, 10, 2_000)])
+    kb.close()
+
+
+def test_the_store_is_tried_again_after_the_retry_interval() -> None:
+    fallbacks: list[str] = []
+    store = CountingStore()
+    kb = KnowledgeBase(store=store, refresh_seconds=0.0, retry_seconds=0.0,
+                       on_fallback=fallbacks.append)
+    predictor = LastTwoPredictor(kb.history(CLUSTER))
+    store.down = True
+    assert predictor.predict(facts(requested_time=900)) == 900
+    store.down = False
+    kb.store.record([CompletionRow.of(CLUSTER, done("1", facts(), 60, 100))])
+    assert predictor.predict(facts(requested_time=900)) == 60
+    assert fallbacks == [CLUSTER]
+    kb.close()
+
+
+def _brute_force_data_driven(rows: list[Completion], job: JobFacts) -> int:
+    """Rules 1-5 walked over the whole history, the latest (end time, then order) first."""
+    ordered = sorted(enumerate(rows), key=lambda r: (r[1].end_time, r[0]), reverse=True)
+    for rule in resemblance_rules(job):
+        for _, row in ordered:
+            f = row.facts
+            if all(wanted is None or wanted == have for wanted, have in zip(
+                    rule.key, (f.user, f.name, name_prefix(f.name), request_shape(f)),
+                    strict=True)):
+                return max(1, min(job.requested_time, row.run_time))
+    return job.requested_time
+
+
+def test_the_index_predicts_what_walking_the_whole_history_does() -> None:
+    rng = random.Random(7)
+
+    def random_job() -> JobFacts:
+        return facts(user=rng.choice(["a", "b", "c"]),
+                     name=rng.choice(["", "sim_1", "sim_2", "Sim-3.sh", "x", "42"]),
+                     cores=rng.choice([1, 4]), requested_time=rng.choice([50, 500, 5_000]))
+
+    rows = [done(str(i), random_job(), rng.randrange(0, 800), rng.randrange(1_000, 1_100))
+            for i in range(300)]
+    kb = KnowledgeBase()
+    kb.record(CLUSTER, rows)
+    jobs = [random_job() for _ in range(300)] + [facts(user="new", name="unseen")]
+    with kb.history(CLUSTER).reading() as index:
+        for job in jobs:
+            assert predict_from(index, job) == _brute_force_data_driven(rows, job), job
+    kb.close()

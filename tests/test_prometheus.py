@@ -138,7 +138,8 @@ def load(server: RunningServer, prometheus: Prometheus) -> dict[str, float]:
         assert first is not None
         request, response = first
         completions = [
-            pb.JobCompletion(job_id=s.job_id, units=len(s.units), requested_time=3600,
+            pb.JobCompletion(job_id=s.job_id, user="u", units=len(s.units),
+                             unit_request=dict(s.units[0].amounts), requested_time=3600,
                              start_time=request.time, end_time=request.time + 120)
             for s in response.starts
         ]

@@ -20,7 +20,7 @@ def scripted(
 ) -> tuple[Callable[[float, str | None], AttemptResult[str]], list[float]]:
     limits: list[float] = []
 
-    def attempt(limit: float, incumbent: str | None) -> AttemptResult[str]:
+    def attempt(limit: float, best_so_far: str | None) -> AttemptResult[str]:
         status, objective = results[len(limits)]
         limits.append(limit)
         solution = None if objective is None else f"sol{len(limits)}"
@@ -77,7 +77,7 @@ def test_stop_when_the_objective_is_unchanged_over_k_attempts(
 def test_the_deadline_caps_every_attempt_and_the_whole_policy() -> None:
     slept: list[float] = []
 
-    def attempt(limit: float, incumbent: str | None) -> AttemptResult[str]:
+    def attempt(limit: float, best_so_far: str | None) -> AttemptResult[str]:
         slept.append(limit)
         time.sleep(limit)
         return AttemptResult(UNK, None, None)

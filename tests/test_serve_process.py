@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -12,13 +13,17 @@ import time
 from pathlib import Path
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.proto_convert import snapshot_to_pb
+from hpcdispatch.server.app import start_server
+from hpcdispatch.server.config import load_config
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 from tests.observability import free_port, scrape_text, value
 
 CLI = [sys.executable, "-m", "hpcdispatch"]
@@ -81,8 +86,9 @@ def test_sigterm_finishes_the_decision_in_flight_after_health_goes_not_serving(
                     statuses.add(reply.status)
                     if reply.status == health_pb2.HealthCheckResponse.NOT_SERVING:
                         break
-                except grpc.RpcError:
-                    break
+                except grpc.RpcError as exc:
+                    raise AssertionError(f"health refused during the grace period: {exc}"
+                                         ) from exc
                 time.sleep(0.05)
         worker.join(timeout=30)
         try:
@@ -95,7 +101,8 @@ def test_sigterm_finishes_the_decision_in_flight_after_health_goes_not_serving(
         response = result["response"]
         assert isinstance(response, pb.DispatchResponse) and response.starts
         assert code == 0
-        assert health_pb2.HealthCheckResponse.NOT_SERVING in statuses or statuses == set()
+        # While the decision is in flight the server still answers: health says NOT_SERVING.
+        assert health_pb2.HealthCheckResponse.NOT_SERVING in statuses, statuses
         client.close()
     finally:
         if proc.poll() is None:
@@ -124,3 +131,56 @@ def test_dispatch_command_reports_a_bad_snapshot(tmp_path: Path) -> None:
     assert 'INVALID_ARGUMENT' in done.stderr
     assert '  nodes[0].capacity["core"]: must be > 0 and <= 2^40, got 0' in done.stderr.splitlines()
     assert "Traceback" not in done.stderr
+
+
+def long_decision_request() -> pb.DispatchRequest:
+    """A decision that takes about 1.5 s: one 1.5 s CP-SAT attempt."""
+    request = snapshot_to_pb(synthetic_snapshot(PRESETS["eurora"], 80, 0.7, seed=4))
+    request.dispatcher = pb.DISPATCHER_PCP20
+    request.search.profile = "papers"
+    request.search.delta_ms = 1500
+    request.search.delta_max_ms = 1500
+    request.search.k = 1
+    return request
+
+
+def test_during_the_grace_period_health_is_not_serving_and_new_decisions_go_elsewhere() -> None:
+    """stop(): health answers NOT_SERVING (not UNAVAILABLE), a new Dispatch is UNAVAILABLE,
+    other calls are served, and the decision in flight finishes before the server stops."""
+    config = dataclasses.replace(load_config(env={}), listen="127.0.0.1:0", workers=4)
+    running = start_server(config)
+    result: dict[str, object] = {}
+    with grpc.insecure_channel(running.target) as channel:
+        stub = pb_grpc.DispatcherServiceStub(channel)
+
+        def call() -> None:
+            try:
+                result["response"] = stub.Dispatch(long_decision_request(), timeout=30)
+            except grpc.RpcError as exc:  # pragma: no cover - reported below
+                result["error"] = exc
+
+        worker = threading.Thread(target=call)
+        worker.start()
+        deadline = time.monotonic() + 20
+        while running.drain.in_flight < 1:
+            assert time.monotonic() < deadline and worker.is_alive(), "decision never in flight"
+            time.sleep(0.01)
+        stopper = threading.Thread(target=running.stop, kwargs={"grace": 20.0})
+        stopper.start()
+        time.sleep(0.2)  # stop() has begun (it turns health NOT_SERVING first)
+        health = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "hpcdispatch.v1.DispatcherService"):
+            reply = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+            assert reply.status == health_pb2.HealthCheckResponse.NOT_SERVING
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Dispatch(long_decision_request(), timeout=5)
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+        assert "shutting down" in refused.value.details()  # type: ignore[attr-defined]
+        assert stub.DescribeService(pb.DescribeServiceRequest(), timeout=5).version
+        assert worker.is_alive(), "the first decision should still be in flight"
+        worker.join(timeout=30)
+        stopper.join(timeout=30)
+    assert not stopper.is_alive()
+    assert "error" not in result, result
+    response = result["response"]
+    assert isinstance(response, pb.DispatchResponse) and response.starts

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hpcdispatch.sim_adapter.swf import (
+    UNKNOWN_USER,
     CleaningStats,
     SwfFormatError,
     iter_jobs,
@@ -145,7 +146,8 @@ def test_kth_header_and_counts() -> None:
     stats = CleaningStats()
     jobs = iter_jobs(KTH, stats)
     count = sum(1 for _ in jobs)
-    # traces/README.md: 28,476 records, 28,475 with runtime >= 0 and procs > 0.
+    # The shared traces' README (../shared/traces/): 28,476 records, 28,475 with
+    # runtime >= 0 and procs > 0.
     assert stats.records == header.max_records == 28_476
     assert count == stats.kept == 28_475
     assert sum(stats.dropped.values()) == 1
@@ -161,7 +163,8 @@ def test_atlas_counts_match_the_readme() -> None:
     widths = 0
     for job in iter_jobs(ATLAS, stats):
         widths = max(widths, job.width)
-    # traces/README.md: 43,778 records; 39,207 with runtime >= 0 and procs > 0.
+    # The shared traces' README (../shared/traces/): 43,778 records; 39,207 with
+    # runtime >= 0 and procs > 0.
     assert stats.records == 43_778
     assert stats.kept == 39_207
     assert stats.records - stats.kept == sum(stats.dropped.values())
@@ -177,4 +180,4 @@ def test_lublin_uses_allocated_procs_and_runtime_estimates() -> None:
     assert len(jobs) == 500
     assert all(j.requested_time == max(1, j.run_time) for j in jobs)
     assert stats.estimate_from_run_time == 500
-    assert all(j.user == "" for j in jobs)  # field 12 is -1 in this synthetic trace
+    assert all(j.user == UNKNOWN_USER for j in jobs)  # field 12 is -1 in this synthetic trace

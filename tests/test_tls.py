@@ -9,6 +9,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from hpcdispatch import cli
 from hpcdispatch.client import DispatcherClient, channel_credentials
@@ -28,6 +29,7 @@ class Pki:
     client: Pem
     rogue_ca: Pem
     rogue_client: Pem
+    authority: CertificateAuthority  # issues more certificates of `ca`
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +43,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
         client=ca.issue("client", "slurm-plugin", server=False),
         rogue_ca=rogue.pem,
         rogue_client=rogue.issue("client", "slurm-plugin", server=False),
+        authority=ca,
     )
 
 
@@ -156,3 +159,74 @@ def test_tls_keys_come_from_the_environment(pki: Pki) -> None:
 def test_client_certificate_needs_its_key(pki: Pki) -> None:
     with pytest.raises(ValueError, match="key"):
         channel_credentials(pki.ca.cert, cert=pki.client.cert)
+
+
+ALLOWED_IDENTITIES = ("slurm-plugin", "spiffe://hpc.example/bridge", "sim.hpc.example")
+
+
+@pytest.fixture(scope="module")
+def dual_use_server_cert(pki: Pki) -> Pem:
+    """A server certificate also valid for client authentication, as many internal CAs issue."""
+    return pki.authority.issue("dual-server", "localhost", server=True, client_too=True)
+
+
+@pytest.fixture(scope="module")
+def identity_server(pki: Pki, dual_use_server_cert: Pem) -> Iterator[RunningServer]:
+    with metrics_server(tls_cert=str(dual_use_server_cert.cert),
+                        tls_key=str(dual_use_server_cert.key), tls_client_ca=str(pki.ca.cert),
+                        tls_client_identities=ALLOWED_IDENTITIES) as server:
+        yield server
+
+
+def _client_of(pki: Pki, stem: str, common_name: str,
+               names: tuple[str, ...] = ()) -> grpc.ChannelCredentials:
+    """Credentials with a certificate of the test CA naming `common_name` and `names`."""
+    pem = pki.authority.issue(stem, common_name, server=False, names=names)
+    return channel_credentials(pki.ca.cert, pem.cert, pem.key)
+
+
+@pytest.mark.parametrize(("common_name", "names"), [
+    ("slurm-plugin", ()),  # the CN is allowed
+    ("bridge-7", ("spiffe://hpc.example/bridge",)),  # a URI SAN is allowed
+    ("simulator", ("other.hpc.example", "sim.hpc.example")),  # one DNS SAN is allowed
+])
+def test_allowed_client_identities_are_served(
+    pki: Pki, identity_server: RunningServer, common_name: str, names: tuple[str, ...],
+) -> None:
+    credentials = _client_of(pki, "allowed", common_name, names)
+    assert describe(identity_server.target, credentials).version
+
+
+def test_a_certificate_of_the_client_ca_with_another_identity_is_permission_denied(
+    pki: Pki, identity_server: RunningServer
+) -> None:
+    intruder = _client_of(pki, "intruder", "intruder", ("intruder.hpc.example",))
+    with pytest.raises(grpc.RpcError) as caught:
+        describe(identity_server.target, intruder)
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED  # type: ignore[attr-defined]
+    details = caught.value.details()  # type: ignore[attr-defined]
+    assert "intruder" in details and "tls_client_identities" in details
+    with grpc.secure_channel(identity_server.target, intruder) as channel:
+        with pytest.raises(grpc.RpcError) as dispatch:
+            pb_grpc.DispatcherServiceStub(channel).Dispatch(small_request(), timeout=10)
+        assert dispatch.value.code() == grpc.StatusCode.PERMISSION_DENIED  # type: ignore[attr-defined]
+        # Health stays open to any certificate of the client CA (probes).
+        reply = health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service=""), timeout=10)
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_the_servers_own_certificate_is_not_a_client_identity(
+    pki: Pki, dual_use_server_cert: Pem, identity_server: RunningServer
+) -> None:
+    """Without tls_client_identities any certificate of the client CA is accepted, even the
+    server's own (signed by the same CA); with them, it is refused."""
+    own = channel_credentials(pki.ca.cert, dual_use_server_cert.cert, dual_use_server_cert.key)
+    with metrics_server(tls_cert=str(dual_use_server_cert.cert),
+                        tls_key=str(dual_use_server_cert.key),
+                        tls_client_ca=str(pki.ca.cert)) as without_identities:
+        assert describe(without_identities.target, own).version
+    with pytest.raises(grpc.RpcError) as caught:
+        describe(identity_server.target, own)
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED  # type: ignore[attr-defined]
+    assert "localhost" in caught.value.details()  # type: ignore[attr-defined]

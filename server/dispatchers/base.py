@@ -8,20 +8,17 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 from hpcdispatch.server.dispatchers.problem import Problem
+from hpcdispatch.server.restart_policy import AttemptRecord, SearchSettings
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-
-@dataclass(frozen=True, slots=True)
-class SearchSettings:
-    """δ / 2δ / δmax restart policy parameters and the window m (DESIGN.md §4)."""
-
-    profile: str
-    delta_ms: int
-    delta_max_ms: int
-    k: int
-    window: int
-    stall_ms: int = 0  # end an attempt this long after its last improvement; 0 = never
-    protect_head: bool = False  # EASY-like reservation for the oldest job that cannot start
+__all__ = [
+    "HEURISTIC",
+    "AttemptRecord",
+    "Dispatcher",
+    "Outcome",
+    "SearchControl",
+    "SearchSettings",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,19 +38,11 @@ class SearchControl:
         return self.remaining() <= 0 or self.cancelled()
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptRecord:
-    time_limit_ms: int
-    status: int  # pb.SolveStatus
-    wall_seconds: float
-    objective: float | None
-
-
 @dataclass(slots=True)
 class Outcome:
     """What a dispatcher decided at t and how."""
 
-    starts: dict[int, list[int]]  # job index -> node index of each unit
+    placements: dict[int, list[int]]  # job index -> node index of each unit, jobs started at t
     status: int  # pb.SolveStatus
     considered: list[int] = field(default_factory=list)  # job indices in the model
     skipped: list[tuple[int, int]] = field(default_factory=list)  # (job index, pb.SkipReason)

@@ -1,59 +1,66 @@
-"""What the CP dispatchers share: reductions, incumbent, restart policy, result selection.
+"""What the CP dispatchers share: reductions, heuristic plan, restart policy, result selection.
 
-A formulation (HCP'19, PCP'19, PCP'20) builds its model for the selected jobs, maps a solution
-to solver hints, reads a solution back, and says where the jobs starting at t go. This module
-runs the rest the same way for all of them:
+A formulation (HCP'19, PCP'19, PCP'20) builds its model for the selected jobs, turns a plan
+into solver hints, reads a plan back from a solution, and says where the jobs starting at t go.
+This module runs the rest the same way for all of them:
 
-1. reductions (DESIGN.md §2): fit-now filter, then the m highest-priority jobs;
-2. heuristic list schedules first (priority and submit order; the better is the incumbent),
-   so a decision exists whatever the solver does;
-3. the δ / 2δ / δmax restart policy, each attempt hinted with the incumbent (skipped when the
-   list schedule starts every job now: that is optimal);
-4. the better of the solver's best and the heuristic (by total slowdown) is the decision.
+1. the papers' reductions: the fit-now filter, then the window of the m highest-priority jobs;
+2. the heuristic plan: the better list schedule (priority and submit order), so that a decision
+   exists whatever the solver does;
+3. the δ / 2δ / δmax restart policy, each attempt hinted with the best plan so far (the
+   heuristic plan first); skipped when the heuristic plan starts every job now (that is
+   optimal);
+4. the better of the solver's best plan and the heuristic plan (by total slowdown) is the
+   decision, after the work-conserving pass (`left_shift`).
+
+Every stage honours the decision's deadline and its caller (`SearchControl.should_stop`, asked
+between stages and once per job inside them). A model that is not built by the deadline gives
+way to the heuristic plan; once the caller is gone, the decision is abandoned at once: an
+outcome with no placements (nobody will read it).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import ClassVar, Protocol
 
 import structlog
 from ortools.sat.python import cp_model
 
 from hpcdispatch.server.dispatchers.base import Outcome, SearchControl, SearchSettings
-from hpcdispatch.server.dispatchers.cpsat_attempt import model_size, solve_attempt
-from hpcdispatch.server.dispatchers.greedy_schedule import (
-    GreedySchedule,
-    best_list_schedule,
-    total_slowdown,
+from hpcdispatch.server.dispatchers.cpsat_attempt import (
+    Hint,
+    SolutionValues,
+    model_size,
+    solve_attempt,
 )
+from hpcdispatch.server.dispatchers.greedy_schedule import best_list_schedule, total_slowdown
 from hpcdispatch.server.dispatchers.job_selection import Selection, select_for_model
 from hpcdispatch.server.dispatchers.left_shift import left_shift
+from hpcdispatch.server.dispatchers.plan import Plan
 from hpcdispatch.server.dispatchers.problem import Job, Problem
 from hpcdispatch.server.dispatchers.reservation import Reservation, reserve
-from hpcdispatch.server.dispatchers.solution import Solution
+from hpcdispatch.server.dispatchers.stopping import StopCheck, Stopped, never
 from hpcdispatch.server.restart_policy import AttemptResult, run_restart_policy
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 log = structlog.get_logger("hpcdispatch.dispatchers")
 
 
-class BuildBudgetExceeded(Exception):
-    """A formulation gave up building because the decision's time budget ran out."""
-
-
 class Formulation(Protocol):
     model: cp_model.CpModel
 
-    def hint(self, solution: Solution) -> list[tuple[cp_model.IntVar, int]]: ...
+    def hint(self, plan: Plan) -> list[tuple[cp_model.IntVar, int]]: ...
 
-    def incumbent(self) -> Solution | None:
-        """A solution of this very model, when the shared list schedule is not one."""
+    def own_list_schedule(self) -> Plan | None:
+        """A list schedule that is a solution of this very model, where the shared heuristic
+        plan is not one (None: the shared one is, or there was no time to finish it)."""
         ...
 
-    def extract(self, solver: cp_model.CpSolver) -> Solution: ...
+    def extract(self, values: SolutionValues) -> Plan: ...
 
-    def allocate(self, solution: Solution, first_fit: bool) -> dict[int, list[int]]: ...
+    def allocate(self, plan: Plan, first_fit: bool) -> dict[int, list[int]]: ...
 
 
 class CpDispatcher:
@@ -61,9 +68,9 @@ class CpDispatcher:
 
     name: ClassVar[str]
     kind: ClassVar[int]
-    # Whether the heuristic incumbent places jobs on nodes at t (exact-allocation models).
-    place_now: ClassVar[bool] = True
-    # Whether the list schedule is a solution of this model (same capacity view over time), so
+    # Whether the heuristic plan places jobs on nodes at t (exact-allocation models).
+    exact_allocation_now: ClassVar[bool] = True
+    # Whether the heuristic plan is a solution of this model (same capacity view over time), so
     # that its objective compares with the solver's. PCP'19 models the future node by node,
     # where the pooled list schedule is optimistic: there any solver solution wins.
     heuristic_in_model: ClassVar[bool] = True
@@ -76,95 +83,121 @@ class CpDispatcher:
         self,
         problem: Problem,
         jobs: list[Job],
-        deadline: float,
-        heuristic: Solution,
+        should_stop: StopCheck,
+        heuristic: Plan,
         reservation: Reservation | None,
     ) -> Formulation:
+        """Build the model; raises Stopped when `should_stop()` turns true meanwhile."""
         raise NotImplementedError
 
-    @staticmethod
-    def head_reservation(problem: Problem, skipped: list[tuple[int, int]]) -> Reservation | None:
-        """EASY's protection for the oldest job that cannot start now, if any."""
-        blocked = [problem.jobs[i] for i, why in skipped if why == pb.SKIP_REASON_CANNOT_FIT_NOW]
+    def head_reservation(
+        self,
+        problem: Problem,
+        selection: Selection,
+        settings: SearchSettings,
+        should_stop: StopCheck = never,
+    ) -> Reservation | None:
+        """EASY's protection for the oldest job that cannot start now, when the settings ask
+        for it and this model can hold it."""
+        if not (settings.protect_head and self.protects_head):
+            return None
+        blocked = [
+            problem.jobs[i] for i, why in selection.skipped if why == pb.SKIP_REASON_CANNOT_FIT_NOW
+        ]
         if not blocked:
             return None
         head = min(blocked, key=lambda j: (j.submit, j.index))
-        return reserve(problem, problem.free_now.copy(), head)
+        return reserve(problem, problem.free_now.copy(), head, should_stop=should_stop)
 
-    def incumbent(
-        self, problem: Problem, selection: Selection, settings: SearchSettings, first_fit: bool
-    ) -> tuple[Reservation | None, GreedySchedule, float]:
-        """The head's reservation (if this model protects one), then the better list schedule
-        of the considered jobs and its total slowdown."""
-        reservation = (
-            self.head_reservation(problem, selection.skipped)
-            if settings.protect_head and self.protects_head else None
+    def heuristic_plan(
+        self,
+        problem: Problem,
+        jobs: list[Job],
+        reservation: Reservation | None,
+        first_fit: bool,
+        should_stop: StopCheck = never,
+    ) -> tuple[Plan, float]:
+        """The better list schedule of `jobs` and its total slowdown."""
+        return best_list_schedule(
+            problem, jobs, self.exact_allocation_now, first_fit, reservation, should_stop
         )
-        greedy, objective = best_list_schedule(
-            problem, selection.considered, self.place_now, first_fit, reservation
-        )
-        return reservation, greedy, objective
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
-        selection = select_for_model(problem, control.settings.window, self.max_model_units)
+        should_stop = control.should_stop
+        outcome = Outcome(placements={}, status=pb.SOLVE_STATUS_EMPTY)
+        try:
+            selection = select_for_model(
+                problem, control.settings.window, self.max_model_units, should_stop
+            )
+        except Stopped:
+            return _abandoned(outcome)
         jobs = selection.considered
-        outcome = Outcome(
-            starts={},
-            status=pb.SOLVE_STATUS_EMPTY,
-            considered=[j.index for j in jobs],
-            skipped=selection.skipped,
-        )
+        outcome.considered = [j.index for j in jobs]
+        outcome.skipped = selection.skipped
         if not jobs:
             return outcome
 
         built = time.monotonic()
-        reservation, greedy, heuristic_objective = self.incumbent(
-            problem, selection, control.settings, control.first_fit
-        )
-        heuristic = Solution(greedy.starts, greedy.nodes)
-        if self.place_now and all(greedy.starts[j.index] == 0 for j in jobs):
+        try:
+            reservation = self.head_reservation(
+                problem, selection, control.settings, should_stop
+            )
+            heuristic, heuristic_objective = self.heuristic_plan(
+                problem, jobs, reservation, control.first_fit, should_stop
+            )
+        except Stopped:
+            # No plan yet, not even a heuristic one: nothing starts.
+            outcome.build_seconds = time.monotonic() - built
+            return _abandoned(outcome)
+        if self.exact_allocation_now and all(heuristic.start_offsets[j.index] == 0 for j in jobs):
             # Every job of the window starts now, placed node by node: each s_i is at its
             # lower bound t, so no plan has a lower total slowdown and there is nothing to
             # search (most decisions on a lightly loaded system, e.g. LLNL-Atlas).
             outcome.build_seconds = time.monotonic() - built
             outcome.status, outcome.objective = pb.SOLVE_STATUS_OPTIMAL, heuristic_objective
-            outcome.starts = heuristic.placed_now()
+            outcome.placements = heuristic.placements()
             return outcome
         try:
-            formulation = self.formulate(
-                problem, jobs, control.deadline, heuristic, reservation
-            )
-        except BuildBudgetExceeded:
+            formulation = self.formulate(problem, jobs, should_stop, heuristic, reservation)
+        except Stopped:
             outcome.build_seconds = time.monotonic() - built
+            if control.cancelled():
+                return _abandoned(outcome)
+            if control.settings.deterministic:
+                log.warning("deterministic search cut by the deadline before the model was "
+                            "built: decision not reproducible", dispatcher=self.name)
+            # Past the deadline before the model was built: the heuristic plan decides.
             outcome.status, outcome.objective = pb.SOLVE_STATUS_HEURISTIC, heuristic_objective
-            outcome.starts = heuristic.placed_now()
+            outcome.placements = heuristic.placements()
             return outcome
         outcome.variables, outcome.constraints = model_size(formulation.model)
-        own = formulation.incumbent()
+        own = formulation.own_list_schedule()
         if own is not None:  # the model's own list schedule replaces the shared one
-            heuristic, heuristic_objective = own, total_slowdown(problem, jobs, own.starts)
+            heuristic = own
+            heuristic_objective = total_slowdown(problem, jobs, own.start_offsets)
         comparable = self.heuristic_in_model or own is not None
         outcome.build_seconds = time.monotonic() - built
+        if control.cancelled():
+            return _abandoned(outcome)
 
-        def attempt(limit: float, incumbent: Solution | None) -> AttemptResult[Solution]:
-            def extract(solver: cp_model.CpSolver) -> tuple[Solution, float]:
-                solution = formulation.extract(solver)
-                return solution, total_slowdown(problem, jobs, solution.starts)
-
-            hint = formulation.hint(incumbent if incumbent is not None else heuristic)
-            stall = control.settings.stall_ms / 1000 if control.settings.stall_ms else None
-            return solve_attempt(formulation.model, limit, hint, extract, control.workers, stall)
-
-        policy = run_restart_policy(attempt, control.settings, control.deadline)
+        attempt = _attempts(problem, jobs, formulation, heuristic, control)
+        policy = run_restart_policy(
+            attempt, control.settings, control.deadline, control.cancelled
+        )
         outcome.attempts = policy.attempts
         outcome.solve_seconds = policy.solve_seconds
+        if control.settings.deterministic and policy.deadline_cut:
+            log.warning("deterministic search cut by the deadline: decision not reproducible",
+                        dispatcher=self.name, attempts=len(policy.attempts))
+        if control.cancelled():
+            return _abandoned(outcome)
         if policy.status == pb.SOLVE_STATUS_INFEASIBLE and not comparable:
             # Solver-state awareness: a proof of infeasibility means the jobs wait.
             outcome.status = pb.SOLVE_STATUS_INFEASIBLE
             return outcome
         if policy.status in (pb.SOLVE_STATUS_INFEASIBLE, pb.SOLVE_STATUS_MODEL_INVALID):
-            # The list schedule is a solution of this model, so the model is wrong: say so
-            # (logged and counted under this status) and decide with the list schedule.
+            # The heuristic plan is a solution of this model, so the model is wrong: say so
+            # (logged and counted under this status) and decide with the heuristic plan.
             log.error("CP model rejected a known solution", dispatcher=self.name,
                       status=pb.SolveStatus.Name(pb.SolveStatus.ValueType(policy.status)))
             chosen, outcome.status = heuristic, policy.status
@@ -172,11 +205,55 @@ class CpDispatcher:
             not comparable or policy.objective <= heuristic_objective + 1e-9
         ):
             chosen, outcome.status = policy.best, policy.status
-        else:  # the solver found nothing better: decide with the list schedule
+        else:  # the solver found nothing better: decide with the heuristic plan
             chosen, outcome.status = heuristic, pb.SOLVE_STATUS_HEURISTIC
         chosen = left_shift(
-            problem, jobs, chosen, reservation, self.place_now, control.first_fit
+            problem, jobs, chosen, reservation, self.exact_allocation_now, control.first_fit
         )
-        outcome.objective = total_slowdown(problem, jobs, chosen.starts)
-        outcome.starts = formulation.allocate(chosen, control.first_fit)
+        outcome.objective = total_slowdown(problem, jobs, chosen.start_offsets)
+        outcome.placements = formulation.allocate(chosen, control.first_fit)
         return outcome
+
+
+def _attempts(
+    problem: Problem,
+    jobs: list[Job],
+    formulation: Formulation,
+    heuristic: Plan,
+    control: SearchControl,
+) -> Callable[[float, Plan | None], AttemptResult[Plan]]:
+    """One solver attempt for the restart policy: `limit` seconds from its call, everything
+    included, started from the best plan so far (the heuristic plan before the first).
+
+    The hints are computed and written only when that plan changes: attempts that found
+    nothing leave the model hinted as it was.
+    """
+    deterministic = control.settings.deterministic
+    stall = control.settings.stall_ms / 1000 if control.settings.stall_ms else None
+    hinted: list[Plan] = []  # the plan whose hints are in the model
+
+    def extract(values: SolutionValues) -> tuple[Plan, float]:
+        plan = formulation.extract(values)
+        return plan, total_slowdown(problem, jobs, plan.start_offsets)
+
+    def attempt(limit: float, best_so_far: Plan | None) -> AttemptResult[Plan]:
+        # Deterministic: `limit` is deterministic time and only the deadline caps the wall.
+        stop_at = control.deadline if deterministic else time.monotonic() + limit
+        start_from = best_so_far if best_so_far is not None else heuristic
+        hint: Hint | None = None
+        if not hinted or hinted[0] is not start_from:
+            hint = formulation.hint(start_from)
+            hinted[:] = [start_from]
+        return solve_attempt(
+            formulation.model, stop_at, hint, extract, control.workers, stall, control.cancelled,
+            deterministic_limit=limit if deterministic else None,
+        )
+
+    return attempt
+
+
+def _abandoned(outcome: Outcome) -> Outcome:
+    """The deadline passed or the caller left before a plan existed: nothing starts."""
+    outcome.placements = {}
+    outcome.status = pb.SOLVE_STATUS_UNKNOWN
+    return outcome

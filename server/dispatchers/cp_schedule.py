@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from hpcdispatch.server.dispatchers.cpsat_attempt import SolutionValues
 from hpcdispatch.server.dispatchers.free_pool import Vec
 from hpcdispatch.server.dispatchers.problem import Job, Problem, later_start_bounds
 
@@ -24,21 +25,24 @@ WEIGHT_SCALE = 1_000_000
 class ScheduleModel:
     model: cp_model.CpModel
     jobs: list[Job]  # priority order
-    starts: list[cp_model.IntVar]
+    start_vars: list[cp_model.IntVar]  # s_i - t
     intervals: list[cp_model.IntervalVar]
-    now: list[cp_model.IntVar]  # now_i <=> s_i = 0
+    now_literals: list[cp_model.IntVar]  # now_i <=> s_i = t
     horizon: int
 
-    def start_hints(self, starts: dict[int, int]) -> list[tuple[cp_model.IntVar, int]]:
-        """Hints for every s_i and now_i from relative starts (job index -> start)."""
+    def start_hints(self, start_offsets: dict[int, int]) -> list[tuple[cp_model.IntVar, int]]:
+        """Hints for every s_i and now_i from a plan's start offsets (job index -> s_i - t)."""
         hints: list[tuple[cp_model.IntVar, int]] = []
-        for job, s, now in zip(self.jobs, self.starts, self.now, strict=True):
-            hints += [(s, starts[job.index]), (now, int(starts[job.index] == 0))]
+        for job, s, now in zip(self.jobs, self.start_vars, self.now_literals, strict=True):
+            offset = start_offsets[job.index]
+            hints += [(s, offset), (now, int(offset == 0))]
         return hints
 
-    def starts_of(self, solver: cp_model.CpSolver) -> dict[int, int]:
-        """The solver's relative start of every job (job index -> start)."""
-        return {j.index: int(solver.value(s)) for j, s in zip(self.jobs, self.starts, strict=True)}
+    def start_offsets_of(self, values: SolutionValues) -> dict[int, int]:
+        """The solver's s_i - t of every job (job index -> start offset)."""
+        return {
+            j.index: values.value(s) for j, s in zip(self.jobs, self.start_vars, strict=True)
+        }
 
 
 def horizon(
@@ -63,25 +67,28 @@ def build_schedule_model(
     `reserved` blocks (start, duration, pooled demand) of a protected head job."""
     model = cp_model.CpModel()
     h = horizon(problem, jobs, reserved)
-    starts, intervals, now = [], [], []
+    start_vars, intervals, now_literals = [], [], []
     later = later_start_bounds(problem, jobs)
     for j in jobs:
         s = model.new_int_var(0, h - j.duration, f"s_{j.index}")
-        starts.append(s)
+        start_vars.append(s)
         intervals.append(model.new_fixed_size_interval_var(s, j.duration, f"job_{j.index}"))
-        b = model.new_bool_var(f"now_{j.index}")
-        model.add(s == 0).only_enforce_if(b)
+        now = model.new_bool_var(f"now_{j.index}")
+        model.add(s == 0).only_enforce_if(now)
         # Not at t: not before the first end (running work, or another job started at t).
-        model.add(s >= later[j.index]).only_enforce_if(~b)
-        now.append(b)
+        model.add(s >= later[j.index]).only_enforce_if(~now)
+        now_literals.append(now)
     if pooled:
         add_pooled_cumulatives(model, problem, jobs, intervals, list(reserved))
     model.minimize(
-        sum(max(1, round(WEIGHT_SCALE / j.duration)) * s for j, s in zip(jobs, starts, strict=True))
+        sum(
+            max(1, round(WEIGHT_SCALE / j.duration)) * s
+            for j, s in zip(jobs, start_vars, strict=True)
+        )
     )
     # The papers' search: highest-priority job first, earliest start first.
-    model.add_decision_strategy(starts, cp_model.CHOOSE_FIRST, cp_model.SELECT_MIN_VALUE)
-    return ScheduleModel(model, jobs, starts, intervals, now, h)
+    model.add_decision_strategy(start_vars, cp_model.CHOOSE_FIRST, cp_model.SELECT_MIN_VALUE)
+    return ScheduleModel(model, jobs, start_vars, intervals, now_literals, h)
 
 
 def add_pooled_cumulatives(

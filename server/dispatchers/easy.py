@@ -1,9 +1,13 @@
 """EASY backfilling with a protected reservation for the head job.
 
-Jobs start in submit order while they fit. The first job that does not fit (the head) gets a
-reservation at the earliest time τ at which enough units fit node by node, computed from the
-predicted ends of running jobs. Any later job may start now if it fits and either ends by τ,
-or uses only resources that the head's reservation leaves free at τ on every node it touches.
+Jobs start in queue order (submit order here; other orders in `easy_ordered`) while they fit.
+The first job that does not fit (the head) gets a reservation at the earliest time τ at which
+enough units fit node by node, computed from the predicted ends of running jobs. Any later job,
+in queue order, may start now if it fits and either ends by τ, or uses only resources that the
+head's reservation leaves free at τ on every node it touches.
+
+Past the deadline, or once the caller is gone, the jobs placed so far are the decision (each
+placement is valid on its own) and the rest wait (BLOCKED).
 """
 
 from __future__ import annotations
@@ -11,9 +15,11 @@ from __future__ import annotations
 from typing import ClassVar
 
 from hpcdispatch.server.dispatchers.base import HEURISTIC, Outcome, SearchControl
-from hpcdispatch.server.dispatchers.job_selection import never_fits, submit_order
+from hpcdispatch.server.dispatchers.job_orders import fcfs
+from hpcdispatch.server.dispatchers.job_selection import never_fits
 from hpcdispatch.server.dispatchers.problem import Job, Problem
-from hpcdispatch.server.dispatchers.reservation import place_now, reserve
+from hpcdispatch.server.dispatchers.reservation import place_around_reservation, reserve
+from hpcdispatch.server.dispatchers.stopping import Stopped
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 
@@ -22,36 +28,53 @@ class EasyDispatcher:
     kind: ClassVar[int] = pb.DISPATCHER_EASY
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
-        outcome = Outcome(starts={}, status=HEURISTIC)
-        now = problem.free_now.copy()
-        queue = [j for j in submit_order(problem.jobs) if not self._skip_never(problem, j, outcome)]
+        outcome = Outcome(placements={}, status=HEURISTIC)
+        free_now = problem.free_now.copy()
+        queue = [
+            j for j in self.queue_order(problem) if not self._skip_never(problem, j, outcome)
+        ]
         position = 0
         while position < len(queue):
+            if control.should_stop():
+                return self._stopped(outcome, queue[position:])
             job = queue[position]
-            nodes = now.place(job.req, job.units, control.first_fit)
+            nodes = free_now.place(job.req, job.units, control.first_fit)
             if nodes is None:
                 break
             outcome.considered.append(job.index)
-            outcome.starts[job.index] = nodes
+            outcome.placements[job.index] = nodes
             position += 1
         if position == len(queue):
             return outcome
 
         head = queue[position]
-        outcome.considered.append(head.index)
         by_index = {j.index: j for j in problem.jobs}
-        reservation = reserve(
-            problem, now, head, ((by_index[i], nodes) for i, nodes in outcome.starts.items())
-        )
-        for job in queue[position + 1 :]:
-            nodes = place_now(now, reservation, job, control.first_fit)
+        started = ((by_index[i], nodes) for i, nodes in outcome.placements.items())
+        try:
+            reservation = reserve(problem, free_now, head, started, control.should_stop)
+        except Stopped:
+            return self._stopped(outcome, queue[position:])
+        outcome.considered.append(head.index)
+        for rank, job in enumerate(queue[position + 1 :], start=position + 1):
+            if control.should_stop():
+                return self._stopped(outcome, queue[rank:])
+            nodes = place_around_reservation(free_now, reservation, job, control.first_fit)
             if nodes is None:
-                fits_now = now.units_fit(job.req, job.units) >= job.units
+                fits_now = free_now.units_fit(job.req, job.units) >= job.units
                 reason = pb.SKIP_REASON_BLOCKED if fits_now else pb.SKIP_REASON_CANNOT_FIT_NOW
                 outcome.skipped.append((job.index, reason))
                 continue
-            outcome.starts[job.index] = nodes
+            outcome.placements[job.index] = nodes
             outcome.considered.append(job.index)
+        return outcome
+
+    def queue_order(self, problem: Problem) -> list[Job]:
+        """The queue order: the head is the first job of it that does not fit now."""
+        return fcfs(problem)
+
+    @staticmethod
+    def _stopped(outcome: Outcome, waiting: list[Job]) -> Outcome:
+        outcome.skipped.extend((job.index, pb.SKIP_REASON_BLOCKED) for job in waiting)
         return outcome
 
     @staticmethod

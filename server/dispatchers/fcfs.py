@@ -15,10 +15,14 @@ class FcfsDispatcher:
     kind: ClassVar[int] = pb.DISPATCHER_FCFS
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
+        """Past the deadline, or once the caller is gone, the jobs placed so far are the
+        decision (each placement is valid on its own) and the rest wait (BLOCKED)."""
         pool = problem.free_now.copy()
-        outcome = Outcome(starts={}, status=HEURISTIC)
+        outcome = Outcome(placements={}, status=HEURISTIC)
         blocked = False
         for job in submit_order(problem.jobs):
+            if not blocked and control.should_stop():
+                blocked = True
             if blocked:
                 outcome.skipped.append((job.index, pb.SKIP_REASON_BLOCKED))
                 continue
@@ -32,5 +36,5 @@ class FcfsDispatcher:
                 outcome.skipped.append((job.index, pb.SKIP_REASON_CANNOT_FIT_NOW))
                 continue
             outcome.considered.append(job.index)
-            outcome.starts[job.index] = nodes
+            outcome.placements[job.index] = nodes
         return outcome

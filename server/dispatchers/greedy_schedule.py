@@ -1,63 +1,63 @@
-"""List schedules: the heuristic incumbent of the CP dispatchers.
+"""List schedules: the heuristic plan of the CP dispatchers.
 
 Each job, in list order (priority, or submit order), gets the earliest start at which the pooled
 capacity holds it for d_i, and a job that does not start at t starts no earlier than the first
-end (`later_start_bounds`). With `exact_now`, a start at t also needs a node-level placement at t
-(best fit), so the jobs it starts now form a valid decision by themselves.
+end (`later_start_bounds`). With `exact_allocation_now`, a start at t also needs a node-level
+placement at t (best fit), so the jobs it starts now form a valid decision by themselves.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from hpcdispatch.server.dispatchers.job_selection import submit_order
+from hpcdispatch.server.dispatchers.plan import Plan
 from hpcdispatch.server.dispatchers.problem import Job, Problem, later_start_bounds
-from hpcdispatch.server.dispatchers.reservation import Reservation, place_now
-
-
-@dataclass(slots=True)
-class GreedySchedule:
-    starts: dict[int, int]  # job index -> start relative to t
-    nodes: dict[int, list[int]]  # job index -> unit nodes, for jobs starting at t
+from hpcdispatch.server.dispatchers.reservation import Reservation, place_around_reservation
+from hpcdispatch.server.dispatchers.stopping import StopCheck, never, stop_if
 
 
 def greedy_schedule(
     problem: Problem,
     jobs: list[Job],
-    exact_now: bool,
+    exact_allocation_now: bool,
     first_fit: bool = False,
     reservation: Reservation | None = None,
-) -> GreedySchedule:
-    """With `reservation`, its head's block is in the pooled plan and starts at t respect it."""
+    should_stop: StopCheck = never,
+) -> Plan:
+    """With `reservation`, its head's block is in the pooled plan and starts at t respect it.
+
+    Raises Stopped when `should_stop()` turns true (checked once per job).
+    """
     profile = problem.pooled_profile()
     pool = problem.free_now.copy()
     if reservation is not None:
         reservation = reservation.copy()
         start, duration, demand = reservation.block()
         profile.reserve(demand, start, duration)
-    schedule = GreedySchedule({}, {})
+    plan = Plan({})
     later = later_start_bounds(problem, jobs)
     for job in jobs:
+        stop_if(should_stop, "list schedule")
         demand = job.demand()
         start = profile.earliest_start(demand, job.duration)
-        if start == 0 and exact_now:
-            nodes = place_now(pool, reservation, job, first_fit)
+        if start == 0 and exact_allocation_now:
+            nodes = place_around_reservation(pool, reservation, job, first_fit)
             if nodes is None:
                 start = profile.earliest_start(demand, job.duration, not_before=later[job.index])
             else:
-                schedule.nodes[job.index] = nodes
+                plan.unit_nodes[job.index] = nodes
         profile.reserve(demand, start, job.duration)
-        schedule.starts[job.index] = start
-    return schedule
+        plan.start_offsets[job.index] = start
+    return plan
 
 
 def best_list_schedule(
     problem: Problem,
     jobs: list[Job],
-    exact_now: bool,
+    exact_allocation_now: bool,
     first_fit: bool = False,
     reservation: Reservation | None = None,
-) -> tuple[GreedySchedule, float]:
+    should_stop: StopCheck = never,
+) -> tuple[Plan, float]:
     """The better, by total slowdown, of the list schedules in priority and in submit order.
 
     Priority order starts the short jobs first and plans the wide ones behind them; submit
@@ -66,18 +66,20 @@ def best_list_schedule(
     total slowdown and by most of the machine in what starts now; a short search started
     from the worse one does not always reach the better.
     """
-    best: tuple[GreedySchedule, float] | None = None
+    best: tuple[Plan, float] | None = None
     for order in (jobs, submit_order(jobs)):
-        schedule = greedy_schedule(problem, order, exact_now, first_fit, reservation)
-        objective = total_slowdown(problem, jobs, schedule.starts)
+        plan = greedy_schedule(
+            problem, order, exact_allocation_now, first_fit, reservation, should_stop
+        )
+        objective = total_slowdown(problem, jobs, plan.start_offsets)
         if best is None or objective < best[1] - 1e-9:
-            best = schedule, objective
+            best = plan, objective
     assert best is not None
     return best
 
 
-def total_slowdown(problem: Problem, jobs: list[Job], starts: dict[int, int]) -> float:
-    """Σ (s_i - q_i + d_i) / d_i with s_i = t + relative start."""
+def total_slowdown(problem: Problem, jobs: list[Job], start_offsets: dict[int, int]) -> float:
+    """Σ (s_i - q_i + d_i) / d_i with s_i = t + start offset."""
     return sum(
-        (problem.t + starts[j.index] - j.submit + j.duration) / j.duration for j in jobs
+        (problem.t + start_offsets[j.index] - j.submit + j.duration) / j.duration for j in jobs
     )

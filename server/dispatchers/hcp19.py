@@ -10,10 +10,13 @@ from typing import ClassVar
 
 from ortools.sat.python import cp_model
 
-from hpcdispatch.server.dispatchers.cp_dispatch import CpDispatcher, Solution
+from hpcdispatch.server.dispatchers.cp_dispatch import CpDispatcher
 from hpcdispatch.server.dispatchers.cp_schedule import ScheduleModel, build_schedule_model
+from hpcdispatch.server.dispatchers.cpsat_attempt import SolutionValues
+from hpcdispatch.server.dispatchers.plan import Plan
 from hpcdispatch.server.dispatchers.problem import Job, Problem
-from hpcdispatch.server.dispatchers.reservation import Reservation, place_now
+from hpcdispatch.server.dispatchers.reservation import Reservation, place_around_reservation
+from hpcdispatch.server.dispatchers.stopping import StopCheck
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 
@@ -26,39 +29,39 @@ class Hcp19Formulation:
         self.schedule: ScheduleModel = build_schedule_model(problem, jobs, True, blocks)
         self.model = self.schedule.model
 
-    def incumbent(self) -> Solution | None:
-        return None  # the shared list schedule is a solution of this model
+    def own_list_schedule(self) -> Plan | None:
+        return None  # the shared heuristic plan is a solution of this model
 
-    def hint(self, solution: Solution) -> list[tuple[cp_model.IntVar, int]]:
-        return self.schedule.start_hints(solution.starts)
+    def hint(self, plan: Plan) -> list[tuple[cp_model.IntVar, int]]:
+        return self.schedule.start_hints(plan.start_offsets)
 
-    def extract(self, solver: cp_model.CpSolver) -> Solution:
-        return Solution(self.schedule.starts_of(solver))
+    def extract(self, values: SolutionValues) -> Plan:
+        return Plan(self.schedule.start_offsets_of(values))
 
-    def allocate(self, solution: Solution, first_fit: bool) -> dict[int, list[int]]:
+    def allocate(self, plan: Plan, first_fit: bool) -> dict[int, list[int]]:
         """Best fit, in priority order, for the jobs the schedule starts at t."""
         pool = self.problem.free_now.copy()
         reservation = self.reservation.copy() if self.reservation is not None else None
-        starts: dict[int, list[int]] = {}
+        placements: dict[int, list[int]] = {}
         for job in self.schedule.jobs:
-            if solution.starts[job.index] == 0:
-                nodes = place_now(pool, reservation, job, first_fit)
+            if plan.start_offsets[job.index] == 0:
+                nodes = place_around_reservation(pool, reservation, job, first_fit)
                 if nodes is not None:
-                    starts[job.index] = nodes
-        return starts
+                    placements[job.index] = nodes
+        return placements
 
 
 class Hcp19Dispatcher(CpDispatcher):
     name: ClassVar[str] = "hcp19"
     kind: ClassVar[int] = pb.DISPATCHER_HCP19
-    place_now: ClassVar[bool] = False
+    exact_allocation_now: ClassVar[bool] = False
 
     def formulate(
         self,
         problem: Problem,
         jobs: list[Job],
-        deadline: float,
-        heuristic: Solution,
+        should_stop: StopCheck,
+        heuristic: Plan,
         reservation: Reservation | None,
     ) -> Hcp19Formulation:
         return Hcp19Formulation(problem, jobs, reservation)

@@ -1,4 +1,9 @@
-"""Which queued jobs enter a model at t, in which priority order (DESIGN.md §1–2)."""
+"""Which queued jobs enter a model at t, in which priority order.
+
+Priority is the current slowdown, highest first. The papers' reductions: the fit-now filter
+(a job whose units cannot all be placed on what is free at t stays out) and the window of the
+m highest-priority jobs that pass it.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from dataclasses import dataclass, field
 
 from hpcdispatch.server.dispatchers.free_pool import units_per_node
 from hpcdispatch.server.dispatchers.problem import Job, Problem
+from hpcdispatch.server.dispatchers.stopping import StopCheck, never, stop_if
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 
@@ -42,15 +48,19 @@ class Selection:
     skipped: list[tuple[int, int]] = field(default_factory=list)  # (job index, pb.SkipReason)
 
 
-def select_for_model(problem: Problem, window: int, max_units: int | None = None) -> Selection:
+def select_for_model(
+    problem: Problem, window: int, max_units: int | None = None, should_stop: StopCheck = never
+) -> Selection:
     """Fit-now filter, then the window of the m highest-priority jobs that can start at t.
 
     With `max_units`, the window also holds at most that many units in all: a job that would
     pass it stays out this time (OUTSIDE_WINDOW) and smaller ones after it may still enter.
+    Raises Stopped when `should_stop()` turns true (checked once per job).
     """
     selection = Selection()
     units = 0
     for job in slowdown_priority(problem, problem.jobs):
+        stop_if(should_stop, "job selection")
         if problem.free_now.units_fit(job.req, job.units) < job.units:
             reason = (
                 pb.SKIP_REASON_NEVER_FITS if never_fits(problem, job)

@@ -11,48 +11,51 @@ feasible in the pooled view.
 
 from __future__ import annotations
 
+from hpcdispatch.server.dispatchers.plan import Plan
 from hpcdispatch.server.dispatchers.problem import Job, Problem
-from hpcdispatch.server.dispatchers.reservation import Reservation, place_now
-from hpcdispatch.server.dispatchers.solution import Solution
+from hpcdispatch.server.dispatchers.reservation import Reservation, place_around_reservation
 
 
 def left_shift(
     problem: Problem,
     jobs: list[Job],
-    solution: Solution,
+    plan: Plan,
     reservation: Reservation | None,
-    exact_now: bool,
+    exact_allocation_now: bool,
     first_fit: bool,
-) -> Solution:
+) -> Plan:
     profile = problem.pooled_profile()
     if reservation is not None:
         start, duration, demand = reservation.block()
         profile.reserve(demand, start, duration)
     for job in jobs:
-        profile.reserve(job.demand(), solution.starts[job.index], job.duration)
-    starts, nodes = dict(solution.starts), dict(solution.nodes)
+        profile.reserve(job.demand(), plan.start_offsets[job.index], job.duration)
+    offsets, unit_nodes = dict(plan.start_offsets), dict(plan.unit_nodes)
     pool = problem.free_now.copy()
     held = reservation.copy() if reservation is not None else None
-    if exact_now:
+    if exact_allocation_now:
         for job in jobs:
-            if starts[job.index] == 0 and job.index in nodes:
-                pool.take_all(nodes[job.index], job.req)
+            if offsets[job.index] == 0 and job.index in unit_nodes:
+                pool.take_all(unit_nodes[job.index], job.req)
                 if held is not None:
-                    held.take(pool, nodes[job.index], job)
+                    held.take(pool, unit_nodes[job.index], job)
     for job in jobs:  # priority order
-        planned = starts[job.index]
+        planned = offsets[job.index]
         if planned == 0:
             continue
         demand = job.demand()
         released = tuple(-d for d in demand)
         profile.reserve(released, planned, job.duration)
         if profile.earliest_start(demand, job.duration) == 0:
-            placed = place_now(pool, held, job, first_fit) if exact_now else []
+            placed = (
+                place_around_reservation(pool, held, job, first_fit)
+                if exact_allocation_now else []
+            )
             if placed is not None:
                 profile.reserve(demand, 0, job.duration)
-                starts[job.index] = 0
-                if exact_now:
-                    nodes[job.index] = placed
+                offsets[job.index] = 0
+                if exact_allocation_now:
+                    unit_nodes[job.index] = placed
                 continue
         profile.reserve(demand, planned, job.duration)
-    return Solution(starts, nodes, solution.counts)
+    return Plan(offsets, unit_nodes, plan.unit_counts)

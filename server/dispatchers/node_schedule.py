@@ -9,26 +9,27 @@ per-node cumulatives and its redundant pooled one.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import numpy.typing as npt
 
+from hpcdispatch.server.dispatchers.plan import Plan
 from hpcdispatch.server.dispatchers.problem import Job, Problem
+from hpcdispatch.server.dispatchers.stopping import StopCheck, never, stop_if
 
 IntArray = npt.NDArray[np.int64]
 
 
-class ScheduleBudgetExceeded(Exception):
-    """The list schedule did not finish before the deadline."""
-
-
 def node_list_schedule(
-    problem: Problem, jobs: list[Job], candidates: dict[int, list[int]], deadline: float
-) -> tuple[dict[int, int], dict[int, dict[int, int]]]:
-    """(start of each job relative to t, units of each job per node)."""
-    if time.monotonic() > deadline:
-        raise ScheduleBudgetExceeded
+    problem: Problem,
+    jobs: list[Job],
+    candidates: dict[int, list[int]],
+    should_stop: StopCheck = never,
+) -> Plan:
+    """Start offsets and units per node of every job, and the unit nodes of those at t.
+
+    Raises Stopped when `should_stop()` turns true (checked once per job).
+    """
+    stop_if(should_stop, "node-level list schedule")
     ends = np.asarray([end for end, _ in problem.pooled_releases()], dtype=np.int64)
     times: IntArray = np.concatenate(([0], ends[ends > 0])).astype(np.int64)
     # Only the nodes some job may use get a column: steps × columns × resource types.
@@ -42,11 +43,9 @@ def node_list_schedule(
             released[min(step, len(times) - 1), c] += block.amounts
     free_now = np.asarray(problem.free_now.free, dtype=np.int64)[columns]
     free: IntArray = free_now[None] + np.cumsum(released, axis=0)
-    starts: dict[int, int] = {}
-    counts: dict[int, dict[int, int]] = {}
+    plan = Plan({})
     for job in jobs:
-        if time.monotonic() > deadline:
-            raise ScheduleBudgetExceeded
+        stop_if(should_stop, "node-level list schedule")
         nodes = np.asarray([column_of[n] for n in candidates[job.index]], dtype=np.int64)
         used = [r for r, q in enumerate(job.req) if q > 0]
         # units[k, c]: units of the job that candidate c holds during step k
@@ -74,12 +73,16 @@ def node_list_schedule(
             stop = int(np.searchsorted(times, start + job.duration, side="left"))
             for c, k in take.items():
                 free[i:stop, c] -= k * np.asarray(job.req, dtype=np.int64)
-            starts[job.index] = start
-            counts[job.index] = {columns[c]: k for c, k in take.items()}
+            plan.start_offsets[job.index] = start
+            plan.unit_counts[job.index] = {columns[c]: k for c, k in take.items()}
+            if start == 0:
+                plan.unit_nodes[job.index] = [
+                    n for n, k in plan.unit_counts[job.index].items() for _ in range(k)
+                ]
             break
         else:  # pragma: no cover - the last step holds every candidate's full capacity
             raise AssertionError(f"job {job.id} fits no step of the node-level schedule")
-    return starts, counts
+    return plan
 
 
 def _split(times: IntArray, free: IntArray, when: int) -> tuple[IntArray, IntArray]:

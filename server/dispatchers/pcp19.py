@@ -10,39 +10,52 @@ defining property and the reason PCP'20 exists.
 
 from __future__ import annotations
 
-import time
 from collections import Counter, defaultdict
 from typing import ClassVar
 
 from ortools.sat.python import cp_model
 
-from hpcdispatch.server.dispatchers.cp_dispatch import BuildBudgetExceeded, CpDispatcher, Solution
+from hpcdispatch.server.dispatchers.cp_dispatch import CpDispatcher
 from hpcdispatch.server.dispatchers.cp_schedule import build_schedule_model
+from hpcdispatch.server.dispatchers.cpsat_attempt import SolutionValues
 from hpcdispatch.server.dispatchers.free_pool import units_per_node
 from hpcdispatch.server.dispatchers.greedy_schedule import total_slowdown
 from hpcdispatch.server.dispatchers.job_selection import submit_order
-from hpcdispatch.server.dispatchers.node_schedule import (
-    ScheduleBudgetExceeded,
-    node_list_schedule,
-)
+from hpcdispatch.server.dispatchers.node_schedule import node_list_schedule
+from hpcdispatch.server.dispatchers.plan import Plan
 from hpcdispatch.server.dispatchers.problem import Job, Problem
 from hpcdispatch.server.dispatchers.reservation import Reservation
+from hpcdispatch.server.dispatchers.stopping import StopCheck, Stopped, never, stop_if
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+# (job, its interval [s_i, s_i + d_i), c[i][n]) of every job that may use node n
+_OnNode = list[tuple[Job, cp_model.IntervalVar, cp_model.IntVar]]
 
 
 class Pcp19Formulation:
-    def __init__(self, problem: Problem, jobs: list[Job], deadline: float) -> None:
-        self.problem = problem
+    def __init__(
+        self, problem: Problem, jobs: list[Job], should_stop: StopCheck = never
+    ) -> None:
+        self.problem, self.jobs, self.should_stop = problem, jobs, should_stop
         self.schedule = build_schedule_model(problem, jobs, pooled=True)
-        self.model = model = self.schedule.model
-        free, cap = problem.free_now.free, problem.capacity
+        self.model = self.schedule.model
         self.count: dict[int, dict[int, cp_model.IntVar]] = {}
-        on_node: dict[int, list[tuple[Job, cp_model.IntervalVar, cp_model.IntVar]]] = (
-            defaultdict(list)
+        on_node = self._unit_counts()
+        self._node_cumulatives(on_node)
+        # Allocation after the starts: each job's counts in node order, largest count first.
+        self.model.add_decision_strategy(
+            [c for counts in self.count.values() for c in counts.values()],
+            cp_model.CHOOSE_FIRST,
+            cp_model.SELECT_MAX_VALUE,
         )
-        for job, interval in zip(jobs, self.schedule.intervals, strict=True):
-            if time.monotonic() > deadline:
-                raise BuildBudgetExceeded("PCP'19 model did not fit in the time budget")
+
+    def _unit_counts(self) -> dict[int, _OnNode]:
+        """c[i][n] in [0, units of i that fit n] on every node a unit fits now; Σ_n c = rn_i."""
+        problem, model = self.problem, self.model
+        free, cap = problem.free_now.free, problem.capacity
+        on_node: dict[int, _OnNode] = defaultdict(list)
+        for job, interval in zip(self.jobs, self.schedule.intervals, strict=True):
+            stop_if(self.should_stop, "PCP'19 model")
             counts: dict[int, cp_model.IntVar] = {}
             for n in range(len(cap)):
                 if problem.eligible[n] and units_per_node(free[n], job.req) > 0:
@@ -52,13 +65,17 @@ class Pcp19Formulation:
                     on_node[n].append((job, interval, c))
             model.add(sum(counts.values()) == job.units)  # exactly rn_i units
             self.count[job.index] = counts
-        self.jobs, self.deadline = jobs, deadline
+        return on_node
+
+    def _node_cumulatives(self, on_node: dict[int, _OnNode]) -> None:
+        """cumulative per node n and type r: running work on n until its end, and every job's
+        interval with demand c[i][n] × req_i,r, within cap[n][r]."""
+        problem, model, cap = self.problem, self.model, self.problem.capacity
         running: dict[int, list[tuple[int, tuple[int, ...]]]] = defaultdict(list)
         for b in problem.blocks:
             running[b.node].append((b.end, b.amounts))
         for n, placed in on_node.items():
-            if time.monotonic() > deadline:
-                raise BuildBudgetExceeded("PCP'19 model did not fit in the time budget")
+            stop_if(self.should_stop, "PCP'19 model")
             held = [(model.new_fixed_size_interval_var(0, end, ""), a) for end, a in running[n]]
             for r in range(len(problem.resources)):
                 if not any(job.req[r] for job, _, _ in placed):
@@ -68,60 +85,46 @@ class Pcp19Formulation:
                     [a[r] for _, a in held if a[r]] + [c * job.req[r] for job, _, c in placed],
                     cap[n][r],
                 )
-        model.add_decision_strategy(
-            [c for counts in self.count.values() for c in counts.values()],
-            cp_model.CHOOSE_FIRST,
-            cp_model.SELECT_MAX_VALUE,
-        )
 
-    def incumbent(self) -> Solution | None:
-        """The node-level list schedule: a solution of this model, or None past the deadline."""
+    def own_list_schedule(self) -> Plan | None:
+        """The node-level list schedule, a solution of this model (None: no time for it)."""
         candidates = {index: list(counts) for index, counts in self.count.items()}
-        best: tuple[float, dict[int, int], dict[int, dict[int, int]]] | None = None
-        # Priority order, then submit order: the better plan is the incumbent (as for the
-        # pooled list schedules, greedy_schedule.best_list_schedule).
+        best: tuple[float, Plan] | None = None
+        # Priority order, then submit order: the better plan wins (as for the pooled list
+        # schedules, greedy_schedule.best_list_schedule).
         for order in (self.jobs, submit_order(self.jobs)):
             try:
-                starts, counts = node_list_schedule(self.problem, order, candidates, self.deadline)
-            except ScheduleBudgetExceeded:
+                plan = node_list_schedule(self.problem, order, candidates, self.should_stop)
+            except Stopped:
                 break
-            objective = total_slowdown(self.problem, self.jobs, starts)
+            objective = total_slowdown(self.problem, self.jobs, plan.start_offsets)
             if best is None or objective < best[0] - 1e-9:
-                best = objective, starts, counts
-        if best is None:
-            return None
-        _, starts, counts = best
-        nodes = {
-            i: [n for n, k in counts[i].items() for _ in range(k)] for i in starts if not starts[i]
-        }
-        return Solution(starts, nodes, counts)
+                best = objective, plan
+        return None if best is None else best[1]
 
-    def hint(self, solution: Solution) -> list[tuple[cp_model.IntVar, int]]:
-        hints = self.schedule.start_hints(solution.starts)
+    def hint(self, plan: Plan) -> list[tuple[cp_model.IntVar, int]]:
+        hints = self.schedule.start_hints(plan.start_offsets)
         for job in self.schedule.jobs:
-            start = solution.starts[job.index]
-            placed = solution.counts.get(job.index)
-            if placed is None and start == 0 and job.index in solution.nodes:
-                placed = Counter(solution.nodes[job.index])
+            placed = plan.unit_counts.get(job.index)
+            if placed is None and plan.start_offsets[job.index] == 0 and (
+                job.index in plan.unit_nodes
+            ):
+                placed = Counter(plan.unit_nodes[job.index])
             if placed is not None:
                 hints.extend((c, placed.get(n, 0)) for n, c in self.count[job.index].items())
         return hints
 
-    def extract(self, solver: cp_model.CpSolver) -> Solution:
-        solution = Solution(self.schedule.starts_of(solver))
+    def extract(self, values: SolutionValues) -> Plan:
+        plan = Plan(self.schedule.start_offsets_of(values))
         for job in self.schedule.jobs:
-            start = solution.starts[job.index]
-            solution.counts[job.index] = {
-                n: int(solver.value(c)) for n, c in self.count[job.index].items()
-            }
-            if start == 0:
-                solution.nodes[job.index] = [
-                    n for n, c in self.count[job.index].items() for _ in range(solver.value(c))
-                ]
-        return solution
+            counts = {n: values.value(c) for n, c in self.count[job.index].items()}
+            plan.unit_counts[job.index] = counts
+            if plan.start_offsets[job.index] == 0:
+                plan.unit_nodes[job.index] = [n for n, k in counts.items() for _ in range(k)]
+        return plan
 
-    def allocate(self, solution: Solution, first_fit: bool) -> dict[int, list[int]]:
-        return solution.placed_now()
+    def allocate(self, plan: Plan, first_fit: bool) -> dict[int, list[int]]:
+        return plan.placements()
 
 
 class Pcp19Dispatcher(CpDispatcher):
@@ -134,8 +137,8 @@ class Pcp19Dispatcher(CpDispatcher):
         self,
         problem: Problem,
         jobs: list[Job],
-        deadline: float,
-        heuristic: Solution,
+        should_stop: StopCheck,
+        heuristic: Plan,
         reservation: Reservation | None,
     ) -> Pcp19Formulation:
-        return Pcp19Formulation(problem, jobs, deadline)
+        return Pcp19Formulation(problem, jobs, should_stop)

@@ -20,23 +20,22 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+import numpy.typing as npt
 from ortools.sat.python import cp_model
 
-from hpcdispatch.server.dispatchers.cp_dispatch import (
-    BuildBudgetExceeded,
-    CpDispatcher,
-    Solution,
-)
+from hpcdispatch.server.dispatchers.cp_dispatch import CpDispatcher
 from hpcdispatch.server.dispatchers.cp_schedule import build_schedule_model
+from hpcdispatch.server.dispatchers.cpsat_attempt import SolutionValues
 from hpcdispatch.server.dispatchers.free_pool import FreePool, units_per_node
+from hpcdispatch.server.dispatchers.plan import Plan
 from hpcdispatch.server.dispatchers.problem import Job, Problem
 from hpcdispatch.server.dispatchers.reservation import Reservation
+from hpcdispatch.server.dispatchers.stopping import StopCheck, never, stop_if
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 
@@ -58,7 +57,7 @@ class ResourceLines:
         n_res = len(problem.resources)
         self.base: list[list[int]] = [[0] * len(order) for _ in range(n_res)]
         self.group_base: list[list[int]] = [[0] * len(self.groups) for _ in range(n_res)]
-        self.starts: list[list[int]] = []  # per r: line start of each node in line order
+        self.line_starts: list[list[int]] = []  # per r: position of each node, line order
         self.order = order
         for r in range(n_res):
             pos, line = 0, []
@@ -68,10 +67,10 @@ class ResourceLines:
                 self.base[r][n] = pos
                 line.append(pos)
                 pos += problem.capacity[n][r]
-            self.starts.append(line)
+            self.line_starts.append(line)
 
     def node_at(self, r: int, position: int) -> int:
-        return self.order[bisect.bisect_right(self.starts[r], position) - 1]
+        return self.order[bisect.bisect_right(self.line_starts[r], position) - 1]
 
 
 # Node window: a unit may start now on at most this many nodes, the best-fitting ones (and the
@@ -106,27 +105,32 @@ class _Link:
 
 
 class Pcp20Formulation:
+    """The PCP'20 model of `jobs` at t: the scheduling model (s_i, now_i, the objective over
+    q_i and d_i, the pooled cumulatives after t) plus one position y per unit and resource
+    type for the jobs that start now."""
+
     def __init__(
         self,
         problem: Problem,
         jobs: list[Job],
         lines: ResourceLines,
-        heuristic: Solution,
+        heuristic: Plan,
         reservation: Reservation | None = None,
-        deadline: float = float("inf"),
+        should_stop: StopCheck = never,
     ) -> None:
         self.problem, self.lines, self.reservation = problem, lines, reservation
         blocks = (reservation.block(),) if reservation is not None else ()
         self.schedule = build_schedule_model(problem, jobs, True, blocks)
-        self.model = model = self.schedule.model
-        free_now = np.asarray(problem.free_now.free, dtype=np.int64)
-        limit = (
+        self.model = self.schedule.model
+        self._free_now = np.asarray(problem.free_now.free, dtype=np.int64)
+        self._limit = (
             np.asarray(reservation.limit.free, dtype=np.int64) if reservation is not None
-            else free_now
+            else self._free_now
         )
         cap = np.asarray(problem.capacity, dtype=np.int64)
-        node_end = [np.asarray(lines.base[r], dtype=np.int64) + cap[:, r]
-                    for r in range(len(problem.resources))]
+        # Line position just past each node's units, per resource type.
+        self._node_end = [np.asarray(lines.base[r], dtype=np.int64) + cap[:, r]
+                          for r in range(len(problem.resources))]
         # y[job index][unit][r] for the types the job uses; primary type = first used one.
         self.y: dict[int, list[dict[int, cp_model.IntVar]]] = {}
         self.primary: dict[int, int] = {}
@@ -136,65 +140,100 @@ class Pcp20Formulation:
         # The same-node link variables of each multi-resource unit, to hint them too.
         self.links: dict[tuple[int, int], list[_Link]] = {}
         boxes: dict[int, list[cp_model.IntervalVar]] = defaultdict(list)
-        positions: list[cp_model.IntVar] = []
-        for job, now in zip(jobs, self.schedule.now, strict=True):
-            if time.monotonic() > deadline:
-                raise BuildBudgetExceeded("PCP'20 model did not fit in the time budget")
-            used = [r for r, q in enumerate(job.req) if q > 0]
-            self.primary[job.index] = used[0]
-            # A job still running at the head's reserved start τ may only use `limit`.
-            protected = reservation is not None and reservation.runs_past(job)
-            pool = reservation.limit if reservation is not None and protected else problem.free_now
-            free = limit if protected else free_now
-            candidates = np.asarray(
-                candidate_nodes(pool, job, heuristic.nodes.get(job.index, [])), dtype=np.int64
-            )
-            if not len(candidates):
-                model.add(now == 0)  # nowhere to go without delaying the head: not now
-                self.y[job.index] = []
-                continue
-            # Unit starts inside the free part of a node: [end - free, end - req] per node.
-            domains = {
-                r: cp_model.Domain.from_flat_intervals(
-                    np.column_stack(
-                        (node_end[r][candidates] - free[candidates, r],
-                         node_end[r][candidates] - job.req[r])
-                    ).ravel().tolist()
-                )
+        for job, now in zip(jobs, self.schedule.now_literals, strict=True):
+            stop_if(should_stop, "PCP'20 model")
+            self._add_positions(job, now, heuristic.unit_nodes.get(job.index, []), boxes)
+        self._add_no_overlap(boxes)
+        self._add_allocation_search()
+
+    def _add_positions(
+        self,
+        job: Job,
+        now: cp_model.IntVar,
+        hinted_nodes: list[int],
+        boxes: dict[int, list[cp_model.IntervalVar]],
+    ) -> None:
+        """The rn_i units of `job`: a position y_r per resource type r it uses, inside the free
+        part of a candidate node, and a box [y_r, y_r + req_i,r) on line r present iff now_i."""
+        model = self.model
+        used = [r for r, q in enumerate(job.req) if q > 0]
+        self.primary[job.index] = used[0]
+        candidates, free = self._candidates(job, hinted_nodes)
+        if not len(candidates):
+            model.add(now == 0)  # nowhere to go without delaying the head: not now
+            self.y[job.index] = []
+            return
+        domains = self._position_domains(job, used, candidates, free)
+        first = int(candidates[0])
+        self.parking[job.index] = (
+            first, {r: int(self._node_end[r][first] - free[first, r]) for r in used}
+        )
+        candidate_groups = sorted({self.lines.group_of[n] for n in candidates.tolist()})
+        units: list[dict[int, cp_model.IntVar]] = []
+        for u in range(job.units):
+            y = {
+                r: model.new_int_var_from_domain(domains[r], f"y_{job.index}_{r}_{u}")
                 for r in used
             }
-            first = int(candidates[0])
-            self.parking[job.index] = (
-                first, {r: int(node_end[r][first] - free[first, r]) for r in used}
+            for r in used:
+                boxes[r].append(
+                    model.new_optional_fixed_size_interval_var(
+                        y[r], job.req[r], now, f"box_{job.index}_{r}_{u}"
+                    )
+                )
+            if len(used) > 1:
+                self.links[job.index, u] = self._same_node(
+                    job, y, candidate_groups, f"{job.index}_{u}"
+                )
+            if units:
+                # Units of a job are identical: order them along the primary line.
+                r0 = used[0]
+                model.add(units[-1][r0] + job.req[r0] <= y[r0]).only_enforce_if(now)
+            units.append(y)
+        self.y[job.index] = units
+
+    def _candidates(
+        self, job: Job, hinted_nodes: list[int]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The nodes a unit of `job` may start on now, and the free amounts it sees there:
+        a job still running at the head's reserved start τ may only use `limit`."""
+        reservation = self.reservation
+        if reservation is not None and reservation.runs_past(job):
+            pool, free = reservation.limit, self._limit
+        else:
+            pool, free = self.problem.free_now, self._free_now
+        candidates = np.asarray(candidate_nodes(pool, job, hinted_nodes), dtype=np.int64)
+        return candidates, free
+
+    def _position_domains(
+        self,
+        job: Job,
+        used: list[int],
+        candidates: npt.NDArray[np.int64],
+        free: npt.NDArray[np.int64],
+    ) -> dict[int, cp_model.Domain]:
+        """y_r starts inside the free part of a node: [end - free, end - req_i,r] per node."""
+        return {
+            r: cp_model.Domain.from_flat_intervals(
+                np.column_stack(
+                    (self._node_end[r][candidates] - free[candidates, r],
+                     self._node_end[r][candidates] - job.req[r])
+                ).ravel().tolist()
             )
-            candidate_groups = sorted({lines.group_of[n] for n in candidates.tolist()})
-            units: list[dict[int, cp_model.IntVar]] = []
-            for u in range(job.units):
-                y = {
-                    r: model.new_int_var_from_domain(domains[r], f"y_{job.index}_{r}_{u}")
-                    for r in used
-                }
-                for r in used:
-                    boxes[r].append(
-                        model.new_optional_fixed_size_interval_var(
-                            y[r], job.req[r], now, f"box_{job.index}_{r}_{u}"
-                        )
-                    )
-                if len(used) > 1:
-                    self.links[job.index, u] = self._same_node(
-                        job, y, candidate_groups, f"{job.index}_{u}"
-                    )
-                if units:
-                    # Units of a job are identical: order them along the primary line.
-                    r0 = used[0]
-                    model.add(units[-1][r0] + job.req[r0] <= y[r0]).only_enforce_if(now)
-                units.append(y)
-                positions.extend(y.values())
-            self.y[job.index] = units
-        for rboxes in boxes.values():
-            model.add_no_overlap(rboxes)  # diffn at t: no two boxes share a unit of r
-        # Then allocation: smallest domain first, as in the papers' search.
-        model.add_decision_strategy(
+            for r in used
+        }
+
+    def _add_no_overlap(self, boxes: dict[int, list[cp_model.IntervalVar]]) -> None:
+        """diffn at t: no two present boxes share a unit of resource type r."""
+        for line_boxes in boxes.values():
+            self.model.add_no_overlap(line_boxes)
+
+    def _add_allocation_search(self) -> None:
+        """After the starts, the positions y: smallest domain first, as in the papers."""
+        positions = [
+            y for units in self.y.values() for unit in units for y in unit.values()
+        ]
+        self.model.add_decision_strategy(
             positions, cp_model.CHOOSE_MIN_DOMAIN_SIZE, cp_model.SELECT_MIN_VALUE
         )
 
@@ -219,26 +258,26 @@ class Pcp20Formulation:
             links.append(_Link(g, chosen[i] if chosen else None, k, offsets))
         return links
 
-    def incumbent(self) -> Solution | None:
-        return None  # the shared list schedule is a solution of this model
+    def own_list_schedule(self) -> Plan | None:
+        return None  # the shared heuristic plan is a solution of this model
 
-    def hint(self, solution: Solution) -> list[tuple[cp_model.IntVar, int]]:
+    def hint(self, plan: Plan) -> list[tuple[cp_model.IntVar, int]]:
         """A complete hint: starts, now literals, every position and every link variable."""
-        hints = self.schedule.start_hints(solution.starts)
+        hints = self.schedule.start_hints(plan.start_offsets)
         problem, lines, reservation = self.problem, self.lines, self.reservation
         # Units starting now fill each node's free part from its right end: jobs still running
         # at τ first (they must sit within the right `limit` part), then the others.
         cursor: dict[tuple[int, int], int] = {}  # (node, r) -> lowest position taken
         placed = [
             j for j in self.schedule.jobs
-            if solution.starts[j.index] == 0 and j.index in solution.nodes and self.y[j.index]
+            if plan.start_offsets[j.index] == 0 and j.index in plan.unit_nodes and self.y[j.index]
         ]
         if reservation is not None:
             placed.sort(key=lambda j: not reservation.runs_past(j))
         where: dict[int, list[tuple[int, dict[int, int]]]] = {}  # job -> (node, y) per unit
         for job in placed:
             r0 = self.primary[job.index]
-            counts = Counter(solution.nodes[job.index])
+            counts = Counter(plan.unit_nodes[job.index])
             units: list[tuple[int, dict[int, int]]] = []
             # Units are ordered along the primary line (symmetry breaking): hint them so.
             for n in sorted(counts, key=lambda n: lines.base[r0][n]):
@@ -270,19 +309,18 @@ class Pcp20Formulation:
                         )
         return hints
 
-    def extract(self, solver: cp_model.CpSolver) -> Solution:
-        solution = Solution(self.schedule.starts_of(solver))
+    def extract(self, values: SolutionValues) -> Plan:
+        plan = Plan(self.schedule.start_offsets_of(values))
         for job in self.schedule.jobs:
-            if solution.starts[job.index] == 0:
+            if plan.start_offsets[job.index] == 0:
                 r0 = self.primary[job.index]
-                solution.nodes[job.index] = [
-                    self.lines.node_at(r0, int(solver.value(unit[r0])))
-                    for unit in self.y[job.index]
+                plan.unit_nodes[job.index] = [
+                    self.lines.node_at(r0, values.value(unit[r0])) for unit in self.y[job.index]
                 ]
-        return solution
+        return plan
 
-    def allocate(self, solution: Solution, first_fit: bool) -> dict[int, list[int]]:
-        return solution.placed_now()
+    def allocate(self, plan: Plan, first_fit: bool) -> dict[int, list[int]]:
+        return plan.placements()
 
 
 class Pcp20Dispatcher(CpDispatcher):
@@ -296,10 +334,10 @@ class Pcp20Dispatcher(CpDispatcher):
         self,
         problem: Problem,
         jobs: list[Job],
-        deadline: float,
-        heuristic: Solution,
+        should_stop: StopCheck,
+        heuristic: Plan,
         reservation: Reservation | None,
     ) -> Pcp20Formulation:
         return Pcp20Formulation(
-            problem, jobs, ResourceLines(problem), heuristic, reservation, deadline
+            problem, jobs, ResourceLines(problem), heuristic, reservation, should_stop
         )

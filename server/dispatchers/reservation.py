@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from hpcdispatch.server.dispatchers.free_pool import FreePool, Vec, units_per_node
 from hpcdispatch.server.dispatchers.problem import Job, Problem
+from hpcdispatch.server.dispatchers.stopping import StopCheck, never, stop_if
 
 
 @dataclass(slots=True)
@@ -40,36 +41,38 @@ class Reservation:
         """Whether `job`, started now, is still running at τ (and so must stay in `limit`)."""
         return job.duration > self.start
 
-    def take(self, now: FreePool, nodes: list[int], job: Job) -> None:
-        """Record that `job` starts now on `nodes`, already taken from `now`."""
+    def take(self, free_now: FreePool, nodes: list[int], job: Job) -> None:
+        """Record that `job` starts now on `nodes`, already taken from `free_now`."""
         if self.runs_past(job):
             self.at_start.take_all(nodes, job.req)
         for n in set(nodes):
-            self.limit.set(n, tuple(map(min, now.free[n], self.at_start.free[n])))
+            self.limit.set(n, tuple(map(min, free_now.free[n], self.at_start.free[n])))
 
 
-def place_now(
-    now: FreePool, reservation: Reservation | None, job: Job, first_fit: bool = False
+def place_around_reservation(
+    free_now: FreePool, reservation: Reservation | None, job: Job, first_fit: bool = False
 ) -> list[int] | None:
-    """Place `job` at t (taking from `now`) without touching the head's reservation."""
-    pool = reservation.limit if reservation is not None and reservation.runs_past(job) else now
+    """Place `job` at t (taking from `free_now`) without touching the head's reservation."""
+    pool = (
+        reservation.limit if reservation is not None and reservation.runs_past(job) else free_now
+    )
     nodes = pool.choose(job.req, job.units, first_fit)
     if nodes is None:
         return None
-    now.take_all(nodes, job.req)
+    free_now.take_all(nodes, job.req)
     if reservation is not None:
-        reservation.take(now, nodes, job)
+        reservation.take(free_now, nodes, job)
     return nodes
 
 
-def head_nodes(at_start: FreePool, now: FreePool, head: Job) -> list[int]:
+def head_nodes(at_start: FreePool, free_now: FreePool, head: Job) -> list[int]:
     """Nodes for the head's units at τ (one entry per unit), keeping `limit` as large as it can.
 
     What a node has free now and the head takes at τ is lost to every job that would start now
     and run past τ. So nodes with nothing free now come first, then the others by how little
     they have free now; within each, best fit at τ (the pool's own rule), then node order.
     """
-    free_now: set[int] = set().union(*now.groups.values())
+    with_free: set[int] = set().union(*free_now.groups.values())
     fitting = sorted(
         ((at_start.score(vec), units_per_node(vec, head.req), nodes)
          for vec, nodes in at_start.groups.items() if units_per_node(vec, head.req) > 0),
@@ -78,13 +81,13 @@ def head_nodes(at_start: FreePool, now: FreePool, head: Job) -> list[int]:
     chosen: list[int] = []
     for _, k, nodes in fitting:  # nodes with nothing free now
         need = head.units - len(chosen)
-        for n in heapq.nsmallest(-(-need // k), nodes - free_now):
+        for n in heapq.nsmallest(-(-need // k), nodes - with_free):
             chosen.extend([n] * min(k, head.units - len(chosen)))
         if len(chosen) == head.units:
             return chosen
     partial = sorted(
-        (now.score(now.free[n]), score, n, k)
-        for score, k, nodes in fitting for n in nodes & free_now
+        (free_now.score(free_now.free[n]), score, n, k)
+        for score, k, nodes in fitting for n in nodes & with_free
     )
     for _, _, n, k in partial:
         chosen.extend([n] * min(k, head.units - len(chosen)))
@@ -94,16 +97,23 @@ def head_nodes(at_start: FreePool, now: FreePool, head: Job) -> list[int]:
 
 
 def reserve(
-    problem: Problem, now: FreePool, head: Job, started: Iterable[tuple[Job, list[int]]] = ()
+    problem: Problem,
+    free_now: FreePool,
+    head: Job,
+    started: Iterable[tuple[Job, list[int]]] = (),
+    should_stop: StopCheck = never,
 ) -> Reservation:
-    """Reserve for `head` given `now` (free at t after the jobs in `started` took theirs)."""
+    """Reserve for `head` given `free_now` (free at t after the jobs in `started` took theirs).
+
+    Raises Stopped when `should_stop()` turns true (checked once per release time).
+    """
     releases: dict[int, list[tuple[int, Vec]]] = {}
     for end, blocks in problem.releases_by_time():
         releases.setdefault(end, []).extend((b.node, b.amounts) for b in blocks)
     for job, nodes in started:
         for n in nodes:
             releases.setdefault(job.duration, []).append((n, job.req))
-    pool = now.copy()
+    pool = free_now.copy()
     # Pooled free amounts: a cheap necessary condition checked before the node-level one.
     pooled = [
         sum(vec[r] for vec, up in zip(pool.free, pool.eligible, strict=True) if up)
@@ -111,6 +121,7 @@ def reserve(
     ]
     demand = head.demand()
     for end in sorted(releases):
+        stop_if(should_stop, "head reservation")
         for n, amounts in releases[end]:
             pool.give(n, amounts)
             for r, a in enumerate(amounts):
@@ -118,12 +129,12 @@ def reserve(
         if any(p < d for p, d in zip(pooled, demand, strict=True)):
             continue
         if pool.units_fit(head.req, head.units) >= head.units:
-            placed = head_nodes(pool, now, head)
+            placed = head_nodes(pool, free_now, head)
             pool.take_all(placed, head.req)
             limit = FreePool(
-                [tuple(map(min, a, b)) for a, b in zip(now.free, pool.free, strict=True)],
+                [tuple(map(min, a, b)) for a, b in zip(free_now.free, pool.free, strict=True)],
                 problem.eligible,
-                now.scale,
+                free_now.scale,
             )
             pooled_start = problem.pooled_profile().earliest_start(demand, head.duration, end)
             return Reservation(head, end, pool, limit, pooled_start)

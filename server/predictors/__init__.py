@@ -1,2 +1,2 @@
-"""Duration predictors d_i (DESIGN.md §5), one module each behind `base.DurationPredictor`,
-reading the completed jobs of one shared knowledge base (`knowledge_base`)."""
+"""Duration predictors d_i (wall time, last two, data driven, oracle), one module each behind
+`base.DurationPredictor`, reading the completed jobs of one shared knowledge base."""

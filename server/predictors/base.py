@@ -1,9 +1,10 @@
 """The interface of a duration predictor, and the job facts it may use.
 
 A predictor answers d_i in seconds (>= 1, never above the job's requested time) for a queued or
-running job, from what the knowledge base learned of completed jobs. The service asks it once per
-job and request. Reported completions go to the cluster's knowledge base once, through
-`PredictorRegistry.learn`; a predictor's own `learn` is for using it on its own.
+running job, from what the knowledge base learned of completed jobs. The service asks it for a
+whole decision's jobs at once (`predict_many`: at most one store round trip for the batch).
+Reported completions go to the cluster's knowledge base once, through `PredictorRegistry.learn`;
+a predictor's own `learn` is for using it on its own.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ class DurationPredictor(Protocol):
 
     def predict(self, job: JobFacts) -> int:
         """d_i in seconds, 1 <= d_i <= requested_time."""
+        ...
+
+    def predict_many(self, jobs: Sequence[JobFacts]) -> list[int]:
+        """d_i of every job, in order; at most one store round trip for the whole batch."""
         ...
 
     def learn(self, completion: Completion) -> None:

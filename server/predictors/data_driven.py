@@ -13,30 +13,65 @@ resembles the job, from the closest resemblance to the loosest, and predict its 
 
 An empty name (or prefix) takes part in no rule, so traces without job names fall through to
 rule 5. Whatever rule answers, d_i is capped by the requested time and is at least 1 s.
+
+A batch of jobs is answered from one read of the cluster's history index (`history_index`):
+each rule is one dictionary look-up.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from hpcdispatch.server.predictors.base import Completion, JobFacts, clamp
+from hpcdispatch.server.predictors.history_index import FilterKey, HistoryFilter, HistoryIndex
 from hpcdispatch.server.predictors.job_keys import name_prefix, request_shape
-from hpcdispatch.server.predictors.knowledge_base import ClusterHistory, HistoryFilter
+from hpcdispatch.server.predictors.knowledge_base import ClusterHistory
+
+
+def rule_keys(job: JobFacts) -> list[FilterKey]:
+    """The index keys of rules 1-5 for this job, closest first; those that need a name are
+    left out without one."""
+    keys: list[FilterKey] = []
+    if job.name.strip():
+        keys.append((job.user, job.name, None, request_shape(job)))
+        keys.append((job.user, job.name, None, None))
+        keys.append((None, job.name, None, None))
+    prefix = name_prefix(job.name)
+    if prefix:
+        keys.append((None, None, prefix, None))
+    keys.append((job.user, None, None, None))
+    return keys
 
 
 def resemblance_rules(job: JobFacts) -> list[HistoryFilter]:
-    """Rules 1-5 for this job, closest first; those that need a name are left out without one."""
-    rules: list[HistoryFilter] = []
-    name = job.name.strip()
-    if name:
-        rules.append(HistoryFilter(user=job.user, name=job.name, shape=request_shape(job)))
-        rules.append(HistoryFilter(user=job.user, name=job.name))
-        rules.append(HistoryFilter(name=job.name))
+    """Rules 1-5 for this job as filters, closest first."""
+    return [HistoryFilter(*key) for key in rule_keys(job)]
+
+
+def predict_from(index: HistoryIndex, job: JobFacts) -> int:
+    """The run time of the latest job under the closest rule that has one, else the requested
+    time; bounded to [1, requested_time]. The rules of `rule_keys`, in order, except that the
+    request shape is built only when the user ran a job of that name (else rule 1 cannot match).
+    """
+    latest = index.latest_run_time
+    if job.name.strip():
+        same_user_and_name = latest((job.user, job.name, None, None))
+        if same_user_and_name is not None:
+            same_profile = latest((job.user, job.name, None, request_shape(job)))
+            return clamp(same_user_and_name if same_profile is None else same_profile, job)
+        same_name = latest((None, job.name, None, None))
+        if same_name is not None:
+            return clamp(same_name, job)
     prefix = name_prefix(job.name)
     if prefix:
-        rules.append(HistoryFilter(name_prefix=prefix))
-    rules.append(HistoryFilter(user=job.user))
-    return rules
+        same_prefix = latest((None, None, prefix, None))
+        if same_prefix is not None:
+            return clamp(same_prefix, job)
+    same_user = latest((job.user, None, None, None))
+    if same_user is not None:
+        return clamp(same_user, job)
+    return clamp(job.requested_time, job)
 
 
 class DataDrivenPredictor:
@@ -46,11 +81,12 @@ class DataDrivenPredictor:
         self.history = history
 
     def predict(self, job: JobFacts) -> int:
-        for rule in resemblance_rules(job):
-            run_times = self.history.last_run_times(rule, limit=1)
-            if run_times:
-                return clamp(run_times[0], job)
-        return clamp(job.requested_time, job)
+        return self.predict_many([job])[0]
+
+    def predict_many(self, jobs: Sequence[JobFacts]) -> list[int]:
+        """One index read (at most one store round trip) for the whole batch."""
+        with self.history.reading() as index:
+            return [predict_from(index, job) for job in jobs]
 
     def learn(self, completion: Completion) -> None:
         self.history.record([completion])

@@ -6,6 +6,7 @@ duration is predicted, so the two sides always agree.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from hpcdispatch.server.predictors.base import JobFacts
@@ -14,6 +15,7 @@ _EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
 _TRAILING_COUNTER = re.compile(r"[0-9._\-]+$")
 
 
+@functools.lru_cache(maxsize=65_536)  # names repeat: a decision asks for thousands
 def name_prefix(name: str) -> str:
     """The application a job name stands for: "~/bin/Run_042.sh" -> "run".
 

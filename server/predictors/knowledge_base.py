@@ -1,195 +1,162 @@
 """The knowledge base: every completed job the service was told about, per cluster name.
 
-An embedded SQLite store (stdlib `sqlite3`): a file that survives a server restart, or an
-in-memory database when no path is given. The schema and its indexes are created on open; a file
-runs in WAL mode. A completion is keyed by (cluster, job id, start time), so reporting it again —
-a retried RPC, several predictors — stores it once.
+Completions are written to a store (`store_location`: SQLite, embedded, or PostgreSQL, shared
+by replicas) and read by the predictors from an in-memory index per cluster (`history_index`).
+The index is refreshed from the store with one query for the rows recorded since its last one:
+before a read when it is older than `refresh_seconds` (so another replica's completions are
+seen within that), or at once after this process recorded something.
 
-One connection serves all threads behind a lock: the service learns from gRPC worker threads
-while others predict, and every statement here is a short indexed lookup or a small batch insert.
+When the store cannot be read, the predictors go on from what the index already holds (for a
+cluster never read, that is nothing: every job gets its requested time), `on_fallback(cluster)`
+is called once per read batch (the service counts it in
+`hpcdispatch_predictor_store_fallbacks_total`), and the store is not tried again for
+`retry_seconds`, so a store outage never fails nor slows every decision. Writing is different:
+`record` raises StoreUnavailable, because a completion that was not stored must not be
+acknowledged.
 """
 
 from __future__ import annotations
 
-import sqlite3
+import math
 import threading
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 from hpcdispatch.server.predictors.base import Completion
-from hpcdispatch.server.predictors.job_keys import name_prefix, request_shape
+from hpcdispatch.server.predictors.completion_store import (
+    CompletionStore,
+    StoreUnavailable,
+    completion_rows,
+)
+from hpcdispatch.server.predictors.history_index import HistoryFilter, HistoryIndex
+from hpcdispatch.server.predictors.store_location import open_store
 
-SCHEMA_VERSION = 1
+DEFAULT_REFRESH_SECONDS = 1.0
+DEFAULT_RETRY_SECONDS = 5.0
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS completions (
-    cluster        TEXT    NOT NULL,
-    job_id         TEXT    NOT NULL,
-    user           TEXT    NOT NULL,
-    name           TEXT    NOT NULL,
-    name_prefix    TEXT    NOT NULL,
-    shape          TEXT    NOT NULL,
-    requested_time INTEGER NOT NULL,
-    start_time     INTEGER NOT NULL,
-    end_time       INTEGER NOT NULL,
-    run_time       INTEGER NOT NULL,
-    PRIMARY KEY (cluster, job_id, start_time)
-);
-CREATE INDEX IF NOT EXISTS completions_by_user
-    ON completions (cluster, user, end_time);
-CREATE INDEX IF NOT EXISTS completions_by_profile
-    ON completions (cluster, user, name, shape, end_time);
-CREATE INDEX IF NOT EXISTS completions_by_user_name
-    ON completions (cluster, user, name, end_time);
-CREATE INDEX IF NOT EXISTS completions_by_name
-    ON completions (cluster, name, end_time);
-CREATE INDEX IF NOT EXISTS completions_by_name_prefix
-    ON completions (cluster, name_prefix, end_time);
-"""
-
-_INSERT = """
-INSERT OR IGNORE INTO completions (cluster, job_id, user, name, name_prefix, shape,
-                                   requested_time, start_time, end_time, run_time)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-"""
+FallbackListener = Callable[[str], None]  # cluster name
 
 
-@dataclass(frozen=True, slots=True)
-class HistoryFilter:
-    """Which completed jobs to look at; None means any. Fields are the store's columns."""
-
-    user: str | None = None
-    name: str | None = None
-    name_prefix: str | None = None
-    shape: str | None = None
-
-    def where(self) -> tuple[str, list[str]]:
-        """The SQL conditions after `cluster = ?` and their parameters."""
-        clauses: list[str] = []
-        params: list[str] = []
-        for column in ("user", "name", "name_prefix", "shape"):
-            value = getattr(self, column)
-            if value is not None:
-                clauses.append(f" AND {column} = ?")
-                params.append(value)
-        return "".join(clauses), params
-
-
-class KnowledgeBase:
-    """Completed jobs per cluster, in SQLite; `path=None` keeps them in memory."""
-
-    def __init__(self, path: str | None = None) -> None:
-        """Open (creating if needed) the store at `path`; OSError if it cannot be opened."""
-        self.path = path
-        self._lock = threading.Lock()
-        try:
-            self._db = sqlite3.connect(
-                path if path is not None else ":memory:",
-                check_same_thread=False,
-                isolation_level=None,  # explicit transactions below
-            )
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        except sqlite3.Error as exc:
-            raise OSError(f"cannot open the knowledge base {path}: {exc}") from exc
-        if version not in (0, SCHEMA_VERSION):
-            self._db.close()
-            raise RuntimeError(
-                f"knowledge base {path}: schema version {version}, expected {SCHEMA_VERSION}"
-            )
-        if path is not None:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable across process crashes
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SCHEMA)
-        self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-
-    def record(self, cluster: str, completions: Iterable[Completion]) -> int:
-        """Store completions in one transaction; returns how many were new.
-
-        Raises ValueError, storing nothing, if a completion ends before it starts.
-        """
-        rows = [_row(cluster, completion) for completion in completions]
-        with self._lock:
-            before = self._db.total_changes
-            self._db.execute("BEGIN")
-            try:
-                self._db.executemany(_INSERT, rows)
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-            return self._db.total_changes - before
-
-    def last_run_times(self, cluster: str, where: HistoryFilter, limit: int) -> list[int]:
-        """Run times of the latest `limit` matching jobs, the latest (by end time) first.
-
-        Jobs ending at the same second are ordered by when they were recorded, the latest first.
-        """
-        sql, params = self.query(cluster, where, limit)
-        with self._lock:
-            return [run_time for (run_time,) in self._db.execute(sql, params)]
-
-    def query(self, cluster: str, where: HistoryFilter, limit: int) -> tuple[str, list[str]]:
-        """The SQL and parameters of `last_run_times` (exposed to check the query plan)."""
-        conditions, params = where.where()
-        sql = (
-            "SELECT run_time FROM completions WHERE cluster = ?"
-            f"{conditions} ORDER BY end_time DESC, rowid DESC LIMIT {int(limit)}"
-        )
-        return sql, [cluster, *params]
-
-    def query_plan(self, sql: str, params: Sequence[str]) -> list[str]:
-        """SQLite's EXPLAIN QUERY PLAN lines for a query."""
-        with self._lock:
-            return [row[3] for row in self._db.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
-
-    def count(self, cluster: str) -> int:
-        """How many completions are stored for a cluster."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT COUNT(*) FROM completions WHERE cluster = ?", (cluster,)
-            ).fetchone()
-        return int(row[0])
-
-    def history(self, cluster: str) -> ClusterHistory:
-        """This store seen from one cluster."""
-        return ClusterHistory(self, cluster)
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-
-@dataclass(frozen=True, slots=True)
 class ClusterHistory:
     """The completed jobs of one cluster: what a predictor reads and learns into."""
 
-    store: KnowledgeBase
-    cluster: str
+    def __init__(
+        self, knowledge_base: KnowledgeBase, cluster: str, refresh_seconds: float,
+        retry_seconds: float,
+    ) -> None:
+        self.knowledge_base = knowledge_base
+        self.cluster = cluster
+        self.refresh_seconds = refresh_seconds
+        self.retry_seconds = retry_seconds
+        self._index = HistoryIndex()
+        self._lock = threading.Lock()  # guards the index
+        self._refreshing = threading.Lock()  # one reader of the store at a time
+        self._stale = True  # this process recorded something the index has not read yet
+        self._refreshed_at = -math.inf
+        self._failed_at: float | None = None
+
+    def invalidate(self) -> None:
+        """The next read refreshes the index first (called after this process recorded)."""
+        self._stale = True
+
+    def refresh(self) -> bool:
+        """Bring the index up to date if it is due; False if the store could not be read (the
+        index stays as it was, and the fallback is reported)."""
+        now = time.monotonic()
+        if self._failed_at is not None and now - self._failed_at < self.retry_seconds:
+            self.knowledge_base.report_fallback(self.cluster)
+            return False
+        if not self._stale and now - self._refreshed_at < self.refresh_seconds:
+            return True
+        # After a local write, wait for a refresh in progress (it may predate the write);
+        # otherwise a refresh in progress is as fresh as needed.
+        if not self._refreshing.acquire(blocking=self._stale):
+            return True
+        try:
+            stale, self._stale = self._stale, False  # a write from here on sets it again
+            try:
+                rows = self.knowledge_base.store.rows_since(self.cluster, self._index.watermark)
+            except StoreUnavailable:
+                self._stale = self._stale or stale
+                self._failed_at = now
+                self.knowledge_base.report_fallback(self.cluster)
+                return False
+            with self._lock:
+                self._index.add(rows)
+            self._refreshed_at = now
+            self._failed_at = None
+            return True
+        finally:
+            self._refreshing.release()
+
+    @contextmanager
+    def reading(self) -> Iterator[HistoryIndex]:
+        """The index, refreshed if due, held for one batch of look-ups."""
+        self.refresh()
+        with self._lock:
+            yield self._index
 
     def last_run_times(self, where: HistoryFilter, limit: int) -> list[int]:
-        return self.store.last_run_times(self.cluster, where, limit)
+        """Run times of the latest `limit` (<= 2) matching jobs, the latest first."""
+        with self.reading() as index:
+            return index.last_run_times(where, limit)
 
     def record(self, completions: Iterable[Completion]) -> int:
-        return self.store.record(self.cluster, completions)
+        return self.knowledge_base.record(self.cluster, completions)
 
 
-def _row(cluster: str, completion: Completion) -> tuple[str | int, ...]:
-    if completion.end_time < completion.start_time:
-        raise ValueError(
-            f"completion of job {completion.job_id!r} ends ({completion.end_time}) "
-            f"before it starts ({completion.start_time})"
-        )
-    facts = completion.facts
-    return (
-        cluster,
-        completion.job_id,
-        facts.user,
-        facts.name,
-        name_prefix(facts.name),
-        request_shape(facts),
-        facts.requested_time,
-        completion.start_time,
-        completion.end_time,
-        completion.run_time,
-    )
+class KnowledgeBase:
+    """Completed jobs per cluster: a store, and an index per cluster refreshed from it."""
+
+    def __init__(
+        self,
+        location: str | None = None,
+        *,
+        store: CompletionStore | None = None,
+        refresh_seconds: float = DEFAULT_REFRESH_SECONDS,
+        retry_seconds: float = DEFAULT_RETRY_SECONDS,
+        on_fallback: FallbackListener | None = None,
+    ) -> None:
+        """`location`: see `store_location.open_store` (OSError if it cannot be opened);
+        `store` instead: an open store to use."""
+        self.store = store if store is not None else open_store(location)
+        self.refresh_seconds = refresh_seconds
+        self.retry_seconds = retry_seconds
+        self.on_fallback = on_fallback
+        self._histories: dict[str, ClusterHistory] = {}
+        self._lock = threading.Lock()
+
+    def record(self, cluster: str, completions: Iterable[Completion]) -> int:
+        """Store completions durably in one transaction; returns how many were new.
+
+        Raises ValueError, storing nothing, if a completion ends before it starts, and
+        StoreUnavailable if the store could not be written within its retries.
+        """
+        rows = completion_rows(cluster, completions)
+        added = self.store.record(rows)
+        self.history(cluster).invalidate()
+        return added
+
+    def history(self, cluster: str) -> ClusterHistory:
+        """This knowledge base seen from one cluster."""
+        with self._lock:
+            history = self._histories.get(cluster)
+            if history is None:
+                history = ClusterHistory(self, cluster, self.refresh_seconds, self.retry_seconds)
+                self._histories[cluster] = history
+            return history
+
+    def last_run_times(self, cluster: str, where: HistoryFilter, limit: int) -> list[int]:
+        return self.history(cluster).last_run_times(where, limit)
+
+    def count(self, cluster: str) -> int:
+        """How many completions are stored for a cluster."""
+        return self.store.count(cluster)
+
+    def report_fallback(self, cluster: str) -> None:
+        if self.on_fallback is not None:
+            self.on_fallback(cluster)
+
+    def close(self) -> None:
+        self.store.close()

@@ -10,10 +10,12 @@ in the history instead of the run times — a bug this module does not reproduce
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from hpcdispatch.server.predictors.base import Completion, JobFacts, clamp
-from hpcdispatch.server.predictors.knowledge_base import ClusterHistory, HistoryFilter
+from hpcdispatch.server.predictors.history_index import HistoryFilter
+from hpcdispatch.server.predictors.knowledge_base import ClusterHistory
 
 
 class LastTwoPredictor:
@@ -23,10 +25,19 @@ class LastTwoPredictor:
         self.history = history
 
     def predict(self, job: JobFacts) -> int:
-        run_times = self.history.last_run_times(HistoryFilter(user=job.user), limit=2)
-        if not run_times:
-            return clamp(job.requested_time, job)
-        return clamp(sum(run_times) / len(run_times), job)
+        return self.predict_many([job])[0]
+
+    def predict_many(self, jobs: Sequence[JobFacts]) -> list[int]:
+        """One index read (at most one store round trip) for the whole batch."""
+        predictions = []
+        with self.history.reading() as index:
+            for job in jobs:
+                run_times = index.last_run_times(HistoryFilter(user=job.user), 2)
+                predictions.append(
+                    clamp(sum(run_times) / len(run_times), job) if run_times
+                    else clamp(job.requested_time, job)
+                )
+        return predictions
 
     def learn(self, completion: Completion) -> None:
         self.history.record([completion])

@@ -6,6 +6,7 @@ an actual duration (a real cluster) the oracle falls back to the requested time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from hpcdispatch.server.predictors.base import Completion, JobFacts, clamp
@@ -18,6 +19,9 @@ class OraclePredictor:
         if job.actual_duration is None:
             return clamp(job.requested_time, job)
         return clamp(job.actual_duration, job)
+
+    def predict_many(self, jobs: Sequence[JobFacts]) -> list[int]:
+        return [self.predict(job) for job in jobs]
 
     def learn(self, completion: Completion) -> None:
         return None

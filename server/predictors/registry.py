@@ -1,8 +1,9 @@
 """One set of predictors per cluster name, all reading that cluster's history in one knowledge base.
 
 `learn` stores each completion once in the knowledge base; every predictor of the cluster sees it
-from there. With `store_path` the knowledge base is an SQLite file, so a new registry on the same
-file (a restarted server) predicts from the same history.
+from there. With `store_path` the knowledge base is an SQLite file or a PostgreSQL URL
+(`store_location`), so a new registry on the same store (a restarted server, another replica)
+predicts from the same history.
 """
 
 from __future__ import annotations
@@ -13,7 +14,11 @@ from types import TracebackType
 
 from hpcdispatch.server.predictors.base import Completion, DurationPredictor
 from hpcdispatch.server.predictors.data_driven import DataDrivenPredictor
-from hpcdispatch.server.predictors.knowledge_base import ClusterHistory, KnowledgeBase
+from hpcdispatch.server.predictors.knowledge_base import (
+    ClusterHistory,
+    FallbackListener,
+    KnowledgeBase,
+)
 from hpcdispatch.server.predictors.last_two import LastTwoPredictor
 from hpcdispatch.server.predictors.oracle import OraclePredictor
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
@@ -23,9 +28,13 @@ Factory = Callable[[ClusterHistory], DurationPredictor]  # a cluster's history -
 
 
 class PredictorRegistry:
-    def __init__(self, store_path: str | None = None) -> None:
-        """`store_path`: the knowledge base's SQLite file, created if missing; None = in memory."""
-        self.knowledge_base = KnowledgeBase(store_path)
+    def __init__(
+        self, store_path: str | None = None, on_store_fallback: FallbackListener | None = None,
+    ) -> None:
+        """`store_path`: the knowledge base's SQLite file (created if missing) or PostgreSQL URL;
+        None = in memory. `on_store_fallback(cluster)`: called when predictions went on without
+        reading the store (it was unavailable). OSError if the store cannot be opened."""
+        self.knowledge_base = KnowledgeBase(store_path, on_fallback=on_store_fallback)
         self._factories: dict[int, Factory] = {
             pb.PREDICTOR_WALLTIME: lambda history: WalltimePredictor(),
             pb.PREDICTOR_LAST_TWO: LastTwoPredictor,
@@ -38,6 +47,11 @@ class PredictorRegistry:
     def register(self, kind: int, factory: Factory) -> None:
         with self._lock:
             self._factories[kind] = factory
+
+    def factory(self, kind: int) -> Factory:
+        """The factory registered for a kind (KeyError if none), e.g. to wrap it."""
+        with self._lock:
+            return self._factories[kind]
 
     def kinds(self) -> list[int]:
         with self._lock:
@@ -56,7 +70,9 @@ class PredictorRegistry:
         """Store the completions once for all the cluster's predictors; returns how many.
 
         Completions already known (same job id and start time) count but are not stored twice.
-        Raises ValueError, storing nothing, if one ends before it starts.
+        Returns only once they are durably stored. Raises ValueError, storing nothing, if one
+        ends before it starts, and `completion_store.StoreUnavailable` if the store could not
+        be written within its retries (answer UNAVAILABLE: the caller retries).
         """
         batch = list(completions)
         self.knowledge_base.record(cluster, batch)

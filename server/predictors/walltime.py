@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from hpcdispatch.server.predictors.base import Completion, JobFacts, clamp
@@ -12,6 +13,9 @@ class WalltimePredictor:
 
     def predict(self, job: JobFacts) -> int:
         return clamp(job.requested_time, job)
+
+    def predict_many(self, jobs: Sequence[JobFacts]) -> list[int]:
+        return [clamp(job.requested_time, job) for job in jobs]
 
     def learn(self, completion: Completion) -> None:
         return None

@@ -78,6 +78,26 @@ class _DispatcherEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Dispatcher
     """CP with node-level allocation (CP 2019)"""
     DISPATCHER_PCP20: _Dispatcher.ValueType  # 5
     """CP with system-size independent allocation (2020)"""
+    DISPATCHER_EASY_SJF: _Dispatcher.ValueType  # 6
+    """The baselines below are EASY backfilling with another queue order: the first job of the
+    order that does not fit gets the reservation, later ones backfill in that order. Symbols:
+    d_i predicted duration (s), w_i = t - q_i wait (s), n_i processors (rn_i x cores per
+    unit, rn_i where jobs ask for no "core"); ties go to the earlier q_i.
+    shortest d_i first (SJF)
+    """
+    DISPATCHER_EASY_WFP3: _Dispatcher.ValueType  # 7
+    """largest (w_i / d_i)^3 x n_i first (WFP3)"""
+    DISPATCHER_EASY_UNICEF: _Dispatcher.ValueType  # 8
+    """largest w_i / (log2(n_i) x d_i) first (UNICEF)"""
+    DISPATCHER_EASY_F1: _Dispatcher.ValueType  # 9
+    """smallest log10(d_i) x n_i + 870 x log10(q_i) first (F1, Carastan-Santos & de Camargo
+    2017); q_i in seconds on the caller's clock, as the function was fitted on trace times
+    """
+    DISPATCHER_CONSERVATIVE: _Dispatcher.ValueType  # 10
+    """Conservative backfilling: every queued job, in submit order, gets a reservation at the
+    earliest time it fits around the earlier ones; a job starts now only if its reservation is
+    now, so it delays no earlier job's reservation.
+    """
 
 class Dispatcher(_Dispatcher, metaclass=_DispatcherEnumTypeWrapper):
     """The dispatchers the service offers."""
@@ -94,6 +114,26 @@ DISPATCHER_PCP19: Dispatcher.ValueType  # 4
 """CP with node-level allocation (CP 2019)"""
 DISPATCHER_PCP20: Dispatcher.ValueType  # 5
 """CP with system-size independent allocation (2020)"""
+DISPATCHER_EASY_SJF: Dispatcher.ValueType  # 6
+"""The baselines below are EASY backfilling with another queue order: the first job of the
+order that does not fit gets the reservation, later ones backfill in that order. Symbols:
+d_i predicted duration (s), w_i = t - q_i wait (s), n_i processors (rn_i x cores per
+unit, rn_i where jobs ask for no "core"); ties go to the earlier q_i.
+shortest d_i first (SJF)
+"""
+DISPATCHER_EASY_WFP3: Dispatcher.ValueType  # 7
+"""largest (w_i / d_i)^3 x n_i first (WFP3)"""
+DISPATCHER_EASY_UNICEF: Dispatcher.ValueType  # 8
+"""largest w_i / (log2(n_i) x d_i) first (UNICEF)"""
+DISPATCHER_EASY_F1: Dispatcher.ValueType  # 9
+"""smallest log10(d_i) x n_i + 870 x log10(q_i) first (F1, Carastan-Santos & de Camargo
+2017); q_i in seconds on the caller's clock, as the function was fitted on trace times
+"""
+DISPATCHER_CONSERVATIVE: Dispatcher.ValueType  # 10
+"""Conservative backfilling: every queued job, in submit order, gets a reservation at the
+earliest time it fits around the earlier ones; a job starts now only if its reservation is
+now, so it delays no earlier job's reservation.
+"""
 Global___Dispatcher: _TypeAlias = Dispatcher  # noqa: Y015
 
 class _Predictor:
@@ -227,6 +267,50 @@ SOLVE_STATUS_FALLBACK: SolveStatus.ValueType  # 7
 SOLVE_STATUS_EMPTY: SolveStatus.ValueType  # 8
 """nothing to decide (no queued job could enter a model)"""
 Global___SolveStatus: _TypeAlias = SolveStatus  # noqa: Y015
+
+class _SessionFailure:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SessionFailureEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SessionFailure.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SESSION_FAILURE_UNSPECIFIED: _SessionFailure.ValueType  # 0
+    SESSION_FAILURE_UNKNOWN_SESSION: _SessionFailure.ValueType  # 1
+    """no such session on this server"""
+    SESSION_FAILURE_SERVER_RESTARTED: _SessionFailure.ValueType  # 2
+    """the session was opened before this server started"""
+    SESSION_FAILURE_SESSION_EXPIRED: _SessionFailure.ValueType  # 3
+    """unused longer than session_idle_seconds, or evicted"""
+    SESSION_FAILURE_SEQUENCE_GAP: _SessionFailure.ValueType  # 4
+    """sequence is not the session's last one + 1"""
+    SESSION_FAILURE_UNKNOWN_JOB: _SessionFailure.ValueType  # 5
+    """ended / cancelled / started names no such job"""
+    SESSION_FAILURE_JOB_CONFLICT: _SessionFailure.ValueType  # 6
+    """submitted / started names a job the session holds"""
+    SESSION_FAILURE_TIME_BACKWARDS: _SessionFailure.ValueType  # 7
+    """time is before the session's time"""
+
+class SessionFailure(_SessionFailure, metaclass=_SessionFailureEnumTypeWrapper):
+    """Why a session cannot take a delta (ErrorInfo.reason is the value's name without the prefix,
+    e.g. "SEQUENCE_GAP"); in every case the caller opens a new session with a full snapshot.
+    """
+
+SESSION_FAILURE_UNSPECIFIED: SessionFailure.ValueType  # 0
+SESSION_FAILURE_UNKNOWN_SESSION: SessionFailure.ValueType  # 1
+"""no such session on this server"""
+SESSION_FAILURE_SERVER_RESTARTED: SessionFailure.ValueType  # 2
+"""the session was opened before this server started"""
+SESSION_FAILURE_SESSION_EXPIRED: SessionFailure.ValueType  # 3
+"""unused longer than session_idle_seconds, or evicted"""
+SESSION_FAILURE_SEQUENCE_GAP: SessionFailure.ValueType  # 4
+"""sequence is not the session's last one + 1"""
+SESSION_FAILURE_UNKNOWN_JOB: SessionFailure.ValueType  # 5
+"""ended / cancelled / started names no such job"""
+SESSION_FAILURE_JOB_CONFLICT: SessionFailure.ValueType  # 6
+"""submitted / started names a job the session holds"""
+SESSION_FAILURE_TIME_BACKWARDS: SessionFailure.ValueType  # 7
+"""time is before the session's time"""
+Global___SessionFailure: _TypeAlias = SessionFailure  # noqa: Y015
 
 @_typing.final
 class Node(_message.Message):
@@ -473,6 +557,7 @@ class SearchParameters(_message.Message):
     WINDOW_FIELD_NUMBER: _builtins.int
     STALL_MS_FIELD_NUMBER: _builtins.int
     PROTECT_HEAD_FIELD_NUMBER: _builtins.int
+    DETERMINISTIC_FIELD_NUMBER: _builtins.int
     profile: _builtins.str
     """named profile, e.g. "papers" or "fast"; empty = default"""
     delta_ms: _builtins.int
@@ -491,6 +576,14 @@ class SearchParameters(_message.Message):
     """Reserve resources for the oldest queued job that cannot start now, as EASY does for its
     head job, so wide jobs cannot starve behind a stream of small ones (HCP'19 and PCP'20).
     """
+    deterministic: _builtins.bool
+    """Reproducible search: CP-SAT with one worker and a fixed random seed, and delta_ms /
+    delta_max_ms counted in CP-SAT's deterministic time (milliseconds of it) instead of wall
+    time; stall_ms is not applied (it is wall time). The same snapshot then gets the same
+    decision however loaded the machine is, unless the caller's deadline, which still caps
+    every attempt, cuts the search first (such a decision is logged as not reproducible).
+    Unset = false: wall-clock limits, the service's default.
+    """
     def __init__(
         self,
         *,
@@ -501,15 +594,18 @@ class SearchParameters(_message.Message):
         window: _builtins.int | None = ...,
         stall_ms: _builtins.int | None = ...,
         protect_head: _builtins.bool | None = ...,
+        deterministic: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_k", b"_k", "_protect_head", b"_protect_head", "_stall_ms", b"_stall_ms", "_window", b"_window", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "k", b"k", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "window", b"window"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_k", b"_k", "_protect_head", b"_protect_head", "_stall_ms", b"_stall_ms", "_window", b"_window", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "k", b"k", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "window", b"window"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_k", b"_k", "_protect_head", b"_protect_head", "_stall_ms", b"_stall_ms", "_window", b"_window", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "k", b"k", "profile", b"profile", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "window", b"window"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_k", b"_k", "_protect_head", b"_protect_head", "_stall_ms", b"_stall_ms", "_window", b"_window", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "k", b"k", "profile", b"profile", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "window", b"window"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__delta_max_ms: _TypeAlias = _typing.Literal["delta_max_ms"]  # noqa: Y015
     _WhichOneofArgType__delta_max_ms: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms"]  # noqa: Y015
     _WhichOneofReturnType__delta_ms: _TypeAlias = _typing.Literal["delta_ms"]  # noqa: Y015
     _WhichOneofArgType__delta_ms: _TypeAlias = _typing.Literal["_delta_ms", b"_delta_ms"]  # noqa: Y015
+    _WhichOneofReturnType__deterministic: _TypeAlias = _typing.Literal["deterministic"]  # noqa: Y015
+    _WhichOneofArgType__deterministic: _TypeAlias = _typing.Literal["_deterministic", b"_deterministic"]  # noqa: Y015
     _WhichOneofReturnType__k: _TypeAlias = _typing.Literal["k"]  # noqa: Y015
     _WhichOneofArgType__k: _TypeAlias = _typing.Literal["_k", b"_k"]  # noqa: Y015
     _WhichOneofReturnType__protect_head: _TypeAlias = _typing.Literal["protect_head"]  # noqa: Y015
@@ -522,6 +618,8 @@ class SearchParameters(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__delta_max_ms) -> _WhichOneofReturnType__delta_max_ms | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__delta_ms) -> _WhichOneofReturnType__delta_ms | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__deterministic) -> _WhichOneofReturnType__deterministic | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__k) -> _WhichOneofReturnType__k | None: ...
     @_typing.overload
@@ -840,7 +938,9 @@ Global___DispatchResponse: _TypeAlias = DispatchResponse  # noqa: Y015
 
 @_typing.final
 class JobCompletion(_message.Message):
-    """A finished job, for the predictors' knowledge base."""
+    """A finished job, for the predictors' knowledge base.
+    A finished job, checked as strictly as a queued job of a snapshot.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -874,20 +974,22 @@ class JobCompletion(_message.Message):
     START_TIME_FIELD_NUMBER: _builtins.int
     END_TIME_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
+    """not empty"""
     user: _builtins.str
+    """not empty"""
     name: _builtins.str
     queue: _builtins.str
     units: _builtins.int
-    """rn_i"""
+    """rn_i, >= 1 and <= the server's max_units"""
     requested_time: _builtins.int
-    """seconds, > 0"""
+    """seconds, > 0 and <= 2^31"""
     start_time: _builtins.int
-    """seconds"""
+    """seconds, |start_time| <= 2^40"""
     end_time: _builtins.int
-    """seconds, >= start_time"""
+    """seconds, >= start_time; end_time - start_time <= 2^31"""
     @_builtins.property
     def unit_request(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
-        """per-unit request, as queued"""
+        """per-unit request, as queued; each amount in (0, 2^40]"""
 
     def __init__(
         self,
@@ -1058,3 +1160,252 @@ class DescribeServiceResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DescribeServiceResponse: _TypeAlias = DescribeServiceResponse  # noqa: Y015
+
+@_typing.final
+class OpenSessionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SNAPSHOT_FIELD_NUMBER: _builtins.int
+    DECIDE_FIELD_NUMBER: _builtins.int
+    decide: _builtins.bool
+    """also answer a decision on the snapshot"""
+    @_builtins.property
+    def snapshot(self) -> Global___DispatchRequest:
+        """The full state, as for Dispatch: time, nodes, running and queued jobs, cluster (the
+        session's knowledge base for its whole life) and the decision options of `decide`.
+        """
+
+    def __init__(
+        self,
+        *,
+        snapshot: Global___DispatchRequest | None = ...,
+        decide: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["snapshot", b"snapshot"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decide", b"decide", "snapshot", b"snapshot"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OpenSessionRequest: _TypeAlias = OpenSessionRequest  # noqa: Y015
+
+@_typing.final
+class OpenSessionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    DECISION_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """opaque; names the session in later calls"""
+    sequence: _builtins.int
+    """the session's sequence number: 0"""
+    @_builtins.property
+    def decision(self) -> Global___DispatchResponse:
+        """set when `decide` was asked"""
+
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        sequence: _builtins.int = ...,
+        decision: Global___DispatchResponse | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["decision", b"decision"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decision", b"decision", "sequence", b"sequence", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OpenSessionResponse: _TypeAlias = OpenSessionResponse  # noqa: Y015
+
+@_typing.final
+class NodeChange(_message.Message):
+    """A node whose state or capacity changed, or a new node (appended to the session's list)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class CapacityEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ID_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    CAPACITY_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """a node of the session, or a new unique node id"""
+    state: Global___NodeState.ValueType
+    """the node's state from now on"""
+    @_builtins.property
+    def capacity(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """cap[n][r] from now on, each > 0; empty keeps the current capacity (a new node needs one).
+        Running jobs on the node must still fit it.
+        """
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        state: Global___NodeState.ValueType = ...,
+        capacity: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "id", b"id", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeChange: _TypeAlias = NodeChange  # noqa: Y015
+
+@_typing.final
+class UpdateSessionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    TIME_FIELD_NUMBER: _builtins.int
+    NODE_CHANGES_FIELD_NUMBER: _builtins.int
+    ENDED_JOB_IDS_FIELD_NUMBER: _builtins.int
+    CANCELLED_JOB_IDS_FIELD_NUMBER: _builtins.int
+    SUBMITTED_FIELD_NUMBER: _builtins.int
+    STARTED_FIELD_NUMBER: _builtins.int
+    DECIDE_FIELD_NUMBER: _builtins.int
+    DISPATCHER_FIELD_NUMBER: _builtins.int
+    PREDICTOR_FIELD_NUMBER: _builtins.int
+    SEARCH_FIELD_NUMBER: _builtins.int
+    ALLOCATOR_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    """from OpenSessionResponse"""
+    sequence: _builtins.int
+    """the session's last sequence number + 1"""
+    time: _builtins.int
+    """t from now on, seconds, >= the session's time"""
+    decide: _builtins.bool
+    """answer a decision on the state after this delta"""
+    dispatcher: Global___Dispatcher.ValueType
+    """Decision options, as in DispatchRequest (unset = server default); used with `decide`."""
+    predictor: Global___Predictor.ValueType
+    allocator: Global___Allocator.ValueType
+    @_builtins.property
+    def node_changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeChange]: ...
+    @_builtins.property
+    def ended_job_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """running jobs that released their resources"""
+
+    @_builtins.property
+    def cancelled_job_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """queued jobs that left the queue without starting"""
+
+    @_builtins.property
+    def submitted(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueuedJob]:
+        """new queued jobs, checked as a snapshot's queued jobs"""
+
+    @_builtins.property
+    def started(self) -> _containers.RepeatedCompositeFieldContainer[Global___RunningJob]:
+        """Jobs that started (by a decision of this service or otherwise), as running jobs are
+        checked in a snapshot (start_time <= time, units on known nodes within capacity). A job
+        that is queued in the session leaves the queue; any other id is a new running job.
+        """
+
+    @_builtins.property
+    def search(self) -> Global___SearchParameters: ...
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        sequence: _builtins.int = ...,
+        time: _builtins.int = ...,
+        node_changes: _abc.Iterable[Global___NodeChange] | None = ...,
+        ended_job_ids: _abc.Iterable[_builtins.str] | None = ...,
+        cancelled_job_ids: _abc.Iterable[_builtins.str] | None = ...,
+        submitted: _abc.Iterable[Global___QueuedJob] | None = ...,
+        started: _abc.Iterable[Global___RunningJob] | None = ...,
+        decide: _builtins.bool = ...,
+        dispatcher: Global___Dispatcher.ValueType = ...,
+        predictor: Global___Predictor.ValueType = ...,
+        search: Global___SearchParameters | None = ...,
+        allocator: Global___Allocator.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["search", b"search"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocator", b"allocator", "cancelled_job_ids", b"cancelled_job_ids", "decide", b"decide", "dispatcher", b"dispatcher", "ended_job_ids", b"ended_job_ids", "node_changes", b"node_changes", "predictor", b"predictor", "search", b"search", "sequence", b"sequence", "session_id", b"session_id", "started", b"started", "submitted", b"submitted", "time", b"time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateSessionRequest: _TypeAlias = UpdateSessionRequest  # noqa: Y015
+
+@_typing.final
+class UpdateSessionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    DECISION_FIELD_NUMBER: _builtins.int
+    sequence: _builtins.int
+    """the session's sequence number after this delta"""
+    @_builtins.property
+    def decision(self) -> Global___DispatchResponse:
+        """set when `decide` was asked"""
+
+    def __init__(
+        self,
+        *,
+        sequence: _builtins.int = ...,
+        decision: Global___DispatchResponse | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["decision", b"decision"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decision", b"decision", "sequence", b"sequence"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateSessionResponse: _TypeAlias = UpdateSessionResponse  # noqa: Y015
+
+@_typing.final
+class CloseSessionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CloseSessionRequest: _TypeAlias = CloseSessionRequest  # noqa: Y015
+
+@_typing.final
+class CloseSessionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CloseSessionResponse: _TypeAlias = CloseSessionResponse  # noqa: Y015

@@ -67,6 +67,9 @@ class DispatcherServiceServicer(object):
 
     def ReportCompletions(self, request, context):
         """Report finished jobs so that the duration predictors learn their actual run times.
+        All or nothing: if any completion is invalid, the call fails with INVALID_ARGUMENT (a
+        google.rpc.BadRequest names each field, e.g. `completions[3].units`) and none is stored;
+        correct or drop the named completions and send the report again.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -180,6 +183,235 @@ class DispatcherService(object):
             '/hpcdispatch.v1.DispatcherService/DescribeService',
             hpcdispatch_dot_v1_dot_dispatcher__pb2.DescribeServiceRequest.SerializeToString,
             hpcdispatch_dot_v1_dot_dispatcher__pb2.DescribeServiceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class SessionServiceStub(object):
+    """-- Sessions ------------------------------------------------------------------------------------
+
+    A session keeps a cluster's state in the server's memory, so that a decision costs what
+    changed since the last one instead of the whole snapshot (the "list + watch" pattern). The
+    caller opens a session with one full snapshot, then sends deltas, each numbered with the
+    next sequence number, and asks for decisions. Rules:
+    * a decision the service returns is NOT applied to the session: the caller confirms each
+    start it made in a later delta as `started` (the workload manager may fail to start a
+    job, or start it elsewhere), and the session changes only through deltas;
+    * a delta is validated as a whole before any of it is applied: INVALID_ARGUMENT (with a
+    google.rpc.BadRequest naming each field, e.g. `submitted[2].units`) leaves the session
+    as it was, sequence number included;
+    * FAILED_PRECONDITION means the session cannot take the delta (see SessionFailure, carried
+    as the `reason` of a google.rpc.ErrorInfo with domain "hpcdispatch.v1"): the caller
+    opens a new session with a full snapshot (a "resync"); nothing else is wrong;
+    * a delta is applied in this order: node_changes, ended, cancelled, submitted, started;
+    a job may so be ended (or cancelled) and sent again (started / submitted) in one delta
+    to replace it;
+    * the order of the session's lists is the order of a full snapshot: nodes in the order
+    first seen (added nodes go last), queued and running jobs in the order they entered.
+    The server holds at most its `max_sessions` sessions (opening one more evicts the least
+    recently used) and forgets a session unused for `session_idle_seconds`.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.OpenSession = channel.unary_unary(
+                '/hpcdispatch.v1.SessionService/OpenSession',
+                request_serializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.OpenSessionRequest.SerializeToString,
+                response_deserializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.OpenSessionResponse.FromString,
+                _registered_method=True)
+        self.UpdateSession = channel.unary_unary(
+                '/hpcdispatch.v1.SessionService/UpdateSession',
+                request_serializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.UpdateSessionRequest.SerializeToString,
+                response_deserializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.UpdateSessionResponse.FromString,
+                _registered_method=True)
+        self.CloseSession = channel.unary_unary(
+                '/hpcdispatch.v1.SessionService/CloseSession',
+                request_serializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.CloseSessionRequest.SerializeToString,
+                response_deserializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.CloseSessionResponse.FromString,
+                _registered_method=True)
+
+
+class SessionServiceServicer(object):
+    """-- Sessions ------------------------------------------------------------------------------------
+
+    A session keeps a cluster's state in the server's memory, so that a decision costs what
+    changed since the last one instead of the whole snapshot (the "list + watch" pattern). The
+    caller opens a session with one full snapshot, then sends deltas, each numbered with the
+    next sequence number, and asks for decisions. Rules:
+    * a decision the service returns is NOT applied to the session: the caller confirms each
+    start it made in a later delta as `started` (the workload manager may fail to start a
+    job, or start it elsewhere), and the session changes only through deltas;
+    * a delta is validated as a whole before any of it is applied: INVALID_ARGUMENT (with a
+    google.rpc.BadRequest naming each field, e.g. `submitted[2].units`) leaves the session
+    as it was, sequence number included;
+    * FAILED_PRECONDITION means the session cannot take the delta (see SessionFailure, carried
+    as the `reason` of a google.rpc.ErrorInfo with domain "hpcdispatch.v1"): the caller
+    opens a new session with a full snapshot (a "resync"); nothing else is wrong;
+    * a delta is applied in this order: node_changes, ended, cancelled, submitted, started;
+    a job may so be ended (or cancelled) and sent again (started / submitted) in one delta
+    to replace it;
+    * the order of the session's lists is the order of a full snapshot: nodes in the order
+    first seen (added nodes go last), queued and running jobs in the order they entered.
+    The server holds at most its `max_sessions` sessions (opening one more evicts the least
+    recently used) and forgets a session unused for `session_idle_seconds`.
+    """
+
+    def OpenSession(self, request, context):
+        """Open a session with a full snapshot (validated as Dispatch validates it); with `decide`,
+        also answer a decision on it. Errors as Dispatch.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateSession(self, request, context):
+        """Apply one delta and, with `decide`, answer a decision on the resulting state.
+        Errors: INVALID_ARGUMENT (session unchanged), FAILED_PRECONDITION (resync), and Dispatch's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CloseSession(self, request, context):
+        """Forget a session. Closing an unknown session succeeds (it may have expired already).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_SessionServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'OpenSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.OpenSession,
+                    request_deserializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.OpenSessionRequest.FromString,
+                    response_serializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.OpenSessionResponse.SerializeToString,
+            ),
+            'UpdateSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSession,
+                    request_deserializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.UpdateSessionRequest.FromString,
+                    response_serializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.UpdateSessionResponse.SerializeToString,
+            ),
+            'CloseSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.CloseSession,
+                    request_deserializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.CloseSessionRequest.FromString,
+                    response_serializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.CloseSessionResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'hpcdispatch.v1.SessionService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('hpcdispatch.v1.SessionService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class SessionService(object):
+    """-- Sessions ------------------------------------------------------------------------------------
+
+    A session keeps a cluster's state in the server's memory, so that a decision costs what
+    changed since the last one instead of the whole snapshot (the "list + watch" pattern). The
+    caller opens a session with one full snapshot, then sends deltas, each numbered with the
+    next sequence number, and asks for decisions. Rules:
+    * a decision the service returns is NOT applied to the session: the caller confirms each
+    start it made in a later delta as `started` (the workload manager may fail to start a
+    job, or start it elsewhere), and the session changes only through deltas;
+    * a delta is validated as a whole before any of it is applied: INVALID_ARGUMENT (with a
+    google.rpc.BadRequest naming each field, e.g. `submitted[2].units`) leaves the session
+    as it was, sequence number included;
+    * FAILED_PRECONDITION means the session cannot take the delta (see SessionFailure, carried
+    as the `reason` of a google.rpc.ErrorInfo with domain "hpcdispatch.v1"): the caller
+    opens a new session with a full snapshot (a "resync"); nothing else is wrong;
+    * a delta is applied in this order: node_changes, ended, cancelled, submitted, started;
+    a job may so be ended (or cancelled) and sent again (started / submitted) in one delta
+    to replace it;
+    * the order of the session's lists is the order of a full snapshot: nodes in the order
+    first seen (added nodes go last), queued and running jobs in the order they entered.
+    The server holds at most its `max_sessions` sessions (opening one more evicts the least
+    recently used) and forgets a session unused for `session_idle_seconds`.
+    """
+
+    @staticmethod
+    def OpenSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hpcdispatch.v1.SessionService/OpenSession',
+            hpcdispatch_dot_v1_dot_dispatcher__pb2.OpenSessionRequest.SerializeToString,
+            hpcdispatch_dot_v1_dot_dispatcher__pb2.OpenSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hpcdispatch.v1.SessionService/UpdateSession',
+            hpcdispatch_dot_v1_dot_dispatcher__pb2.UpdateSessionRequest.SerializeToString,
+            hpcdispatch_dot_v1_dot_dispatcher__pb2.UpdateSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CloseSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hpcdispatch.v1.SessionService/CloseSession',
+            hpcdispatch_dot_v1_dot_dispatcher__pb2.CloseSessionRequest.SerializeToString,
+            hpcdispatch_dot_v1_dot_dispatcher__pb2.CloseSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

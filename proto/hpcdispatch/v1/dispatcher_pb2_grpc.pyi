@@ -52,7 +52,11 @@ class DispatcherServiceStub:
     DEADLINE_EXCEEDED only when the deadline is shorter than building the model.
     """
     ReportCompletions: _grpc.UnaryUnaryMultiCallable[_dispatcher_pb2.ReportCompletionsRequest, _dispatcher_pb2.ReportCompletionsResponse]
-    """Report finished jobs so that the duration predictors learn their actual run times."""
+    """Report finished jobs so that the duration predictors learn their actual run times.
+    All or nothing: if any completion is invalid, the call fails with INVALID_ARGUMENT (a
+    google.rpc.BadRequest names each field, e.g. `completions[3].units`) and none is stored;
+    correct or drop the named completions and send the report again.
+    """
     DescribeService: _grpc.UnaryUnaryMultiCallable[_dispatcher_pb2.DescribeServiceRequest, _dispatcher_pb2.DescribeServiceResponse]
     """List the dispatchers, predictors and search profiles this server offers, with defaults."""
 
@@ -67,7 +71,11 @@ class DispatcherServiceAsyncStub(DispatcherServiceStub):
     DEADLINE_EXCEEDED only when the deadline is shorter than building the model.
     """
     ReportCompletions: _aio.UnaryUnaryMultiCallable[_dispatcher_pb2.ReportCompletionsRequest, _dispatcher_pb2.ReportCompletionsResponse]  # type: ignore[assignment]
-    """Report finished jobs so that the duration predictors learn their actual run times."""
+    """Report finished jobs so that the duration predictors learn their actual run times.
+    All or nothing: if any completion is invalid, the call fails with INVALID_ARGUMENT (a
+    google.rpc.BadRequest names each field, e.g. `completions[3].units`) and none is stored;
+    correct or drop the named completions and send the report again.
+    """
     DescribeService: _aio.UnaryUnaryMultiCallable[_dispatcher_pb2.DescribeServiceRequest, _dispatcher_pb2.DescribeServiceResponse]  # type: ignore[assignment]
     """List the dispatchers, predictors and search profiles this server offers, with defaults."""
 
@@ -91,7 +99,11 @@ class DispatcherServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _dispatcher_pb2.ReportCompletionsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_dispatcher_pb2.ReportCompletionsResponse, _abc.Awaitable[_dispatcher_pb2.ReportCompletionsResponse]]:
-        """Report finished jobs so that the duration predictors learn their actual run times."""
+        """Report finished jobs so that the duration predictors learn their actual run times.
+        All or nothing: if any completion is invalid, the call fails with INVALID_ARGUMENT (a
+        google.rpc.BadRequest names each field, e.g. `completions[3].units`) and none is stored;
+        correct or drop the named completions and send the report again.
+        """
 
     @_abc_1.abstractmethod
     def DescribeService(
@@ -102,3 +114,136 @@ class DispatcherServiceServicer(metaclass=_abc_1.ABCMeta):
         """List the dispatchers, predictors and search profiles this server offers, with defaults."""
 
 def add_DispatcherServiceServicer_to_server(servicer: DispatcherServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
+class SessionServiceStub:
+    """-- Sessions ------------------------------------------------------------------------------------
+
+    A session keeps a cluster's state in the server's memory, so that a decision costs what
+    changed since the last one instead of the whole snapshot (the "list + watch" pattern). The
+    caller opens a session with one full snapshot, then sends deltas, each numbered with the
+    next sequence number, and asks for decisions. Rules:
+      * a decision the service returns is NOT applied to the session: the caller confirms each
+        start it made in a later delta as `started` (the workload manager may fail to start a
+        job, or start it elsewhere), and the session changes only through deltas;
+      * a delta is validated as a whole before any of it is applied: INVALID_ARGUMENT (with a
+        google.rpc.BadRequest naming each field, e.g. `submitted[2].units`) leaves the session
+        as it was, sequence number included;
+      * FAILED_PRECONDITION means the session cannot take the delta (see SessionFailure, carried
+        as the `reason` of a google.rpc.ErrorInfo with domain "hpcdispatch.v1"): the caller
+        opens a new session with a full snapshot (a "resync"); nothing else is wrong;
+      * a delta is applied in this order: node_changes, ended, cancelled, submitted, started;
+        a job may so be ended (or cancelled) and sent again (started / submitted) in one delta
+        to replace it;
+      * the order of the session's lists is the order of a full snapshot: nodes in the order
+        first seen (added nodes go last), queued and running jobs in the order they entered.
+    The server holds at most its `max_sessions` sessions (opening one more evicts the least
+    recently used) and forgets a session unused for `session_idle_seconds`.
+    """
+
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> SessionServiceAsyncStub: ...
+    OpenSession: _grpc.UnaryUnaryMultiCallable[_dispatcher_pb2.OpenSessionRequest, _dispatcher_pb2.OpenSessionResponse]
+    """Open a session with a full snapshot (validated as Dispatch validates it); with `decide`,
+    also answer a decision on it. Errors as Dispatch.
+    """
+    UpdateSession: _grpc.UnaryUnaryMultiCallable[_dispatcher_pb2.UpdateSessionRequest, _dispatcher_pb2.UpdateSessionResponse]
+    """Apply one delta and, with `decide`, answer a decision on the resulting state.
+    Errors: INVALID_ARGUMENT (session unchanged), FAILED_PRECONDITION (resync), and Dispatch's.
+    """
+    CloseSession: _grpc.UnaryUnaryMultiCallable[_dispatcher_pb2.CloseSessionRequest, _dispatcher_pb2.CloseSessionResponse]
+    """Forget a session. Closing an unknown session succeeds (it may have expired already)."""
+
+@_typing.type_check_only
+class SessionServiceAsyncStub(SessionServiceStub):
+    """-- Sessions ------------------------------------------------------------------------------------
+
+    A session keeps a cluster's state in the server's memory, so that a decision costs what
+    changed since the last one instead of the whole snapshot (the "list + watch" pattern). The
+    caller opens a session with one full snapshot, then sends deltas, each numbered with the
+    next sequence number, and asks for decisions. Rules:
+      * a decision the service returns is NOT applied to the session: the caller confirms each
+        start it made in a later delta as `started` (the workload manager may fail to start a
+        job, or start it elsewhere), and the session changes only through deltas;
+      * a delta is validated as a whole before any of it is applied: INVALID_ARGUMENT (with a
+        google.rpc.BadRequest naming each field, e.g. `submitted[2].units`) leaves the session
+        as it was, sequence number included;
+      * FAILED_PRECONDITION means the session cannot take the delta (see SessionFailure, carried
+        as the `reason` of a google.rpc.ErrorInfo with domain "hpcdispatch.v1"): the caller
+        opens a new session with a full snapshot (a "resync"); nothing else is wrong;
+      * a delta is applied in this order: node_changes, ended, cancelled, submitted, started;
+        a job may so be ended (or cancelled) and sent again (started / submitted) in one delta
+        to replace it;
+      * the order of the session's lists is the order of a full snapshot: nodes in the order
+        first seen (added nodes go last), queued and running jobs in the order they entered.
+    The server holds at most its `max_sessions` sessions (opening one more evicts the least
+    recently used) and forgets a session unused for `session_idle_seconds`.
+    """
+
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    OpenSession: _aio.UnaryUnaryMultiCallable[_dispatcher_pb2.OpenSessionRequest, _dispatcher_pb2.OpenSessionResponse]  # type: ignore[assignment]
+    """Open a session with a full snapshot (validated as Dispatch validates it); with `decide`,
+    also answer a decision on it. Errors as Dispatch.
+    """
+    UpdateSession: _aio.UnaryUnaryMultiCallable[_dispatcher_pb2.UpdateSessionRequest, _dispatcher_pb2.UpdateSessionResponse]  # type: ignore[assignment]
+    """Apply one delta and, with `decide`, answer a decision on the resulting state.
+    Errors: INVALID_ARGUMENT (session unchanged), FAILED_PRECONDITION (resync), and Dispatch's.
+    """
+    CloseSession: _aio.UnaryUnaryMultiCallable[_dispatcher_pb2.CloseSessionRequest, _dispatcher_pb2.CloseSessionResponse]  # type: ignore[assignment]
+    """Forget a session. Closing an unknown session succeeds (it may have expired already)."""
+
+class SessionServiceServicer(metaclass=_abc_1.ABCMeta):
+    """-- Sessions ------------------------------------------------------------------------------------
+
+    A session keeps a cluster's state in the server's memory, so that a decision costs what
+    changed since the last one instead of the whole snapshot (the "list + watch" pattern). The
+    caller opens a session with one full snapshot, then sends deltas, each numbered with the
+    next sequence number, and asks for decisions. Rules:
+      * a decision the service returns is NOT applied to the session: the caller confirms each
+        start it made in a later delta as `started` (the workload manager may fail to start a
+        job, or start it elsewhere), and the session changes only through deltas;
+      * a delta is validated as a whole before any of it is applied: INVALID_ARGUMENT (with a
+        google.rpc.BadRequest naming each field, e.g. `submitted[2].units`) leaves the session
+        as it was, sequence number included;
+      * FAILED_PRECONDITION means the session cannot take the delta (see SessionFailure, carried
+        as the `reason` of a google.rpc.ErrorInfo with domain "hpcdispatch.v1"): the caller
+        opens a new session with a full snapshot (a "resync"); nothing else is wrong;
+      * a delta is applied in this order: node_changes, ended, cancelled, submitted, started;
+        a job may so be ended (or cancelled) and sent again (started / submitted) in one delta
+        to replace it;
+      * the order of the session's lists is the order of a full snapshot: nodes in the order
+        first seen (added nodes go last), queued and running jobs in the order they entered.
+    The server holds at most its `max_sessions` sessions (opening one more evicts the least
+    recently used) and forgets a session unused for `session_idle_seconds`.
+    """
+
+    @_abc_1.abstractmethod
+    def OpenSession(
+        self,
+        request: _dispatcher_pb2.OpenSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_dispatcher_pb2.OpenSessionResponse, _abc.Awaitable[_dispatcher_pb2.OpenSessionResponse]]:
+        """Open a session with a full snapshot (validated as Dispatch validates it); with `decide`,
+        also answer a decision on it. Errors as Dispatch.
+        """
+
+    @_abc_1.abstractmethod
+    def UpdateSession(
+        self,
+        request: _dispatcher_pb2.UpdateSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_dispatcher_pb2.UpdateSessionResponse, _abc.Awaitable[_dispatcher_pb2.UpdateSessionResponse]]:
+        """Apply one delta and, with `decide`, answer a decision on the resulting state.
+        Errors: INVALID_ARGUMENT (session unchanged), FAILED_PRECONDITION (resync), and Dispatch's.
+        """
+
+    @_abc_1.abstractmethod
+    def CloseSession(
+        self,
+        request: _dispatcher_pb2.CloseSessionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_dispatcher_pb2.CloseSessionResponse, _abc.Awaitable[_dispatcher_pb2.CloseSessionResponse]]:
+        """Forget a session. Closing an unknown session succeeds (it may have expired already)."""
+
+def add_SessionServiceServicer_to_server(servicer: SessionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,228 @@
+"""The decision pipeline, free of the wire format: durations, problem, dispatcher, check, fallback.
+
+The gRPC service, the tests and the benchmarks decide through `run_decision`, so what is tested
+is what the service runs. The stages, in order:
+
+1. durations: d_i of every queued job from the predictor (one batched call); d_i of every
+   running job from the caller's `expected_duration`, else from the predictor, corrected
+   upwards once the job has outlived its prediction (`corrected_duration`);
+2. problem: the snapshot indexed for the dispatchers (`build_problem`);
+3. dispatch: the selected dispatcher's decision under the search control;
+4. check: the decision is checked against the snapshot, independently of the model that made
+   it (`hpcdispatch.decision_check`); a dispatcher that raises or whose decision fails the
+   check is replaced by EASY backfilling, and an EASY decision that fails too starts nothing.
+
+Between stages the pipeline gives up (`DecisionAbandoned`) when the caller has gone or the
+decision's deadline has passed before the dispatcher could start: nobody waits for the answer,
+and the work would only delay the decisions of callers still waiting. Once a dispatcher has
+decided, the check always runs: an unchecked decision never leaves the pipeline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import structlog
+
+from hpcdispatch.decision_check import check_decision
+from hpcdispatch.server.dispatchers import DISPATCHERS
+from hpcdispatch.server.dispatchers.base import Dispatcher, Outcome, SearchControl
+from hpcdispatch.server.dispatchers.problem import NodeIndex, Problem, build_problem
+from hpcdispatch.server.predictors.base import DurationPredictor, JobFacts, predict_many
+from hpcdispatch.snapshot import Decision, JobStart, QueuedJob, RunningJob, Snapshot
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+log = structlog.get_logger("hpcdispatch.pipeline")
+
+# Why a decision came from the fallback (label values of the fallback counter).
+FALLBACK_DISPATCHER_ERROR = "dispatcher_error"
+FALLBACK_CHECK_FAILED = "check_failed"
+# Time the fallback (EASY) gets at least, whatever the dispatcher before it left.
+FALLBACK_MIN_SECONDS = 0.5
+
+
+# The stages, as named in logs, metrics (label `stage`) and errors.
+STAGES = ("convert", "predict", "problem", "dispatch", "check")
+
+
+class DecisionAbandoned(Exception):
+    """The caller is gone, or its deadline passed, before the decision could be made."""
+
+    def __init__(self, stage: str, cancelled: bool) -> None:
+        why = "the caller cancelled" if cancelled else "the decision's deadline passed"
+        super().__init__(f"decision abandoned before its {stage!r} stage: {why}")
+        self.stage = stage
+        self.cancelled = cancelled
+
+
+@dataclass(frozen=True, slots=True)
+class Durations:
+    """d_i in seconds (>= 1) of every queued and running job, by job id."""
+
+    queued: dict[str, int]
+    running: dict[str, int]
+
+
+@dataclass(slots=True)
+class DecisionResult:
+    """A checked decision and how it was reached."""
+
+    problem: Problem
+    outcome: Outcome  # of the dispatcher whose decision is returned (the fallback's, if used)
+    decision: Decision
+    fallback_reason: str = ""  # human-readable; empty when the selected dispatcher decided
+    fallback_code: str = ""  # FALLBACK_* or empty
+    check_failures: list[int] = field(default_factory=list)  # dispatcher kinds that failed it
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def queued_facts(job: QueuedJob) -> JobFacts:
+    return JobFacts(
+        user=job.user, name=job.name, queue=job.queue, units=job.units,
+        unit_request=job.unit_request, requested_time=job.requested_time,
+        actual_duration=job.actual_duration,
+    )
+
+
+def running_facts(job: RunningJob) -> JobFacts:
+    first = job.units[0].amounts if job.units else {}
+    return JobFacts(
+        user=job.user, name=job.name, queue="", units=len(job.units),
+        unit_request=first, requested_time=job.requested_time,
+    )
+
+
+def corrected_duration(predicted: int, start: int, requested: int, t: int) -> int:
+    """d_i of a running job whose prediction may have been exceeded.
+
+    A job still running past its predicted end is, from then on, expected to run to its
+    requested time (Tsafrir, Etsion, Feitelson 2007 correct exceeded predictions upwards). Left
+    at the papers' `max(1, s_i + d_i - t)`, every such job looks one second from ending at every
+    decision, and the CP dispatchers keep planning around resources that do not free up.
+    """
+    if start + predicted > t:
+        return predicted
+    return max(predicted, requested)
+
+
+def predict_durations(snapshot: Snapshot, predictor: DurationPredictor) -> Durations:
+    """Stage 1: one batched prediction for the queued jobs, one for the running jobs the
+    caller gave no `expected_duration`."""
+    queued = predict_many(predictor, [queued_facts(q) for q in snapshot.queued])
+    unknown = [r for r in snapshot.running if r.expected_duration is None]
+    predicted = dict(zip(
+        (r.id for r in unknown),
+        predict_many(predictor, [running_facts(r) for r in unknown]),
+        strict=True,
+    ))
+    running = {
+        r.id: corrected_duration(
+            r.expected_duration if r.expected_duration is not None else predicted[r.id],
+            r.start_time, r.requested_time, snapshot.time,
+        )
+        for r in snapshot.running
+    }
+    return Durations(dict(zip((q.id for q in snapshot.queued), queued, strict=True)), running)
+
+
+def decision_of(problem: Problem, outcome: Outcome) -> Decision:
+    """The wire-free decision: node ids of every unit of the jobs that start at t."""
+    return Decision(
+        time=problem.t,
+        starts=[
+            JobStart(
+                problem.jobs[i].id,
+                tuple(problem.node_ids[n] for n in nodes),
+                problem.jobs[i].duration,
+            )
+            for i, nodes in sorted(outcome.placements.items())
+        ],
+    )
+
+
+def _give_up_if_stopped(control: SearchControl, stage: str) -> None:
+    if control.cancelled():
+        raise DecisionAbandoned(stage, cancelled=True)
+    if control.remaining() <= 0:
+        raise DecisionAbandoned(stage, cancelled=False)
+
+
+def run_decision(
+    snapshot: Snapshot,
+    dispatcher_kind: int,
+    predictor: DurationPredictor,
+    control: SearchControl,
+    nodes: NodeIndex | None = None,
+    dispatchers: Mapping[int, Dispatcher] | None = None,
+) -> DecisionResult:
+    """Decide which queued jobs of `snapshot` start now, and where; the result is checked.
+
+    `nodes` is the node list's index when the caller keeps one (see server/node_table.py);
+    `dispatchers` defaults to the registry (tests pass stand-ins). Raises DecisionAbandoned
+    when the caller goes away (or the deadline passes) before the dispatcher starts.
+    """
+    table = DISPATCHERS if dispatchers is None else dispatchers
+    seconds: dict[str, float] = {}
+    clock = time.monotonic()
+
+    def lap(stage: str) -> None:
+        nonlocal clock
+        now = time.monotonic()
+        seconds[stage] = now - clock
+        clock = now
+
+    _give_up_if_stopped(control, "predict")
+    durations = predict_durations(snapshot, predictor)
+    lap("predict")
+    _give_up_if_stopped(control, "problem")
+    problem = build_problem(snapshot, durations.queued, durations.running, nodes)
+    lap("problem")
+    _give_up_if_stopped(control, "dispatch")
+    result = _dispatch_and_check(problem, snapshot, dispatcher_kind, control, table)
+    lap("dispatch")
+    result.stage_seconds = seconds
+    return result
+
+
+def _dispatch_and_check(
+    problem: Problem, snapshot: Snapshot, kind: int, control: SearchControl,
+    dispatchers: Mapping[int, Dispatcher],
+) -> DecisionResult:
+    """Stages 3-4: the dispatcher's decision if it passes the check, else the fallback's."""
+    check_failures: list[int] = []
+    try:
+        outcome: Outcome | None = dispatchers[kind].decide(problem, control)
+    except Exception as exc:  # a dispatcher bug must not cost the caller a decision
+        log.error("dispatcher failed", dispatcher=kind, error=repr(exc),
+                  trace=traceback.format_exc())
+        outcome = None
+        reason, code = f"dispatcher error: {exc!r}", FALLBACK_DISPATCHER_ERROR
+    if outcome is not None:
+        if control.cancelled():  # nobody waits for this decision: do not check it
+            raise DecisionAbandoned("check", cancelled=True)
+        decision = decision_of(problem, outcome)
+        problems = check_decision(snapshot, decision)
+        if not problems:
+            return DecisionResult(problem, outcome, decision)
+        log.error("decision failed the independent check", dispatcher=kind,
+                  problems=problems[:10])
+        reason, code = f"decision failed the check: {problems[0]}", FALLBACK_CHECK_FAILED
+        check_failures.append(kind)
+    # The fallback is the safety net: it gets at least FALLBACK_MIN_SECONDS even when the
+    # dispatcher used up the budget (EASY stops placing jobs once its control says stop).
+    fallback_control = dataclasses.replace(
+        control, deadline=time.monotonic() + max(control.remaining(), FALLBACK_MIN_SECONDS)
+    )
+    fallback = dispatchers[pb.DISPATCHER_EASY].decide(problem, fallback_control)
+    fallback.status = pb.SOLVE_STATUS_FALLBACK
+    decision = decision_of(problem, fallback)
+    if check_decision(snapshot, decision):
+        log.critical("fallback decision failed the check; starting nothing")
+        check_failures.append(pb.DISPATCHER_EASY)
+        fallback.placements = {}
+        decision = Decision(problem.t)
+    return DecisionResult(problem, fallback, decision, reason, code, check_failures)

@@ -1,0 +1,132 @@
+"""Admission control: slots, FIFO waiting bounded by each request's deadline, measured cost."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from hpcdispatch.server.admission import DecisionAdmission, Refused
+
+EASY, PCP20 = 2, 5
+
+
+def _never() -> bool:
+    return False
+
+
+def _enter_in_thread(
+    admission: DecisionAdmission, kind: int, deadline: float, log: list[str], label: str,
+    cancelled: threading.Event | None = None,
+) -> threading.Thread:
+    def run() -> None:
+        try:
+            admitted = admission.enter(kind, deadline,
+                                       cancelled.is_set if cancelled else _never)
+        except Refused as refused:
+            log.append(f"{label}: refused{' (cancelled)' if refused.cancelled else ''}")
+            return
+        log.append(f"{label}: in")
+        admission.leave(admitted)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _wait_until(condition: object, seconds: float = 5.0) -> None:
+    end = time.monotonic() + seconds
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < end, "condition not reached"
+        time.sleep(0.005)
+
+
+def test_slots_bound_the_decisions_at_once_and_waiters_go_in_arrival_order() -> None:
+    admission = DecisionAdmission(slots=2)
+    far = time.monotonic() + 60
+    first, second = admission.enter(EASY, far, _never), admission.enter(EASY, far, _never)
+    log: list[str] = []
+    waiters = []
+    for label in ("a", "b", "c"):
+        waiters.append(_enter_in_thread(admission, EASY, far, log, label))
+        count = len(waiters)
+        _wait_until(lambda count=count: admission.waiting == count)
+    assert log == [] and admission.busy == 2
+    admission.leave(first)
+    admission.leave(second)
+    for w in waiters:
+        w.join(5)
+    assert log == ["a: in", "b: in", "c: in"]
+    assert admission.busy == 0 and admission.waiting == 0
+
+
+def test_a_request_that_cannot_be_ready_by_its_deadline_is_refused_at_once() -> None:
+    admission = DecisionAdmission(slots=1)
+    far = time.monotonic() + 60
+    held = admission.enter(PCP20, far, _never)
+    time.sleep(0.2)
+    admission.leave(held)  # PCP'20 decisions now cost ~0.2 s
+    assert admission.cost(PCP20) >= 0.15
+    held = admission.enter(PCP20, far, _never)
+    started = time.monotonic()
+    with pytest.raises(Refused, match="overloaded"):
+        admission.enter(PCP20, time.monotonic() + 0.1, _never)
+    assert time.monotonic() - started < 0.05  # refused without waiting
+    assert admission.waiting == 0
+    admission.leave(held)
+
+
+def test_a_waiting_request_leaves_once_its_deadline_no_longer_leaves_time() -> None:
+    admission = DecisionAdmission(slots=1)
+    held = admission.enter(EASY, time.monotonic() + 60, _never)
+    log: list[str] = []
+    waiter = _enter_in_thread(admission, EASY, time.monotonic() + 0.3, log, "late")
+    waiter.join(5)
+    assert log == ["late: refused"]
+    assert admission.waiting == 0
+    admission.leave(held)
+
+
+def test_a_waiting_request_whose_caller_left_leaves_the_queue() -> None:
+    admission = DecisionAdmission(slots=1)
+    held = admission.enter(EASY, time.monotonic() + 60, _never)
+    log: list[str] = []
+    gone = threading.Event()
+    waiter = _enter_in_thread(admission, EASY, time.monotonic() + 60, log, "x", gone)
+    _wait_until(lambda: admission.waiting == 1)
+    gone.set()
+    waiter.join(5)
+    assert log == ["x: refused (cancelled)"]
+    admission.leave(held)
+
+
+def test_a_request_behind_one_that_left_is_not_blocked_by_it() -> None:
+    admission = DecisionAdmission(slots=1)
+    held = admission.enter(EASY, time.monotonic() + 60, _never)
+    log: list[str] = []
+    gone = threading.Event()
+    first = _enter_in_thread(admission, EASY, time.monotonic() + 60, log, "gone", gone)
+    _wait_until(lambda: admission.waiting == 1)
+    second = _enter_in_thread(admission, EASY, time.monotonic() + 60, log, "next")
+    _wait_until(lambda: admission.waiting == 2)
+    gone.set()
+    first.join(5)
+    admission.leave(held)
+    second.join(5)
+    assert log == ["gone: refused (cancelled)", "next: in"]
+
+
+def test_an_abandoned_decision_does_not_lower_the_measured_cost() -> None:
+    admission = DecisionAdmission(slots=1)
+    held = admission.enter(EASY, time.monotonic() + 60, _never)
+    time.sleep(0.1)
+    admission.leave(held)
+    cost = admission.cost(EASY)
+    admission.leave(admission.enter(EASY, time.monotonic() + 60, _never), measure=False)
+    assert admission.cost(EASY) == cost
+
+
+def test_slots_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="slots"):
+        DecisionAdmission(0)
