@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import grpc
 import structlog
@@ -55,6 +57,25 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+@dataclass(frozen=True, slots=True)
+class DecisionSlot:
+    """The deadline and the cancellation of one admitted decision."""
+
+    kind: int  # the dispatcher asked for (the server's default when unset)
+    deadline: float  # time.monotonic() by which the decision must be ready
+    cancelled: Callable[[], bool]  # the caller has gone
+
+    @staticmethod
+    def of(kind: int, context: grpc.ServicerContext, received: float,
+           max_seconds: float) -> DecisionSlot:
+        """Keep back from the caller's deadline (read on arrival) the time to stop the
+        solver, check and answer; `max_seconds` when the caller sets no deadline."""
+        left = context.time_remaining()
+        budget = max_seconds if left is None else min(
+            left - max(DEADLINE_MARGIN_SECONDS, DEADLINE_MARGIN_SHARE * left), max_seconds)
+        return DecisionSlot(kind, received + max(budget, 0.0), lambda: not context.is_active())
+
+
 class DispatcherService(pb_grpc.DispatcherServiceServicer):
     def __init__(
         self, config: ServerConfig, predictors: PredictorRegistry,
@@ -84,6 +105,18 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
     def Dispatch(
         self, request: pb.DispatchRequest, context: grpc.ServicerContext
     ) -> pb.DispatchResponse:
+        received = time.monotonic()
+        with self.decision_slot(request.dispatcher, context, received) as slot:
+            return self._dispatch(request, context, received, slot.deadline, slot.cancelled)
+        raise AssertionError("decision_slot aborts or yields")  # pragma: no cover
+
+    @contextmanager
+    def decision_slot(
+        self, dispatcher: int, context: grpc.ServicerContext, received: float
+    ) -> Iterator[DecisionSlot]:
+        """A decision thread and an admission slot for one decision (Dispatch and the session
+        service alike); aborts the call with RESOURCE_EXHAUSTED when refused, CANCELLED or
+        DEADLINE_EXCEEDED when the decision is abandoned."""
         # A liveness probe must not wait behind a queue of decisions: beyond workers - 1
         # threads, a decision is refused at once (clients retry it with backoff).
         if not self._decision_threads.acquire(blocking=False):
@@ -94,51 +127,35 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
                           f"{self.decision_threads} decisions in progress or waiting, the "
                           "server's limit (workers - 1); retry with backoff")
         try:
-            return self._admit_and_dispatch(request, context)
+            slot = DecisionSlot.of(dispatcher or self.default_dispatcher, context, received,
+                                   self.config.max_decision_seconds)
+            try:
+                admitted = self.admission.enter(slot.kind, slot.deadline, slot.cancelled)
+            except Refused as refused:
+                self._count_refusal("cancelled" if refused.cancelled else "deadline")
+                log.warning("decision refused", reason=str(refused), dispatcher=slot.kind,
+                            waiting=self.admission.waiting)
+                context.abort(grpc.StatusCode.CANCELLED if refused.cancelled
+                              else grpc.StatusCode.RESOURCE_EXHAUSTED, str(refused))
+            if self.metrics is not None:
+                self.metrics.decisions_in_progress.inc()
+            finished = False
+            try:
+                yield slot
+                finished = True
+            except DecisionAbandoned as abandoned:
+                if self.metrics is not None:
+                    self.metrics.count_abandoned(abandoned.stage)
+                log.warning("decision abandoned", stage=abandoned.stage,
+                            cancelled=abandoned.cancelled)
+                context.abort(grpc.StatusCode.CANCELLED if abandoned.cancelled
+                              else grpc.StatusCode.DEADLINE_EXCEEDED, str(abandoned))
+            finally:
+                self.admission.leave(admitted, measure=finished)
+                if self.metrics is not None:
+                    self.metrics.decisions_in_progress.dec()
         finally:
             self._decision_threads.release()
-
-    def _admit_and_dispatch(
-        self, request: pb.DispatchRequest, context: grpc.ServicerContext
-    ) -> pb.DispatchResponse:
-        received = time.monotonic()
-        left = context.time_remaining()  # the caller's deadline, read on arrival
-        budget = self.config.max_decision_seconds if left is None else min(
-            left - max(DEADLINE_MARGIN_SECONDS, DEADLINE_MARGIN_SHARE * left),
-            self.config.max_decision_seconds,
-        )
-        deadline = received + max(budget, 0.0)
-        kind = request.dispatcher or self.default_dispatcher
-
-        def cancelled() -> bool:
-            return not context.is_active()
-
-        try:
-            admitted = self.admission.enter(kind, deadline, cancelled)
-        except Refused as refused:
-            self._count_refusal("cancelled" if refused.cancelled else "deadline")
-            log.warning("decision refused", reason=str(refused), dispatcher=kind,
-                        waiting=self.admission.waiting)
-            context.abort(grpc.StatusCode.CANCELLED if refused.cancelled
-                          else grpc.StatusCode.RESOURCE_EXHAUSTED, str(refused))
-        if self.metrics is not None:
-            self.metrics.decisions_in_progress.inc()
-        finished = False
-        try:
-            response = self._dispatch(request, context, received, deadline, cancelled)
-            finished = True
-            return response
-        except DecisionAbandoned as abandoned:
-            if self.metrics is not None:
-                self.metrics.count_abandoned(abandoned.stage)
-            log.warning("decision abandoned", stage=abandoned.stage,
-                        cancelled=abandoned.cancelled)
-            context.abort(grpc.StatusCode.CANCELLED if abandoned.cancelled
-                          else grpc.StatusCode.DEADLINE_EXCEEDED, str(abandoned))
-        finally:
-            self.admission.leave(admitted, measure=finished)
-            if self.metrics is not None:
-                self.metrics.decisions_in_progress.dec()
 
     def _dispatch(
         self, request: pb.DispatchRequest, context: grpc.ServicerContext, received: float,

@@ -13,8 +13,6 @@ resyncs.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 
 import grpc
 import structlog
@@ -23,18 +21,12 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from hpcdispatch.proto_convert import snapshot_from_pb
-from hpcdispatch.server.admission import Refused
 from hpcdispatch.server.dispatchers.base import SearchControl
 from hpcdispatch.server.errors import abort_invalid_argument
 from hpcdispatch.server.metrics import dispatcher_label, status_label
-from hpcdispatch.server.pipeline import DecisionAbandoned, run_decision
+from hpcdispatch.server.pipeline import run_decision
 from hpcdispatch.server.profiles import resolve_settings
-from hpcdispatch.server.service import (
-    DEADLINE_MARGIN_SECONDS,
-    DEADLINE_MARGIN_SHARE,
-    DispatcherService,
-    predictor_name,
-)
+from hpcdispatch.server.service import DecisionSlot, DispatcherService, predictor_name
 from hpcdispatch.server.session_delta import check_delta, options_request
 from hpcdispatch.server.session_state import SessionState
 from hpcdispatch.server.session_store import SessionGone, SessionStore
@@ -111,7 +103,9 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
                  nodes=len(state.nodes), running=len(state.running), queued=len(state.queued))
         response = pb.OpenSessionResponse(session_id=session.id, sequence=0)
         if request.decide:
-            with session.lock, self._decision_slot(full.dispatcher, context, received) as slot:
+            with session.lock, self.service.decision_slot(
+                full.dispatcher, context, received
+            ) as slot:
                 response.decision.CopyFrom(self._decide(state, full, slot, received))
         return response
 
@@ -147,7 +141,7 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
                 return pb.UpdateSessionResponse(sequence=state.sequence)
             options = options_request(request)
             options.cluster = state.cluster
-            with self._decision_slot(request.dispatcher, context, received) as slot:
+            with self.service.decision_slot(request.dispatcher, context, received) as slot:
                 apply()
                 decision = self._decide(state, options, slot, received)
             return pb.UpdateSessionResponse(sequence=state.sequence, decision=decision)
@@ -177,50 +171,9 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
 
     # -- deciding ------------------------------------------------------------------------------
 
-    @contextmanager
-    def _decision_slot(
-        self, dispatcher: int, context: grpc.ServicerContext, received: float
-    ) -> Iterator[_Slot]:
-        """A decision thread and an admission slot, as Dispatch takes them; aborts the call
-        (RESOURCE_EXHAUSTED, CANCELLED, DEADLINE_EXCEEDED) as Dispatch does."""
-        service = self.service
-        # The thread limit and admission queue are the DispatcherService's own, shared with
-        # Dispatch so that overload protection covers both.
-        threads = service._decision_threads
-        if not threads.acquire(blocking=False):
-            service._count_refusal("threads")
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                          f"{service.decision_threads} decisions in progress or waiting, the "
-                          "server's limit (workers - 1); retry with backoff")
-        try:
-            slot = _Slot(dispatcher or service.default_dispatcher, context, received,
-                         service.config.max_decision_seconds)
-            try:
-                admitted = service.admission.enter(slot.kind, slot.deadline, slot.cancelled)
-            except Refused as refused:
-                service._count_refusal("cancelled" if refused.cancelled else "deadline")
-                context.abort(grpc.StatusCode.CANCELLED if refused.cancelled
-                              else grpc.StatusCode.RESOURCE_EXHAUSTED, str(refused))
-            if self.metrics is not None:
-                self.metrics.decisions_in_progress.inc()
-            finished = False
-            try:
-                yield slot
-                finished = True
-            except DecisionAbandoned as abandoned:
-                if self.metrics is not None:
-                    self.metrics.count_abandoned(abandoned.stage)
-                context.abort(grpc.StatusCode.CANCELLED if abandoned.cancelled
-                              else grpc.StatusCode.DEADLINE_EXCEEDED, str(abandoned))
-            finally:
-                service.admission.leave(admitted, measure=finished)
-                if self.metrics is not None:
-                    self.metrics.decisions_in_progress.dec()
-        finally:
-            threads.release()
-
     def _decide(
-        self, state: SessionState, options: pb.DispatchRequest, slot: _Slot, received: float
+        self, state: SessionState, options: pb.DispatchRequest, slot: DecisionSlot,
+        received: float,
     ) -> pb.DispatchResponse:
         service = self.service
         kind = slot.kind
@@ -270,14 +223,3 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         return response
 
 
-class _Slot:
-    """The deadline and cancellation of one admitted session decision."""
-
-    def __init__(self, kind: int, context: grpc.ServicerContext, received: float,
-                 max_seconds: float) -> None:
-        self.kind = kind
-        left = context.time_remaining()  # the caller's deadline, read on arrival
-        budget = max_seconds if left is None else min(
-            left - max(DEADLINE_MARGIN_SECONDS, DEADLINE_MARGIN_SHARE * left), max_seconds)
-        self.deadline = received + max(budget, 0.0)
-        self.cancelled: Callable[[], bool] = lambda: not context.is_active()
