@@ -17,9 +17,10 @@ solution. The policy decides whether to try again with a doubled limit:
 The caller's deadline caps everything: an attempt never gets more than the time left, and no
 attempt starts once the caller has gone (`cancelled`).
 
-Limits are wall-clock milliseconds, or, with `SearchSettings.deterministic`, milliseconds of
-the solver's deterministic time (CP-SAT's work measure, the same on an idle and on a loaded
-machine): the same snapshot then gets the same attempts and the same decision. The deadline
+Limits are wall-clock milliseconds, or, with `SearchSettings.deterministic`, the solver's
+deterministic time (CP-SAT's work measure, the same on an idle and on a loaded machine), δ ms
+giving δ × DETERMINISTIC_SECONDS_PER_MS deterministic seconds: the same snapshot then gets the
+same attempts and the same decision. The deadline
 stays wall-clock: a deterministic attempt it cuts short, or a restart it prevents, makes the
 decision depend on the machine's speed again (`PolicyResult.deadline_cut`).
 
@@ -38,6 +39,13 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 S = TypeVar("S")
 
+# Deterministic seconds an attempt gets per millisecond of δ. CP-SAT's deterministic second is
+# about 5 wall seconds on these models (2-core machine), and a wall-clock attempt of the `fast`
+# profile ends on its stall rule (10 ms without improvement) long before δ; without a stall rule
+# in deterministic units, this scale keeps a deterministic replay about as fast as a wall-clock
+# one: δ = 100 ms gives 5 deterministic ms (about 25 wall ms).
+DETERMINISTIC_SECONDS_PER_MS = 0.00005
+
 # Below this much time left, another attempt is not worth starting.
 MIN_ATTEMPT_SECONDS = 0.005
 
@@ -54,7 +62,8 @@ class SearchSettings:
     window: int
     stall_ms: int = 0  # end an attempt this long after its last improvement; 0 = never
     protect_head: bool = False  # EASY-like reservation for the oldest job that cannot start
-    # δ and δmax in deterministic milliseconds, one worker, a fixed seed, no stall rule.
+    # δ and δmax counted in deterministic time (DETERMINISTIC_SECONDS_PER_MS), one worker, a
+    # fixed seed, no stall rule.
     deterministic: bool = False
 
 
@@ -118,7 +127,8 @@ def run_restart_policy(
         if left < MIN_ATTEMPT_SECONDS:
             result.deadline_cut = True
             break
-        limit_s = limit_ms / 1000.0 if settings.deterministic else min(limit_ms / 1000.0, left)
+        limit_s = (limit_ms * DETERMINISTIC_SECONDS_PER_MS if settings.deterministic
+                   else min(limit_ms / 1000.0, left))
         started = time.monotonic()
         outcome = attempt(limit_s, result.best)
         wall = time.monotonic() - started

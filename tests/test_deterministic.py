@@ -16,11 +16,17 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from ortools.sat.python import cp_model
 
 from hpcdispatch.server.dispatchers.cpsat_attempt import solve_attempt
 from hpcdispatch.server.profiles import resolve_settings
-from hpcdispatch.server.restart_policy import AttemptResult, SearchSettings, run_restart_policy
+from hpcdispatch.server.restart_policy import (
+    DETERMINISTIC_SECONDS_PER_MS,
+    AttemptResult,
+    SearchSettings,
+    run_restart_policy,
+)
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 RECORDS = "0:200"  # of the bundled KTH-SP2 slice: PCP'20 searches in about 40 decisions
@@ -57,8 +63,8 @@ def test_a_deterministic_attempt_cut_by_the_deadline_says_so() -> None:
 
 
 def test_deterministic_limits_are_not_capped_by_the_time_left() -> None:
-    """δ counts deterministic time: the attempt gets δ itself, and the deadline caps the wall
-    clock inside the attempt; wall-clock limits are capped by the time left."""
+    """δ counts deterministic time: the attempt gets δ's deterministic seconds whatever the time
+    left (the deadline caps the wall clock inside the attempt); wall-clock limits are capped."""
     limits: list[float] = []
 
     def attempt(limit: float, best: int | None) -> AttemptResult[int]:
@@ -66,10 +72,11 @@ def test_deterministic_limits_are_not_capped_by_the_time_left() -> None:
         return AttemptResult(pb.SOLVE_STATUS_FEASIBLE, 1, 1.0)
 
     for deterministic in (True, False):
-        settings = SearchSettings("t", delta_ms=5000, delta_max_ms=5000, k=1, window=10,
+        settings = SearchSettings("t", delta_ms=50_000, delta_max_ms=50_000, k=1, window=10,
                                   deterministic=deterministic)
         run_restart_policy(attempt, settings, time.monotonic() + 1.0)
-    assert limits[0] == 5.0 and limits[1] <= 1.0
+    assert limits[0] == pytest.approx(50_000 * DETERMINISTIC_SECONDS_PER_MS) == 2.5
+    assert limits[1] <= 1.0
 
 
 def test_the_request_asks_for_it_and_the_service_default_is_wall_clock() -> None:

@@ -49,10 +49,9 @@ def horizon(
     problem: Problem, jobs: list[Job], reserved: tuple[tuple[int, int, Vec], ...] = ()
 ) -> int:
     """eoh - t: the last end of fixed work plus Σ d_i bounds any list schedule of the jobs."""
-    last_end = max(
-        [b.end for b in problem.blocks] + [start + length for start, length, _ in reserved],
-        default=0,
-    )
+    ends = problem.running.ends
+    running_end = [int(ends.max())] if len(ends) else []
+    last_end = max(running_end + [start + length for start, length, _ in reserved], default=0)
     return last_end + sum(j.duration for j in jobs) + 1
 
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 Vec = tuple[int, ...]
 
 
@@ -26,15 +29,49 @@ def units_per_node(free: Vec, req: Vec) -> int:
 
 
 class FreePool:
-    """Free amount per resource type on each node that accepts work."""
+    """Free amount per resource type on each node that accepts work.
+
+    `groups` maps each distinct non-zero free vector to its nodes. Each group also keeps a
+    min-heap of its nodes (`_heaps`, lazily cleaned: an entry whose node left the group is
+    dropped when met), so the lowest-numbered nodes of a group come out without sorting it.
+    """
 
     def __init__(self, free: Sequence[Vec], eligible: Sequence[bool], scale: Vec) -> None:
         self.free: list[Vec] = list(free)
         self.eligible = list(eligible)
         self.scale = scale  # per-type divisor for the best-fit score (largest node capacity)
-        self.groups: dict[Vec, set[int]] = {}
+        members: dict[Vec, list[int]] = {}
         for n, vec in enumerate(self.free):
-            self._add(n, vec)
+            if self.eligible[n] and any(vec):
+                members.setdefault(vec, []).append(n)
+        # Nodes in ascending order already form a heap.
+        self._heaps: dict[Vec, list[int]] = members
+        self.groups: dict[Vec, set[int]] = {vec: set(nodes) for vec, nodes in members.items()}
+
+    @classmethod
+    def from_array(
+        cls, free: npt.NDArray[np.int64], eligible: Sequence[bool], scale: Vec
+    ) -> FreePool:
+        """The pool of `free` (one row per node), grouped with numpy instead of node by node."""
+        pool = cls.__new__(cls)
+        pool.free = list(map(tuple, free.tolist()))
+        pool.eligible = list(eligible)
+        pool.scale = scale
+        keep = np.flatnonzero(np.asarray(eligible, dtype=bool) & free.any(axis=1))
+        pool._heaps = {}
+        if len(keep):
+            vecs, first, inverse = np.unique(
+                free[keep], axis=0, return_index=True, return_inverse=True
+            )
+            inverse = inverse.reshape(-1)
+            by_group = np.argsort(inverse, kind="stable")
+            cuts = np.cumsum(np.bincount(inverse, minlength=len(vecs)))[:-1]
+            members = np.split(keep[by_group], cuts)
+            # Groups in order of their first node, as adding node by node would make them.
+            for g in np.argsort(first, kind="stable").tolist():
+                pool._heaps[tuple(vecs[g].tolist())] = members[g].tolist()
+        pool.groups = {vec: set(nodes) for vec, nodes in pool._heaps.items()}
+        return pool
 
     def copy(self) -> FreePool:
         other = FreePool.__new__(FreePool)
@@ -42,11 +79,22 @@ class FreePool:
         other.eligible = self.eligible
         other.scale = self.scale
         other.groups = {vec: set(nodes) for vec, nodes in self.groups.items()}
+        other._heaps = {vec: list(heap) for vec, heap in self._heaps.items()}
         return other
 
     def _add(self, n: int, vec: Vec) -> None:
         if self.eligible[n] and any(vec):
-            self.groups.setdefault(vec, set()).add(n)
+            group = self.groups.get(vec)
+            if group is None:
+                self.groups[vec] = {n}
+                self._heaps[vec] = [n]
+                return
+            group.add(n)
+            heap = self._heaps[vec]
+            if len(heap) > 2 * len(group) + 16:  # mostly stale entries: rebuild
+                heap[:] = sorted(group)
+            else:
+                heapq.heappush(heap, n)
 
     def _remove(self, n: int, vec: Vec) -> None:
         group = self.groups.get(vec)
@@ -54,6 +102,29 @@ class FreePool:
             group.discard(n)
             if not group:
                 del self.groups[vec]
+                del self._heaps[vec]
+
+    def first(self, vec: Vec) -> int:
+        """The lowest-numbered node of group `vec`."""
+        group, heap = self.groups[vec], self._heaps[vec]
+        while heap[0] not in group:
+            heapq.heappop(heap)
+        return heap[0]
+
+    def smallest(self, vec: Vec, count: int) -> list[int]:
+        """The `count` lowest-numbered nodes of group `vec` (all of them if fewer), ascending."""
+        group, heap = self.groups[vec], self._heaps[vec]
+        if count >= len(group):
+            return sorted(group)
+        out: list[int] = []
+        while len(out) < count:
+            n = heapq.heappop(heap)
+            # Stale (the node left the group) or a duplicate (it left and came back).
+            if n in group and (not out or out[-1] != n):
+                out.append(n)
+        for n in out:
+            heapq.heappush(heap, n)
+        return out
 
     def set(self, n: int, vec: Vec) -> None:
         self._remove(n, self.free[n])
@@ -92,18 +163,19 @@ class FreePool:
             return None
         chosen: list[int] = []
         if first_fit:
-            per_node = sorted((n, k) for _, nodes, k in fitting for n in nodes)
+            # Each node holds at least one unit: only a group's `units` first nodes may be used.
+            per_node = sorted((n, k) for vec, _, k in fitting for n in self.smallest(vec, units))
             for n, k in per_node:
                 take = min(k, units - len(chosen))
                 chosen.extend([n] * take)
                 if len(chosen) == units:
                     break
             return chosen
-        fitting.sort(key=lambda f: (self.score(f[0]), min(f[1])))
-        for _, nodes, k in fitting:
+        fitting.sort(key=lambda f: (self.score(f[0]), self.first(f[0])))
+        for vec, _, k in fitting:
             need = units - len(chosen)
             count = -(-need // k)
-            for n in heapq.nsmallest(count, nodes):
+            for n in self.smallest(vec, count):
                 chosen.extend([n] * min(k, units - len(chosen)))
             if len(chosen) == units:
                 break

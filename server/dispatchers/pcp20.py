@@ -19,7 +19,6 @@ re-planned, never dispatched, before the next dispatching time.
 from __future__ import annotations
 
 import bisect
-import heapq
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import ClassVar
@@ -87,8 +86,7 @@ def candidate_nodes(pool: FreePool, job: Job, hinted: list[int]) -> list[int]:
     )
     chosen: set[int] = set(hinted)
     for _, vec in fitting:
-        nodes = pool.groups[vec]
-        chosen.update(nodes if len(nodes) <= want else heapq.nsmallest(want, nodes))
+        chosen.update(pool.smallest(vec, want))
         if len(chosen) >= want:
             break
     return sorted(chosen)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from hpcdispatch.server.dispatchers.capacity_profile import CapacityProfile
 from hpcdispatch.server.dispatchers.free_pool import FreePool, Vec
@@ -60,12 +61,29 @@ class Problem:
     capacity: Sequence[Vec]
     eligible: Sequence[bool]  # node is up: it may receive new units
     free_now: FreePool  # free at t on eligible nodes
-    blocks: list[RunningBlock]  # running work, remaining duration max(1, s_i + d_i - t)
+    running: RunningTable  # running work, remaining duration max(1, s_i + d_i - t)
     jobs: list[Job]
     up_capacity: Vec  # Σ cap over eligible nodes (the pooled Tcap_r)
     _capacity_groups: dict[Vec, int] | None = None
     _releases: list[tuple[int, Vec]] | None = None
     _first_end: tuple[int | None] | None = None  # (first end,) once computed
+    _pooled_free: Vec | None = None
+    _by_time: list[tuple[int, list[RunningBlock]]] | None = None
+    _events: ReleaseEvents | None = None
+    _blocks: list[RunningBlock] | None = None
+
+    @property
+    def blocks(self) -> list[RunningBlock]:
+        """The running work as one object per (job, node) (built on first use; read-only)."""
+        if self._blocks is None:
+            run = self.running
+            self._blocks = [
+                RunningBlock(n, tuple(a), e)
+                for n, a, e in zip(
+                    run.nodes.tolist(), run.amounts.tolist(), run.ends.tolist(), strict=True
+                )
+            ]
+        return self._blocks
 
     def up_capacity_groups(self) -> dict[Vec, int]:
         """Distinct capacity vectors of up nodes, with how many nodes have each."""
@@ -78,12 +96,13 @@ class Problem:
         return self._capacity_groups
 
     def pooled_free_now(self) -> Vec:
-        used = [0] * len(self.resources)
-        for b in self.blocks:
-            if self.eligible[b.node]:
-                for r, a in enumerate(b.amounts):
-                    used[r] += a
-        return tuple(c - u for c, u in zip(self.up_capacity, used, strict=True))
+        if self._pooled_free is None:
+            up = self.running.up
+            used = self.running.amounts[up].sum(axis=0)
+            self._pooled_free = tuple(
+                c - int(u) for c, u in zip(self.up_capacity, used.tolist(), strict=True)
+            )
+        return self._pooled_free
 
     def pooled_releases(self) -> list[tuple[int, Vec]]:
         """Running work on eligible nodes merged by end time: (end, amounts), sorted.
@@ -94,10 +113,9 @@ class Problem:
         """
         if self._releases is not None:
             return self._releases
-        ends = np.fromiter((b.end for b in self.blocks if self.eligible[b.node]), dtype=np.int64)
-        amounts = np.asarray(
-            [b.amounts for b in self.blocks if self.eligible[b.node]], dtype=np.int64
-        ).reshape(len(ends), len(self.resources))
+        up = self.running.up
+        ends = self.running.ends[up]
+        amounts = self.running.amounts[up]
         distinct = np.unique(ends)
         if len(distinct) > MAX_RELEASE_STEPS:
             stride = -(-len(distinct) // MAX_RELEASE_STEPS)
@@ -115,18 +133,58 @@ class Problem:
     def first_end(self) -> int | None:
         """The earliest end of running work, relative to t (None: nothing runs)."""
         if self._first_end is None:
-            self._first_end = (min((b.end for b in self.blocks), default=None),)
+            ends = self.running.ends
+            self._first_end = (int(ends.min()) if len(ends) else None,)
         return self._first_end[0]
 
     def pooled_profile(self) -> CapacityProfile:
         return CapacityProfile(self.pooled_free_now(), self.pooled_releases())
 
     def releases_by_time(self) -> list[tuple[int, list[RunningBlock]]]:
-        by_end: dict[int, list[RunningBlock]] = defaultdict(list)
-        for b in self.blocks:
-            if self.eligible[b.node]:
-                by_end[b.end].append(b)
-        return sorted(by_end.items())
+        """Running work on eligible nodes grouped by end, sorted (computed once; read-only)."""
+        if self._by_time is None:
+            events = self.release_events()
+            blocks = self.blocks
+            by_end: list[tuple[int, list[RunningBlock]]] = []
+            for end, i in zip(events.ends.tolist(), events.index.tolist(), strict=True):
+                if not by_end or by_end[-1][0] != end:
+                    by_end.append((end, []))
+                by_end[-1][1].append(blocks[i])
+            self._by_time = by_end
+        return self._by_time
+
+    def release_events(self) -> ReleaseEvents:
+        """Running blocks on eligible nodes in release order: by end, then block order
+        (computed once)."""
+        if self._events is None:
+            run = self.running
+            index = np.flatnonzero(run.up)
+            index = index[np.argsort(run.ends[index], kind="stable")]
+            self._events = ReleaseEvents(
+                ends=run.ends[index], nodes=run.nodes[index], amounts=run.amounts[index],
+                index=index,
+            )
+        return self._events
+
+
+@dataclass(frozen=True, slots=True)
+class RunningTable:
+    """Running work as columns, one row per (running job, node it holds), in snapshot order."""
+
+    nodes: npt.NDArray[np.int64]
+    amounts: npt.NDArray[np.int64]  # rows × resource types
+    ends: npt.NDArray[np.int64]  # relative to t, >= 1
+    up: npt.NDArray[np.bool_]  # the row's node is eligible
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseEvents:
+    """Running blocks on eligible nodes in release order (by end, then block order)."""
+
+    ends: npt.NDArray[np.int64]
+    nodes: npt.NDArray[np.int64]
+    amounts: npt.NDArray[np.int64]  # one row per block
+    index: npt.NDArray[np.int64]  # row in the RunningTable
 
 
 def later_start_bounds(problem: Problem, jobs: list[Job]) -> dict[int, int]:
@@ -193,19 +251,44 @@ def build_problem(
     t = snapshot.time
     index = nodes if nodes is not None else index_nodes(snapshot.nodes)
     resources = index.resources
-    free = list(index.capacity)  # minus what running jobs hold, below
-    blocks: list[RunningBlock] = []
+    position = index.position
+    width = len(resources)
+    # One row per (running job, node): its node, what it holds there, its end.
+    rows: list[int] = []
+    held: list[int] = []
+    ends: list[int] = []
     for job in snapshot.running:
         # An under-predicted job still running needs at least one more second.
         end = min(max(1, job.start_time + running_durations[job.id] - t), MAX_MODEL_DURATION)
-        per_node: dict[int, list[int]] = defaultdict(lambda: [0] * len(resources))
-        for unit in job.units:
-            acc = per_node[index.position[unit.node_id]]
+        units = job.units
+        if len(units) == 1:
+            get = units[0].amounts.get
+            rows.append(position[units[0].node_id])
+            held.extend([get(name, 0) for name in resources])
+            ends.append(end)
+            continue
+        per_node: dict[int, list[int]] = {}
+        for unit in units:
+            n = position[unit.node_id]
+            acc = per_node.get(n)
+            if acc is None:
+                acc = per_node[n] = [0] * width
             for r, name in enumerate(resources):
                 acc[r] += unit.amounts.get(name, 0)
         for n, amounts in per_node.items():
-            free[n] = tuple(f - a for f, a in zip(free[n], amounts, strict=True))
-            blocks.append(RunningBlock(n, tuple(amounts), end))
+            rows.append(n)
+            held.extend(amounts)
+            ends.append(end)
+    eligible = np.asarray(index.eligible, dtype=bool)
+    node_rows = np.asarray(rows, dtype=np.int64)
+    running = RunningTable(
+        nodes=node_rows,
+        amounts=np.asarray(held, dtype=np.int64).reshape(len(rows), width),
+        ends=np.asarray(ends, dtype=np.int64),
+        up=eligible[node_rows],
+    )
+    free = np.asarray(index.capacity, dtype=np.int64).reshape(len(index.capacity), width)
+    np.subtract.at(free, node_rows, running.amounts)
     jobs = [
         Job(
             index=i,
@@ -223,8 +306,8 @@ def build_problem(
         node_ids=index.node_ids,
         capacity=index.capacity,
         eligible=index.eligible,
-        free_now=FreePool(free, index.eligible, index.scale),
-        blocks=blocks,
+        free_now=FreePool.from_array(free, index.eligible, index.scale),
+        running=running,
         jobs=jobs,
         up_capacity=index.up_capacity,
     )

@@ -13,6 +13,9 @@ import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from hpcdispatch.server.dispatchers.free_pool import FreePool, Vec, units_per_node
 from hpcdispatch.server.dispatchers.problem import Job, Problem
 from hpcdispatch.server.dispatchers.stopping import StopCheck, never, stop_if
@@ -105,37 +108,94 @@ def reserve(
 ) -> Reservation:
     """Reserve for `head` given `free_now` (free at t after the jobs in `started` took theirs).
 
-    Raises Stopped when `should_stop()` turns true (checked once per release time).
+    Raises Stopped when `should_stop()` turns true.
     """
-    releases: dict[int, list[tuple[int, Vec]]] = {}
-    for end, blocks in problem.releases_by_time():
-        releases.setdefault(end, []).extend((b.node, b.amounts) for b in blocks)
-    for job, nodes in started:
-        for n in nodes:
-            releases.setdefault(job.duration, []).append((n, job.req))
+    stop_if(should_stop, "head reservation")
+    events = problem.release_events()
+    # The jobs started at t release their units at their d_j, after the running work ending
+    # then (the order inside one end does not change what is free once it has passed).
+    extra = [(job.duration, n, job.req) for job, nodes in started for n in nodes]
+    ends, nodes, amounts = events.ends, events.nodes, events.amounts
+    if extra:
+        ends = np.concatenate((ends, np.fromiter((e for e, _, _ in extra), dtype=np.int64)))
+        nodes = np.concatenate((nodes, np.fromiter((n for _, n, _ in extra), dtype=np.int64)))
+        amounts = np.concatenate(
+            (amounts, np.asarray([a for _, _, a in extra], dtype=np.int64).reshape(
+                len(extra), len(problem.resources)))
+        )
+        order = np.argsort(ends, kind="stable")
+        ends, nodes, amounts = ends[order], nodes[order], amounts[order]
+    last = _first_release_fitting(free_now, head, ends, nodes, amounts)
+    stop_if(should_stop, "head reservation")
+    # The pool at τ: what is free now plus every release up to τ, given in release order.
     pool = free_now.copy()
-    # Pooled free amounts: a cheap necessary condition checked before the node-level one.
-    pooled = [
-        sum(vec[r] for vec, up in zip(pool.free, pool.eligible, strict=True) if up)
-        for r in range(len(problem.resources))
-    ]
-    demand = head.demand()
-    for end in sorted(releases):
-        stop_if(should_stop, "head reservation")
-        for n, amounts in releases[end]:
-            pool.give(n, amounts)
-            for r, a in enumerate(amounts):
-                pooled[r] += a
-        if any(p < d for p, d in zip(pooled, demand, strict=True)):
-            continue
-        if pool.units_fit(head.req, head.units) >= head.units:
-            placed = head_nodes(pool, free_now, head)
-            pool.take_all(placed, head.req)
-            limit = FreePool(
-                [tuple(map(min, a, b)) for a, b in zip(free_now.free, pool.free, strict=True)],
-                problem.eligible,
-                free_now.scale,
-            )
-            pooled_start = problem.pooled_profile().earliest_start(demand, head.duration, end)
-            return Reservation(head, end, pool, limit, pooled_start)
-    raise AssertionError("a job that fits an empty system must fit once all work ends")
+    for n, given in zip(nodes[: last + 1].tolist(), amounts[: last + 1].tolist(), strict=True):
+        pool.give(n, tuple(given))
+    end = int(ends[last])
+    placed = head_nodes(pool, free_now, head)
+    pool.take_all(placed, head.req)
+    # Away from the head's nodes, at τ holds at least what is free now (releases only add).
+    limit = free_now.copy()
+    for n in set(placed):
+        limit.set(n, tuple(map(min, free_now.free[n], pool.free[n])))
+    pooled_start = problem.pooled_profile().earliest_start(head.demand(), head.duration, end)
+    return Reservation(head, end, pool, limit, pooled_start)
+
+
+def _units(free: npt.NDArray[np.int64], req: Vec) -> npt.NDArray[np.int64]:
+    """units_per_node of `req` for each row of `free`."""
+    used = [r for r, q in enumerate(req) if q > 0]
+    if not used:
+        return np.zeros(len(free), dtype=np.int64)
+    result: npt.NDArray[np.int64] = np.min(
+        free[:, used] // np.asarray([req[r] for r in used], dtype=np.int64), axis=1
+    )
+    return result
+
+
+def _first_release_fitting(
+    free_now: FreePool,
+    head: Job,
+    ends: npt.NDArray[np.int64],
+    nodes: npt.NDArray[np.int64],
+    amounts: npt.NDArray[np.int64],
+) -> int:
+    """Index of the last release of the earliest end at which the head fits node by node.
+
+    One sweep over the releases in order: the pooled free amounts (a cheap necessary
+    condition) and the units of the head that fit, each kept as a running sum of what every
+    release adds (on its node, units after it minus units before it).
+    """
+    if not len(ends):
+        raise AssertionError("a job that fits an empty system must fit once all work ends")
+    # Pooled and unit counts of the pool as it is now (groups hold its eligible, non-empty
+    # nodes; releases only touch eligible nodes).
+    pooled_now = np.zeros(amounts.shape[1], dtype=np.int64)
+    units_now = 0
+    for vec, group in free_now.groups.items():
+        pooled_now += np.asarray(vec, dtype=np.int64) * len(group)
+        units_now += units_per_node(vec, head.req) * len(group)
+    pooled = pooled_now + np.cumsum(amounts, axis=0)
+    # Per node, free before and after each of its releases, in release order.
+    by_node = np.argsort(nodes, kind="stable")
+    sorted_nodes = nodes[by_node]
+    node_ids, first = np.unique(sorted_nodes, return_index=True)
+    base = np.asarray([free_now.free[n] for n in node_ids.tolist()], dtype=np.int64).reshape(
+        len(node_ids), amounts.shape[1]
+    )
+    running = np.cumsum(amounts[by_node], axis=0)
+    segment = np.searchsorted(node_ids, sorted_nodes)
+    before_segment = np.vstack((np.zeros((1, amounts.shape[1]), dtype=np.int64), running))[first]
+    after = base[segment] + running - before_segment[segment]
+    gained = np.empty(len(ends), dtype=np.int64)
+    gained[by_node] = _units(after, head.req) - _units(after - amounts[by_node], head.req)
+    units = units_now + np.cumsum(gained)
+    # The pool is checked once every release of an end has been given.
+    boundary = np.flatnonzero(np.append(ends[1:] != ends[:-1], True))
+    fits = np.all(pooled[boundary] >= np.asarray(head.demand(), dtype=np.int64), axis=1) & (
+        units[boundary] >= head.units
+    )
+    hits = np.flatnonzero(fits)
+    if not len(hits):
+        raise AssertionError("a job that fits an empty system must fit once all work ends")
+    return int(boundary[hits[0]])

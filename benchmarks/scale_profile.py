@@ -1,0 +1,74 @@
+"""In-process profile of one session decision at scale (what BENCHMARKS.md §7 measures, minus
+gRPC): the session state of a synthetic instance, one delta (a running job ends, a job is
+submitted), then the session's snapshot and `run_decision`, under cProfile.
+
+    python -m benchmarks.scale_profile [--nodes 100000] [--queued 1000] [--dispatchers easy,pcp20]
+        [--top 25] [--no-profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+
+from benchmarks.scale_sessions import BUSY_FOR_70_PERCENT_OF_NODES
+from hpcdispatch.server.catalog import DISPATCHER_NAMES
+from hpcdispatch.server.dispatchers.base import SearchControl
+from hpcdispatch.server.pipeline import DecisionResult, run_decision
+from hpcdispatch.server.predictors.walltime import WalltimePredictor
+from hpcdispatch.server.profiles import PROFILES
+from hpcdispatch.server.session_state import SessionState
+from hpcdispatch.snapshot import QueuedJob
+from hpcdispatch.synthetic import synthetic_snapshot
+from hpcdispatch.systems import homogeneous
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+
+def decide(state: SessionState, kind: int) -> DecisionResult:
+    """One session decision as SessionServicer._decide makes it (walltime predictor)."""
+    predictor = WalltimePredictor()
+    control = SearchControl(settings=PROFILES["fast"][0], deadline=time.monotonic() + 120)
+    snapshot = state.snapshot(pb.PREDICTOR_WALLTIME, predictor)
+    return run_decision(snapshot, kind, predictor, control, state.node_index())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=100_000)
+    parser.add_argument("--queued", type=int, default=1000)
+    parser.add_argument("--dispatchers", default="easy,pcp20")
+    parser.add_argument("--busy", type=float, default=BUSY_FOR_70_PERCENT_OF_NODES,
+                        help="share of the cores in use (default: one job on 70 %% of the nodes)")
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--no-profile", action="store_true", help="only time the decisions")
+    args = parser.parse_args()
+    system = homogeneous(f"h{args.nodes}", args.nodes, {"core": 32, "mem": 131072})
+    snapshot = synthetic_snapshot(system, args.queued, args.busy, seed=0)
+    for name in args.dispatchers.split(","):
+        kind = DISPATCHER_NAMES[name]
+        state = SessionState("bench", snapshot)
+        decide(state, kind)  # the first decision predicts the running jobs once
+        state.time += 1
+        state.end([snapshot.running[0].id])
+        state.submit([QueuedJob(id="new", user="u1", name="", queue="", submit_time=state.time,
+                                units=1, unit_request={"core": 8}, requested_time=3600)])
+        profiler = None if args.no_profile else cProfile.Profile()
+        began = time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
+        result = decide(state, kind)
+        if profiler is not None:
+            profiler.disable()
+        wall = time.perf_counter() - began
+        stages = {k: round(v, 3) for k, v in result.stage_seconds.items()}
+        print(f"== {name}: {wall:.3f} s, {len(result.decision.starts)} started, stages {stages}")
+        if profiler is not None:
+            stats = pstats.Stats(profiler)
+            stats.sort_stats("tottime").print_stats(args.top)
+            stats.sort_stats("cumulative").print_stats(args.top)
+
+
+if __name__ == "__main__":
+    main()
