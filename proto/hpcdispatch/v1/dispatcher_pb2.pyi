@@ -578,8 +578,9 @@ class SearchParameters(_message.Message):
     """
     deterministic: _builtins.bool
     """Reproducible search: CP-SAT with one worker and a fixed random seed, and delta_ms /
-    delta_max_ms counted in CP-SAT's deterministic time (milliseconds of it) instead of wall
-    time; stall_ms is not applied (it is wall time). The same snapshot then gets the same
+    delta_max_ms counted in CP-SAT's deterministic time instead of wall time (each
+    millisecond of delta gives 0.05 deterministic milliseconds, about a wall millisecond of
+    search on these models); stall_ms is not applied (it is wall time). The same snapshot then gets the same
     decision however loaded the machine is, unless the caller's deadline, which still caps
     every attempt, cuts the search first (such a decision is logged as not reproducible).
     Unset = false: wall-clock limits, the service's default.
