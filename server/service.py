@@ -57,6 +57,13 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def deadline_margin(left: float) -> float:
+    """Seconds kept back from a caller's `left` seconds: a tenth, at least
+    DEADLINE_MARGIN_SECONDS, but never more than half, so that a short deadline (a small
+    cluster's plugin may give 100 ms) still leaves the decision some time."""
+    return min(max(DEADLINE_MARGIN_SECONDS, DEADLINE_MARGIN_SHARE * left), 0.5 * max(left, 0.0))
+
+
 @dataclass(frozen=True, slots=True)
 class DecisionSlot:
     """The deadline and the cancellation of one admitted decision."""
@@ -71,8 +78,7 @@ class DecisionSlot:
         """Keep back from the caller's deadline (read on arrival) the time to stop the
         solver, check and answer; `max_seconds` when the caller sets no deadline."""
         left = context.time_remaining()
-        budget = max_seconds if left is None else min(
-            left - max(DEADLINE_MARGIN_SECONDS, DEADLINE_MARGIN_SHARE * left), max_seconds)
+        budget = max_seconds if left is None else min(left - deadline_margin(left), max_seconds)
         return DecisionSlot(kind, received + max(budget, 0.0), lambda: not context.is_active())
 
 

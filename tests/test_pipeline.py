@@ -161,3 +161,19 @@ def test_the_service_answers_what_the_pipeline_decides(kind: int) -> None:
     assert direct.decision.starts  # something to compare
     assert sorted(served.starts, key=lambda s: s.job_id) == sorted(
         direct.decision.starts, key=lambda s: s.job_id)
+
+
+def test_a_short_deadline_still_leaves_the_decision_time() -> None:
+    """The margin kept back from a caller's deadline is at most half of it: a plugin that gives
+    180 ms gets a decision (a fixed 200 ms margin refused every such call)."""
+    request = snapshot_to_pb(_small(), pb.DispatchRequest(dispatcher=pb.DISPATCHER_EASY))
+    running = start_server(ServerConfig(listen="127.0.0.1:0", default_predictor="walltime"))
+    try:
+        with grpc.insecure_channel(running.target) as channel:
+            stub = pb_grpc.DispatcherServiceStub(channel)
+            stub.Dispatch(request, timeout=30)  # connected and warm
+            response = stub.Dispatch(request, timeout=0.18)
+    finally:
+        running.stop(0)
+    assert check_decision(_small(), decision_from_pb(response)) == []
+    assert {s.job_id for s in response.starts} == {"a", "b"}
