@@ -231,7 +231,10 @@ def test_a_database_restart_loses_no_acknowledged_completion(
             time.sleep(1.0)
             before = len(acknowledged)
             postgres.restart()  # pg_ctl restart -m fast: every connection is cut
-            time.sleep(1.0)
+            # Reports go on once the pool has reconnected (bounded: retries with backoff).
+            give_up = time.monotonic() + 20.0
+            while len(acknowledged) <= before and time.monotonic() < give_up:
+                time.sleep(0.1)
             assert len(acknowledged) > before, "no completion acknowledged after the restart"
     finally:
         stop.set()
