@@ -33,6 +33,7 @@ from hpcdispatch.server.validation import (
     validate_completions,
     validate_dispatch_request,
 )
+from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 
@@ -113,7 +114,7 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
     ) -> pb.DispatchResponse:
         received = time.monotonic()
         with self.decision_slot(request.dispatcher, context, received) as slot:
-            return self._dispatch(request, context, received, slot.deadline, slot.cancelled)
+            return self._dispatch(request, context, received, slot)
         raise AssertionError("decision_slot aborts or yields")  # pragma: no cover
 
     @contextmanager
@@ -165,7 +166,7 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
 
     def _dispatch(
         self, request: pb.DispatchRequest, context: grpc.ServicerContext, received: float,
-        deadline: float, cancelled: Callable[[], bool],
+        slot: DecisionSlot,
     ) -> pb.DispatchResponse:
         structlog.contextvars.bind_contextvars(
             snapshot_time=request.time, cluster=request.cluster or "default"
@@ -183,45 +184,18 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
             abort_invalid_argument(context, f"invalid snapshot: {len(violations)} problem(s), "
                                    f"first: {violations[0].field}: {violations[0].description}",
                                    violations)
-        kind = request.dispatcher or self.default_dispatcher
-        predictor_kind_ = request.predictor or self.default_predictor
-        settings = resolve_settings(request.search, self.config.default_profile)
         assert table is not None and table.nodes is not None and table.index is not None
-        control = SearchControl(
-            settings=settings,
-            deadline=deadline,
-            first_fit=request.allocator == pb.ALLOCATOR_FIRST_FIT,
-            workers=self.config.solver_workers,
-            cancelled=cancelled,
-        )
+        kind, predictor_kind_ = slot.kind, request.predictor or self.default_predictor
+        control = self.search_control(request, slot)
         if control.should_stop():
-            raise DecisionAbandoned("convert", cancelled=cancelled())
+            raise DecisionAbandoned("convert", cancelled=slot.cancelled())
         snapshot = snapshot_from_pb(request, table.nodes)
-        predictor = self.predictors.predictor(request.cluster or "default", predictor_kind_)
+        cluster = request.cluster or "default"
+        predictor = self.predictors.predictor(cluster, predictor_kind_)
         result = run_decision(snapshot, kind, predictor, control, table.index)
-        self._count_fallback_of(kind, result)
-        outcome, problem = result.outcome, result.problem
-        response = pb.DispatchResponse(time=request.time)
-        queued = {j.id: j for j in request.queued_jobs}
-        for start in result.decision.starts:
-            amounts = dict(queued[start.job_id].unit_request)
-            response.starts.add(
-                job_id=start.job_id,
-                expected_duration=start.expected_duration,
-                units=[pb.UnitPlacement(node_id=n, amounts=amounts) for n in start.nodes],
-            )
-        self._report(response.report, kind, predictor_kind_, settings, problem, outcome)
-        response.report.fallback_reason = result.fallback_reason
-        response.report.total_seconds = time.monotonic() - received
-        report = response.report
-        if self.metrics is not None:
-            self.metrics.observe_decision(
-                report, len(request.queued_jobs), len(request.running_jobs), len(response.starts)
-            )
-            self.metrics.remember_predictions(
-                request.cluster or "default", predictor_kind_,
-                ((s.job_id, s.expected_duration) for s in response.starts),
-            )
+        response = self.answer(snapshot, result, kind, predictor_kind_, control.settings, cluster,
+                               received)
+        outcome, report, settings = result.outcome, response.report, control.settings
         log.info(
             "decision", dispatcher=dispatcher_label(kind), status=status_label(report.status),
             predictor=predictor_name(predictor_kind_), profile=settings.profile,
@@ -233,6 +207,46 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
             total_s=round(report.total_seconds, 4), fallback=result.fallback_reason or None,
             stages={k: round(v, 4) for k, v in result.stage_seconds.items()},
         )
+        return response
+
+    def search_control(self, options: pb.DispatchRequest, slot: DecisionSlot) -> SearchControl:
+        """The search settings, allocator and solver workers a request asks for, under the
+        slot's deadline and cancellation (Dispatch and session decisions alike)."""
+        return SearchControl(
+            settings=resolve_settings(options.search, self.config.default_profile),
+            deadline=slot.deadline,
+            first_fit=options.allocator == pb.ALLOCATOR_FIRST_FIT,
+            workers=self.config.solver_workers,
+            cancelled=slot.cancelled,
+        )
+
+    def answer(
+        self, snapshot: Snapshot, result: DecisionResult, kind: int, predictor_kind: int,
+        settings: SearchSettings, cluster: str, received: float,
+    ) -> pb.DispatchResponse:
+        """The wire answer of a checked decision, counted in the metrics."""
+        self._count_fallback_of(kind, result)
+        requests = {q.id: q.unit_request for q in snapshot.queued}
+        response = pb.DispatchResponse(time=snapshot.time)
+        for start in result.decision.starts:
+            amounts = dict(requests[start.job_id])
+            response.starts.add(
+                job_id=start.job_id,
+                expected_duration=start.expected_duration,
+                units=[pb.UnitPlacement(node_id=n, amounts=amounts) for n in start.nodes],
+            )
+        report = response.report
+        self._report(report, kind, predictor_kind, settings, result.problem, result.outcome)
+        report.fallback_reason = result.fallback_reason
+        report.total_seconds = time.monotonic() - received
+        if self.metrics is not None:
+            self.metrics.observe_decision(
+                report, len(snapshot.queued), len(snapshot.running), len(response.starts)
+            )
+            self.metrics.remember_predictions(
+                cluster, predictor_kind,
+                ((s.job_id, s.expected_duration) for s in response.starts),
+            )
         return response
 
     def _count_fallback_of(self, kind: int, result: DecisionResult) -> None:

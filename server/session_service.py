@@ -21,11 +21,9 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from hpcdispatch.proto_convert import snapshot_from_pb
-from hpcdispatch.server.dispatchers.base import SearchControl
 from hpcdispatch.server.errors import abort_invalid_argument
 from hpcdispatch.server.metrics import dispatcher_label, status_label
 from hpcdispatch.server.pipeline import run_decision
-from hpcdispatch.server.profiles import resolve_settings
 from hpcdispatch.server.service import DecisionSlot, DispatcherService, predictor_name
 from hpcdispatch.server.session_delta import check_delta, options_request
 from hpcdispatch.server.session_state import SessionState
@@ -178,37 +176,16 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         service = self.service
         kind = slot.kind
         predictor_kind = options.predictor or service.default_predictor
-        settings = resolve_settings(options.search, self.config.default_profile)
-        control = SearchControl(
-            settings=settings, deadline=slot.deadline,
-            first_fit=options.allocator == pb.ALLOCATOR_FIRST_FIT,
-            workers=self.config.solver_workers, cancelled=slot.cancelled,
-        )
+        control = service.search_control(options, slot)
         predictor = service.predictors.predictor(state.cluster, predictor_kind)
         built = time.monotonic()
         snapshot = state.snapshot(predictor_kind, predictor)
         snapshot_seconds = time.monotonic() - built
         result = run_decision(snapshot, kind, predictor, control, state.node_index())
-        service._count_fallback_of(kind, result)
-        response = pb.DispatchResponse(time=snapshot.time)
-        for start in result.decision.starts:
-            amounts = dict(state.queued[start.job_id].unit_request)
-            response.starts.add(
-                job_id=start.job_id, expected_duration=start.expected_duration,
-                units=[pb.UnitPlacement(node_id=n, amounts=amounts) for n in start.nodes],
-            )
-        DispatcherService._report(response.report, kind, predictor_kind, settings,
-                                  result.problem, result.outcome)
+        response = service.answer(snapshot, result, kind, predictor_kind, control.settings,
+                                  state.cluster, received)
         report = response.report
-        report.fallback_reason = result.fallback_reason
-        report.total_seconds = time.monotonic() - received
         if self.metrics is not None:
-            self.metrics.observe_decision(report, len(snapshot.queued), len(snapshot.running),
-                                          len(response.starts))
-            self.metrics.remember_predictions(
-                state.cluster, predictor_kind,
-                ((s.job_id, s.expected_duration) for s in response.starts),
-            )
             self.metrics.session_decision_seconds.labels(dispatcher_label(kind)).observe(
                 report.total_seconds)
         log.info(
