@@ -56,10 +56,21 @@ SERVE_KEYS = (
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import yaml
+
     from hpcdispatch.server.app import serve
     from hpcdispatch.server.config import load_config
 
-    config = load_config(args.config, overrides={k: getattr(args, k) for k in SERVE_KEYS})
+    try:
+        config = load_config(args.config, overrides={k: getattr(args, k) for k in SERVE_KEYS})
+    except OSError as exc:
+        print(f"hpcdispatch serve: cannot read --config {_os_error(str(exc.filename), exc)}",
+              file=sys.stderr)
+        return 2
+    except (ValueError, yaml.YAMLError) as exc:
+        # Every invalid key, one per line, each naming its source (file, environment, flag).
+        print(f"hpcdispatch serve: {exc}", file=sys.stderr)
+        return 2
     serve(config)
     return 0
 

@@ -184,3 +184,26 @@ def test_during_the_grace_period_health_is_not_serving_and_new_decisions_go_else
     assert "error" not in result, result
     response = result["response"]
     assert isinstance(response, pb.DispatchResponse) and response.starts
+
+
+@pytest.mark.parametrize(
+    ("config_text", "expected"),
+    [
+        ("decision_concurrency: -3\n",
+         "configuration key 'decision_concurrency': must be >= 0"),
+        ("no_such_key: 1\n", "unknown configuration key 'no_such_key'"),
+        ("workers: [\n", "hpcdispatch serve: "),
+        (None, "cannot read --config"),
+    ],
+)
+def test_serve_with_an_invalid_configuration_exits_2_with_one_message(
+    tmp_path: Path, config_text: str | None, expected: str
+) -> None:
+    file = tmp_path / "server.yaml"
+    if config_text is not None:
+        file.write_text(config_text)
+    done = subprocess.run([*CLI, "serve", "--config", str(file)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert expected in done.stderr
+    assert "Traceback" not in done.stderr
