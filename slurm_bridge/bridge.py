@@ -1,10 +1,18 @@
 """The bridge loop: read Slurm, ask hpcdispatch, pin and release the chosen jobs, reconcile.
 
 One cycle: read `sinfo`/`squeue`; reconcile the jobs released earlier with what Slurm did;
-build the snapshot; call Dispatch; check the decision independently; then, job by job, pin
+build the snapshot; ask for a decision; check the decision independently; then, job by job, pin
 (`scontrol update NodeList=`) and release. A stop request is honoured between jobs, never
 between the pin and the release of one job. Errors never end the loop: the next cycle waits
 with exponential backoff (interval × 2^failures, capped) and the held jobs simply stay held.
+
+Decisions go through one session of the service per bridge (`DispatcherClient.session()`): the
+first one opens it with the whole snapshot, each later one sends only what changed since the
+previous one (jobs submitted, cancelled, started by the bridge or by Slurm, ended; nodes
+changed). The client resyncs on its own when the server cannot apply a delta (it restarted,
+forgot the session, ...); the bridge counts and logs each resync. `full_snapshots` sends every
+snapshot whole with Dispatch instead. Both paths send the same snapshot (`keep_order`) and
+the decision is checked the same way.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from hpcdispatch.slurm_bridge.snapshot_builder import (
     InFlight,
     build_snapshot,
     is_managed_partition,
+    keep_order,
     node_state,
 )
 from hpcdispatch.snapshot import NodeState, Snapshot
@@ -47,8 +56,26 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 UNREACHABLE_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 
+class DecisionSession(Protocol):
+    """What the bridge needs of hpcdispatch.client.DispatchSession."""
+
+    session_id: str | None
+    opens: int
+    resyncs: int
+    reasons: Counter[str]
+    deltas: int
+    sessions_unsupported: bool
+
+    def decide(
+        self, request: pb.DispatchRequest, timeout: float | None = None
+    ) -> pb.DispatchResponse: ...
+
+    def close(self, timeout: float | None = None) -> None: ...
+
+
 class DispatchService(Protocol):
-    """What the bridge needs of hpcdispatch.client.DispatcherClient."""
+    """What the bridge needs of hpcdispatch.client.DispatcherClient (and, for the session
+    path, `session(timeout) -> DecisionSession`; a service without it gets full snapshots)."""
 
     def dispatch(
         self, request: pb.DispatchRequest, timeout: float | None = None
@@ -68,12 +95,33 @@ class BridgeConfig:
     dispatcher: int = pb.DISPATCHER_UNSPECIFIED
     predictor: int = pb.PREDICTOR_UNSPECIFIED
     cluster: str = ""  # knowledge-base name at the service
-    dispatch_timeout: float = 30.0  # deadline of one Dispatch call, seconds
+    dispatch_timeout: float = 30.0  # deadline of one decision call, seconds
     max_backoff: float = 300.0  # longest wait after repeated failures, seconds
     start_timeout: float = 60.0  # a released job not started after this is held again
     track_memory: bool = True
     default_walltime: int = 86_400
     report_completions: bool = True
+    full_snapshots: bool = False  # Dispatch with whole snapshots instead of a session
+
+
+# Labels of hpcdispatch_bridge_decisions_total{via}.
+VIA_OPEN, VIA_DELTA, VIA_FULL = "session_open", "session_delta", "full_snapshot"
+# The bridge's own resync reason: the client dropped its session after a failed call (e.g. the
+# server was unreachable), and the next decision opened a new one.
+SESSION_LOST = "SESSION_LOST"
+
+
+@dataclass(frozen=True, slots=True)
+class _SessionCounts:
+    opens: int
+    deltas: int
+    reasons: Counter[str]
+    live: bool
+
+    @staticmethod
+    def of(session: DecisionSession) -> _SessionCounts:
+        return _SessionCounts(session.opens, session.deltas, Counter(session.reasons),
+                              session.session_id is not None)
 
 
 @dataclass(slots=True)
@@ -110,6 +158,16 @@ class Bridge:
         self._warned_unmanaged: set[str] = set()
         self._settings = BuilderSettings(config.partitions, config.track_memory,
                                          config.default_walltime)
+        self._previous: Snapshot | None = None  # the last snapshot built (keep_order)
+        self.session: DecisionSession | None = None
+        self._session_lost = False  # the client dropped a session after a failed call
+        self._warned_no_sessions = False
+        if not config.full_snapshots:
+            open_session = getattr(service, "session", None)
+            if open_session is None:
+                self.log.warning("service_without_sessions_full_snapshots")
+            else:
+                self.session = open_session(config.dispatch_timeout)
 
     # -- loop ---------------------------------------------------------------------------------
 
@@ -120,17 +178,32 @@ class Bridge:
     def run(self, once: bool = False) -> int:
         """Run cycles until stopped; returns 0, or 1 when `once` and the cycle failed."""
         self.log.info("bridge_started", partitions=sorted(self.config.partitions),
-                      interval=self.config.interval, dry_run=self.config.dry_run)
+                      interval=self.config.interval, dry_run=self.config.dry_run,
+                      decisions="full_snapshots" if self.session is None else "session")
         result = CycleResult(ok=True)
-        while not self.stop_event.is_set():
-            result = self.cycle()
-            if once:
-                break
-            wait = self.next_wait(result)
-            if self.stop_event.wait(wait):
-                break
+        try:
+            while not self.stop_event.is_set():
+                result = self.cycle()
+                if once:
+                    break
+                wait = self.next_wait(result)
+                if self.stop_event.wait(wait):
+                    break
+        finally:
+            self.close_session()
         self.log.info("bridge_stopped", in_flight=sorted(self.in_flight))
         return 0 if result.ok else 1
+
+    def close_session(self) -> None:
+        """Close the session at the service, if one is open (best effort: the service forgets
+        an idle session on its own). A later decision opens a new one."""
+        if self.session is None or self.session.session_id is None:
+            return
+        session_id = self.session.session_id
+        self.session.close(timeout=min(5.0, self.config.dispatch_timeout))
+        self._session_lost = False
+        self.log.info("session_closed", session_id=session_id, opens=self.session.opens,
+                      deltas=self.session.deltas, resyncs=self.session.resyncs)
 
     def next_wait(self, result: CycleResult) -> float:
         """The interval after a good cycle; exponential backoff after failed ones."""
@@ -178,6 +251,8 @@ class Bridge:
 
         self._reconcile(nodes, jobs, now)
         built = build_snapshot(nodes, jobs, self._settings, now, self.in_flight)
+        built.snapshot = keep_order(self._previous, built.snapshot)
+        self._previous = built.snapshot
         self._observe(built)
         for job_id, why in built.ignored.items():
             self._warn_once(job_id, "held_job_not_managed", reason=why)
@@ -216,7 +291,7 @@ class Bridge:
         held = [j.id for j in snapshot.queued]
         t0 = time.monotonic()
         try:
-            response = self.service.dispatch(request, timeout=self.config.dispatch_timeout)
+            response, via = self._decide(request)
         except grpc.RpcError as exc:
             code = exc.code() if isinstance(exc, grpc.Call) else None
             kind = "service_unavailable" if code in UNREACHABLE_CODES else "service_error"
@@ -224,13 +299,14 @@ class Bridge:
                               details=exc.details() if isinstance(exc, grpc.Call) else str(exc),
                               held_jobs=len(held))
         self.metrics.dispatch_seconds.observe(time.monotonic() - t0)
+        self.metrics.decisions.labels(via).inc()
         decision = decision_from_pb(response)
         self.metrics.jobs_decided.inc(len(decision.starts))
         problems = check_decision(snapshot, decision)
         if problems:
             return self._fail("invalid_decision", "decision_rejected", problems=problems[:10])
         result = CycleResult(ok=True, decided=[s.job_id for s in decision.starts])
-        self.log.info("decision", time=snapshot.time, held_jobs=len(held),
+        self.log.info("decision", time=snapshot.time, held_jobs=len(held), via=via,
                       starts={s.job_id: list(s.nodes) for s in decision.starts},
                       status=pb.SolveStatus.Name(response.report.status))
         for index, start in enumerate(decision.starts):
@@ -240,6 +316,47 @@ class Bridge:
                 break
             self._apply(built, snapshot, start.job_id, start.nodes, result)
         return result
+
+    def _decide(self, request: pb.DispatchRequest) -> tuple[pb.DispatchResponse, str]:
+        """The decision on `request` and how it was asked (VIA_*)."""
+        session = self.session
+        if session is None:
+            return self.service.dispatch(request, timeout=self.config.dispatch_timeout), VIA_FULL
+        before = _SessionCounts.of(session)
+        try:
+            response = session.decide(request, timeout=self.config.dispatch_timeout)
+        except grpc.RpcError:
+            self._observe_session(session, before)
+            if before.live and session.session_id is None and session.reasons == before.reasons:
+                self._session_lost = True  # the next decision opens a new session
+            raise
+        return response, self._observe_session(session, before)
+
+    def _observe_session(self, session: DecisionSession, before: _SessionCounts) -> str:
+        """Count and log what the session did in one decide call; returns its VIA_*."""
+        resynced = session.reasons - before.reasons
+        opened = session.opens > before.opens
+        if opened and not resynced and self._session_lost:
+            resynced = Counter({SESSION_LOST: 1})
+        if opened:
+            self._session_lost = False
+        for reason, count in sorted(resynced.items()):
+            self.metrics.session_resyncs.labels(reason.lower()).inc(count)
+            self.log.warning("session_resynced", reason=reason, session_id=session.session_id,
+                             resyncs=session.resyncs,
+                             note="the session is opened again with the whole snapshot")
+        if opened and not resynced:
+            self.log.info("session_opened", session_id=session.session_id)
+        if session.deltas > before.deltas:
+            return VIA_DELTA
+        if opened:
+            return VIA_OPEN
+        if session.sessions_unsupported and not self._warned_no_sessions:
+            self._warned_no_sessions = True
+            self.log.warning("sessions_unimplemented_full_snapshots",
+                             note="the service has no SessionService; every decision sends "
+                             "the whole snapshot")
+        return VIA_FULL
 
     def _apply(self, built: BuiltSnapshot, snapshot: Snapshot, job_id: str,
                unit_nodes: Sequence[str], result: CycleResult) -> None:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import signal
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from hpcdispatch.server.catalog import DISPATCHER_NAMES, PREDICTOR_NAMES
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+if TYPE_CHECKING:
+    from hpcdispatch.slurm_bridge.bridge import BridgeConfig
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="duration predictor (default: the server's)")
     p.add_argument("--cluster", default="", help="knowledge-base name at the service")
     p.add_argument("--dispatch-timeout", type=float, default=30.0,
-                   help="deadline of one Dispatch call, seconds")
+                   help="deadline of one decision call (session or Dispatch), seconds")
     p.add_argument("--max-backoff", type=float, default=300.0,
                    help="longest wait between cycles after repeated errors, seconds")
     p.add_argument("--start-timeout", type=float, default=60.0,
@@ -44,6 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="seconds assumed for jobs without a time limit")
     p.add_argument("--no-completions", action="store_true",
                    help="do not report finished jobs to the predictors")
+    p.add_argument("--full-snapshots", action="store_true",
+                   help="send every snapshot whole (Dispatch) instead of the changes to a "
+                   "session (the default)")
     p.add_argument("--slurm-bin-dir", default="", help="directory of squeue/sinfo/scontrol")
     p.add_argument("--slurm-timeout", type=float, default=30.0,
                    help="timeout of one Slurm command, seconds")
@@ -52,16 +59,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the bridge until SIGTERM/SIGINT (or one cycle with --once)."""
-    from hpcdispatch.client import DispatcherClient
-    from hpcdispatch.slurm_bridge.bridge import Bridge, BridgeConfig
-    from hpcdispatch.slurm_bridge.logging_setup import configure_logging
-    from hpcdispatch.slurm_bridge.metrics import BridgeMetrics
-    from hpcdispatch.slurm_bridge.slurm_cli import SlurmCommands
+def config_from_args(args: argparse.Namespace) -> BridgeConfig:
+    """The BridgeConfig the flags give."""
+    from hpcdispatch.slurm_bridge.bridge import BridgeConfig
 
-    configure_logging(args.log_format, args.log_level)
-    config = BridgeConfig(
+    return BridgeConfig(
         partitions=frozenset(args.partitions),
         interval=args.interval,
         dry_run=args.dry_run,
@@ -76,13 +78,27 @@ def run(args: argparse.Namespace) -> int:
         track_memory=not args.no_memory,
         default_walltime=args.default_walltime,
         report_completions=not args.no_completions,
+        full_snapshots=args.full_snapshots,
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the bridge until SIGTERM/SIGINT (or one cycle with --once)."""
+    from hpcdispatch.client import DispatcherClient
+    from hpcdispatch.slurm_bridge.bridge import Bridge
+    from hpcdispatch.slurm_bridge.logging_setup import configure_logging
+    from hpcdispatch.slurm_bridge.metrics import BridgeMetrics
+    from hpcdispatch.slurm_bridge.slurm_cli import SlurmCommands
+
+    configure_logging(args.log_format, args.log_level)
+    config = config_from_args(args)
     metrics = BridgeMetrics()
     if args.metrics_port:
         metrics.serve(args.metrics_port, args.metrics_addr)
     # The gRPC client retries UNAVAILABLE itself; keep that short, the bridge backs off.
     client = DispatcherClient(args.target, timeout=args.dispatch_timeout, retries=2)
     slurm = SlurmCommands(bin_dir=args.slurm_bin_dir, timeout=args.slurm_timeout)
+    # Decisions through one session (deltas) unless --full-snapshots; closed when run() ends.
     bridge = Bridge(config, slurm, client, metrics)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

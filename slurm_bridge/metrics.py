@@ -18,8 +18,16 @@ class BridgeMetrics:
                                        "Wall time of one cycle", buckets=CYCLE_BUCKETS,
                                        registry=r)
         self.dispatch_seconds = Histogram(p + "dispatch_duration_seconds",
-                                          "Wall time of the Dispatch call",
+                                          "Wall time of the decision call (session or Dispatch)",
                                           buckets=CYCLE_BUCKETS, registry=r)
+        self.decisions = Counter(
+            p + "decisions_total", "Decisions received, by how they were asked (via: "
+            "session_open = a whole snapshot opening the session, session_delta = the changes "
+            "since the previous decision, full_snapshot = Dispatch)", ["via"], registry=r)
+        self.session_resyncs = Counter(
+            p + "session_resyncs_total", "Sessions opened again with the whole snapshot, by "
+            "reason (the service's SessionFailure, e.g. server_restarted or unknown_session; "
+            "not_a_delta; session_lost = dropped after a failed call)", ["reason"], registry=r)
         self.jobs_released = Counter(p + "jobs_released_total",
                                      "Jobs pinned to the decided nodes and released", registry=r)
         self.jobs_decided = Counter(p + "jobs_decided_total",

@@ -4,12 +4,19 @@ Nodes: every node of the managed partitions. Running jobs: every job (of any par
 holds resources on those nodes, from its real per-node allocation, plus the jobs the bridge
 released that Slurm has not started yet (at their planned nodes, so that no cycle hands the
 same cores out twice). Queued jobs: the held, pending jobs of the managed partitions.
+
+`keep_order` then puts the nodes and jobs of consecutive snapshots in the order a session of
+the service holds them (nodes in the order first seen, jobs in the order they entered), so that
+each snapshot is a delta of the previous one and the decision does not depend on whether it
+was asked through a session or with the whole snapshot.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from hpcdispatch.slurm_bridge.job_units import CORE, MEM, UnitShape, unit_shape
 from hpcdispatch.slurm_bridge.slurm_json import ACTIVE_STATES, SlurmJob, SlurmNode
@@ -126,6 +133,44 @@ def build_snapshot(
     running = [r for r in running if r.units]
     snapshot = Snapshot(time=now, nodes=snap_nodes, running=tuple(running), queued=tuple(queued))
     return BuiltSnapshot(snapshot=snapshot, shapes=shapes, ignored=ignored)
+
+
+_Job = TypeVar("_Job", RunningJob, QueuedJob)
+
+
+def keep_order(previous: Snapshot | None, snapshot: Snapshot) -> Snapshot:
+    """`snapshot` with its lists in the order a session holds them after `previous`.
+
+    Nodes: those of `previous` in its order (changed or not), then the new ones. Running and
+    queued jobs: those unchanged since `previous` in its order, then the new or changed ones
+    (a job that started, a released job that Slurm started, a re-held job, a modified job) in
+    `snapshot`'s order. The first snapshot keeps Slurm's order. Both decision paths (session
+    and full snapshots) send this order, so a dispatcher's queue position (its tie-break
+    between equal submit times) is the same in both; only a node that disappears or a changed
+    cluster name makes the client open its session again.
+    """
+    if previous is None:
+        return snapshot
+    return dataclasses.replace(
+        snapshot,
+        nodes=_nodes_in_order(previous.nodes, snapshot.nodes),
+        running=_jobs_in_order(previous.running, snapshot.running),
+        queued=_jobs_in_order(previous.queued, snapshot.queued),
+    )
+
+
+def _nodes_in_order(old: Sequence[Node], new: Sequence[Node]) -> tuple[Node, ...]:
+    by_id = {n.id: n for n in new}
+    seen = {n.id for n in old}
+    return (tuple(by_id[n.id] for n in old if n.id in by_id)
+            + tuple(n for n in new if n.id not in seen))
+
+
+def _jobs_in_order(old: Sequence[_Job], new: Sequence[_Job]) -> tuple[_Job, ...]:
+    by_id = {j.id: j for j in new}
+    kept = tuple(j for j in old if by_id.get(j.id) == j)
+    kept_ids = {j.id for j in kept}
+    return kept + tuple(j for j in new if j.id not in kept_ids)
 
 
 def _capacity(node: SlurmNode, track_memory: bool) -> dict[str, int]:

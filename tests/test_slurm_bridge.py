@@ -259,8 +259,9 @@ def test_unreachable_service_keeps_jobs_held_and_backs_off() -> None:
     assert "dispatch_failed_jobs_stay_held" in events and "retry_with_backoff" in events
     assert bridge.metrics.registry.get_sample_value(
         "hpcdispatch_bridge_errors_total", {"kind": "service_unavailable"}) == 4
+    assert bridge.session is not None and bridge.session.opens == 0  # sessions by default
     # Once the service answers, the wait is the interval again.
-    bridge.service = FakeService(GOOD)
+    bridge.service, bridge.session = FakeService(GOOD), None
     assert bridge.next_wait(bridge.cycle()) == 1.0
 
 

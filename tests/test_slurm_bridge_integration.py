@@ -4,8 +4,10 @@ A one-host cluster (3 emulated nodes × 4 CPUs, 2000 MiB) holds every job of par
 through the shipped deploy/slurm/job_submit.lua. A stream of jobs of different sizes is
 submitted; the bridge dispatches them through the service. Checked: jobs stay held while the
 service is unreachable; each job ran on exactly the nodes the service chose; no node was ever
-over-committed (squeue polled while jobs run); every job completed. Skipped, with the reason,
-when Slurm cannot be installed.
+over-committed (squeue polled while jobs run); every job completed; the decisions went through
+one session of the service (the default): one OpenSession, UpdateSession for the later
+decisions, no Dispatch, no resync, and the session closed when the bridge stopped. Skipped,
+with the reason, when Slurm cannot be installed (failed instead with REQUIRE_SLURM_TESTS=1).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcdispatch.client import DispatcherClient
+from hpcdispatch.client import DispatcherClient, DispatchSession
+from hpcdispatch.server.app import RunningServer
 from hpcdispatch.slurm_bridge.bridge import Bridge, BridgeConfig
 from hpcdispatch.slurm_bridge.metrics import BridgeMetrics
 from hpcdispatch.slurm_bridge.slurm_cli import SlurmCommands
@@ -44,22 +47,49 @@ WAVES: list[list[tuple[tuple[str, ...], int]]] = [
 ]
 
 
+class RecordingSession:
+    """The client's session, recording the nodes the service chose (as RecordingClient)."""
+
+    def __init__(self, session: DispatchSession, recorder: RecordingClient) -> None:
+        self.inner = session
+        self.recorder = recorder
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def decide(self, request: pb.DispatchRequest, timeout: float | None = None) -> (
+        pb.DispatchResponse
+    ):
+        return self.recorder.record(self.inner.decide(request, timeout))
+
+    def close(self, timeout: float | None = None) -> None:
+        self.inner.close(timeout)
+
+
 class RecordingClient:
-    """The real client, recording the nodes the service chose for each job (last decision)."""
+    """The real client, recording the nodes the service chose for each job (last decision),
+    whether it was asked through a session (the bridge's default) or with Dispatch."""
 
     def __init__(self, client: DispatcherClient) -> None:
         self.client = client
         self.chosen: dict[str, set[str]] = {}
         self.lock = threading.Lock()
+        self.sessions: list[RecordingSession] = []
 
-    def dispatch(self, request: pb.DispatchRequest, timeout: float | None = None) -> (
-        pb.DispatchResponse
-    ):
-        response = self.client.dispatch(request, timeout)
+    def record(self, response: pb.DispatchResponse) -> pb.DispatchResponse:
         with self.lock:
             for start in response.starts:
                 self.chosen[start.job_id] = {u.node_id for u in start.units}
         return response
+
+    def dispatch(self, request: pb.DispatchRequest, timeout: float | None = None) -> (
+        pb.DispatchResponse
+    ):
+        return self.record(self.client.dispatch(request, timeout))
+
+    def session(self, timeout: float | None = None) -> RecordingSession:
+        self.sessions.append(RecordingSession(self.client.session(timeout), self))
+        return self.sessions[-1]
 
     def report_completions(self, completions: Iterable[pb.JobCompletion], cluster: str = "",
                            timeout: float | None = None) -> int:
@@ -85,14 +115,26 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
 
 
 @pytest.fixture(scope="module")
-def service() -> Iterator[str]:
+def server() -> Iterator[RunningServer]:
     from hpcdispatch.server.app import ServerConfig, start_server
 
-    server = start_server(ServerConfig(listen="127.0.0.1:0", default_dispatcher="easy"))
+    running = start_server(ServerConfig(listen="127.0.0.1:0", default_dispatcher="easy"))
     try:
-        yield f"127.0.0.1:{server.port}"
+        yield running
     finally:
-        server.stop(1.0)
+        running.stop(1.0)
+
+
+def _rpcs(server: RunningServer, service: str, method: str, code: str = "") -> int:
+    """Calls the server received (with `code`: answered with that status, e.g. "OK")."""
+    assert server.metrics is not None
+    labels = {"grpc_service": f"hpcdispatch.v1.{service}", "grpc_method": method,
+              "grpc_type": "unary"}
+    name = "grpc_server_started_total"
+    if code:
+        name, labels["grpc_code"] = "grpc_server_handled_total", code
+    value = server.metrics.registry.get_sample_value(name, labels)
+    return int(value or 0)
 
 
 def _submit(cluster: SlurmCluster, wave: list[tuple[tuple[str, ...], int]]) -> list[str]:
@@ -104,8 +146,11 @@ def _jobs(cluster: SlurmCluster) -> dict[str, object]:
     return {j.id: j for j in parse_jobs(cluster.squeue_json())}
 
 
-def test_bridge_dispatches_held_jobs_on_real_slurm(cluster: SlurmCluster, service: str) -> None:
+def test_bridge_dispatches_held_jobs_on_real_slurm(
+    cluster: SlurmCluster, server: RunningServer,
+) -> None:
     t_start = time.monotonic()
+    service = server.target
     slurm = SlurmCommands(env=cluster.env, timeout=20)
     submitted = _submit(cluster, WAVES[0])
 
@@ -185,4 +230,22 @@ def test_bridge_dispatches_held_jobs_on_real_slurm(cluster: SlurmCluster, servic
         assert ran_on == recorder.chosen[jid], (jid, ran_on, recorder.chosen[jid])
     released = metrics.registry.get_sample_value("hpcdispatch_bridge_jobs_released_total")
     assert released is not None and released >= len(submitted)
+
+    # The decisions went through one session (the default), each later one as a delta of the
+    # previous snapshot; nothing needed a resync; the session was closed on stop.
+    (session,) = recorder.sessions
+    decisions = {via: metrics.registry.get_sample_value(
+        "hpcdispatch_bridge_decisions_total", {"via": via}) or 0
+        for via in ("session_open", "session_delta", "full_snapshot")}
+    assert decisions["session_open"] == session.inner.opens == 1, decisions
+    assert decisions["full_snapshot"] == 0, decisions
+    assert decisions["session_delta"] == session.inner.deltas >= 3, decisions
+    assert session.inner.resyncs == 0 and not session.inner.sessions_unsupported
+    assert _rpcs(server, "DispatcherService", "Dispatch") == 0
+    assert _rpcs(server, "SessionService", "OpenSession") == 1
+    # (A delta can be refused INVALID_ARGUMENT, as Dispatch would refuse the snapshot, when Slurm
+    # laid a released job out otherwise than decided: the session stays as it was.)
+    assert _rpcs(server, "SessionService", "UpdateSession", "OK") == session.inner.deltas
+    assert _rpcs(server, "SessionService", "CloseSession") == 1
+    assert session.inner.session_id is None
     assert time.monotonic() - t_start < 150
