@@ -101,6 +101,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--accelerator-share", type=float, default=0.0,
                    help="share of the small jobs asking for the system's GPUs / MICs")
     p.add_argument("--limit-jobs", type=int, help="replay only the first N cleaned jobs")
+    p.add_argument("--records", help="replay only job records FIRST:LAST (hpcdispatch simulate "
+                   "--records)")
+    p.add_argument("--sequences", type=int, help="RLScheduler's protocol: each cell replays N "
+                   "sequences (hpcdispatch simulate --sequences); its summary is the mean ± std "
+                   "over them")
+    p.add_argument("--sequence-length", type=int, default=1024, help="jobs per sequence")
+    p.add_argument("--seed", type=int, default=1, help="seed of the sequence draws")
+    p.add_argument("--wall-clock-search", action="store_true",
+                   help="CP search limits in wall-clock time (default: deterministic)")
     p.add_argument("--charge-decision-time", action="store_true",
                    help="let each decision's wall time pass in simulated time")
     p.add_argument("--timeout", type=float, default=120.0, help="deadline per call, seconds")
@@ -169,6 +178,13 @@ def matrix(args: argparse.Namespace) -> list[CellSpec]:
         raise UsageError("at least one trace and one predictor")
     if args.limit_jobs is not None and args.limit_jobs < 1:
         raise UsageError("--limit-jobs must be >= 1")
+    records = getattr(args, "records", None) or None
+    sequences = getattr(args, "sequences", None)
+    if records is not None and sequences is not None:
+        raise UsageError("--records and --sequences exclude each other")
+    if sequences is not None and (sequences < 1 or args.sequence_length < 1):
+        raise UsageError("--sequences and --sequence-length must be >= 1")
+    wall_clock = bool(getattr(args, "wall_clock_search", False))
     try:
         proc_scale, accelerator_share = float(args.proc_scale), float(args.accelerator_share)
     except (TypeError, ValueError) as exc:
@@ -183,7 +199,7 @@ def matrix(args: argparse.Namespace) -> list[CellSpec]:
                     for profile in [""] if dispatcher in NO_SEARCH else profiles:
                         parts = [_trace_label(trace), _system_label(system), predictor,
                                  dispatcher, *([profile] if profile else [])]
-                        cells.append(CellSpec(
+                        cell = CellSpec(
                             name=safe_dirname("__".join(parts)), trace=trace,
                             trace_file=Path(trace).name, system=system, dispatcher=dispatcher,
                             predictor=predictor, profile=profile, allocator=args.allocator,
@@ -192,7 +208,17 @@ def matrix(args: argparse.Namespace) -> list[CellSpec]:
                             limit_jobs=args.limit_jobs,
                             charge_decision_time=args.charge_decision_time,
                             timeout=args.timeout, target=args.target,
-                        ))
+                        )
+                        # Only when set: cells stay as before without them.
+                        if records is not None:
+                            cell["records"] = str(records)
+                        if sequences is not None:
+                            cell["sequences"] = int(sequences)
+                            cell["sequence_length"] = int(args.sequence_length)
+                            cell["seed"] = int(args.seed)
+                        if wall_clock:
+                            cell["wall_clock_search"] = True
+                        cells.append(cell)
     names = [c["name"] for c in cells]
     if len(set(names)) != len(names):
         raise UsageError("two cells would share a directory (traces or systems with the same "
@@ -238,6 +264,7 @@ def write_cell(out: Path, result: CellResult) -> Path:
         shutil.rmtree(cell_dir)  # a previous campaign's run of this cell
     cell_dir.mkdir(parents=True)
     for name, data in result["files"].items():
+        (cell_dir / name).parent.mkdir(parents=True, exist_ok=True)  # a sequence's directory
         (cell_dir / name).write_bytes(gzip.decompress(data))
     if result["error"]:
         (cell_dir / "error.txt").write_text(
@@ -253,13 +280,25 @@ def lost_cell(name: str, exc: BaseException) -> CellResult:
 
 def run_campaign(args: argparse.Namespace, command: str) -> int:
     """Run every cell, gathering as they finish; 0 if all ran, 1 if any failed."""
+    cells = matrix(args)
+    out: Path = args.out or Path(time.strftime("runs/campaign-%Y%m%d-%H%M%S"))
+    results = run_cells(cells, out, command, workers=args.workers, scheduler=args.scheduler,
+                        target=args.target, progress=not args.no_progress)
+    print((out / "campaign.md").read_text(encoding="utf-8"))
+    failed = [name for name, r in results.items() if r["error"]]
+    return 1 if failed or len(results) < len(cells) else 0
+
+
+def run_cells(cells: Sequence[CellSpec], out: Path, command: str, *, workers: int | None,
+              scheduler: str | None, target: str | None = None,
+              progress: bool = True) -> dict[str, CellResult]:
+    """Run `cells` on Dask, writing each under `out` and `out/campaign.{json,md}` as they
+    finish; returns every cell's result by name (a cell without one did not return)."""
     import cloudpickle  # type: ignore[import-untyped]
     from distributed import as_completed
     from tqdm import tqdm
 
-    cells = matrix(args)
-    out: Path = args.out or Path(time.strftime("runs/campaign-%Y%m%d-%H%M%S"))
-    workers = args.workers or _cores()
+    workers = workers or _cores()
     if workers < 1:
         raise UsageError("--workers must be >= 1")
     cloudpickle.register_pickle_by_value(campaign_cells)  # workers need hpcdispatch only
@@ -267,10 +306,10 @@ def run_campaign(args: argparse.Namespace, command: str) -> int:
     results: dict[str, CellResult] = {}
     meta: dict[str, Any] = {
         "command": command, "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
-        "scheduler": args.scheduler, "target": args.target, "out": str(out),
+        "scheduler": scheduler, "target": target, "out": str(out),
         "reference": f"{REFERENCE} under the same trace, system and predictor",
     }
-    with dask_client(args.scheduler, workers) as (client, cluster):
+    with dask_client(scheduler, workers) as (client, cluster):
         meta["cluster"] = cluster
         print(f"campaign: {len(cells)} cells on {cluster} -> {out}/", file=sys.stderr)
         traces = ship_traces(client, cells)
@@ -285,7 +324,7 @@ def run_campaign(args: argparse.Namespace, command: str) -> int:
             for cell in cells
         }
         bar = tqdm(as_completed(futures), total=len(futures), desc="cells", unit="cell",
-                   file=sys.stderr, disable=args.no_progress)
+                   file=sys.stderr, disable=not progress)
         try:
             for future in bar:
                 name = futures[future]
@@ -305,12 +344,11 @@ def run_campaign(args: argparse.Namespace, command: str) -> int:
             bar.close()
             meta["wall_seconds"] = time.perf_counter() - started
             write_campaign(out, campaign_document(meta, cells, results))
-    print((out / "campaign.md").read_text(encoding="utf-8"))
     failed = [name for name, r in results.items() if r["error"]]
     print(f"campaign: {len(results) - len(failed)} of {len(cells)} cells ok"
           + (f", {len(failed)} failed" if failed else "")
           + f" in {meta['wall_seconds']:.1f} s; {out}/campaign.md", file=sys.stderr)
-    return 1 if failed or len(results) < len(cells) else 0
+    return results
 
 
 def _cores() -> int:

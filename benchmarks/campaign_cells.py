@@ -18,7 +18,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from hpcdispatch.sim_adapter.outputs import write_summary
 from hpcdispatch.sim_adapter.replay import bundled_trace
@@ -46,6 +46,14 @@ class CellSpec(TypedDict):
     charge_decision_time: bool
     timeout: float
     target: str | None  # host:port of a running service; None = embedded on loopback
+    # Optional (campaigns written before them lack them): a record window "FIRST:LAST" of
+    # `hpcdispatch simulate --records`; RLScheduler's protocol (`--sequences N`, one cell
+    # replays all N, see `sequence_summary`); CP search limits in wall-clock time.
+    records: NotRequired[str | None]
+    sequences: NotRequired[int | None]
+    sequence_length: NotRequired[int]
+    seed: NotRequired[int]
+    wall_clock_search: NotRequired[bool]
 
 
 class CellResult(TypedDict):
@@ -92,12 +100,74 @@ def simulate_command(cell: CellSpec, trace: Path | None, out: Path) -> list[str]
     options: list[tuple[str, object]] = [
         ("--trace", trace), ("--system", cell["system"]), ("--profile", cell["profile"]),
         ("--target", cell["target"]), ("--limit-jobs", cell["limit_jobs"]),
+        ("--records", cell.get("records")), ("--sequences", cell.get("sequences")),
     ]
+    if cell.get("sequences"):
+        options += [("--sequence-length", cell.get("sequence_length", 1024)),
+                    ("--seed", cell.get("seed", 1))]
     command += [part for flag, value in options if value not in (None, "")
                 for part in (flag, str(value))]
     if cell["charge_decision_time"]:
         command.append("--charge-decision-time")
+    if cell.get("wall_clock_search"):
+        command.append("--wall-clock-search")
     return command
+
+
+def _stat(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"mean": None, "std": None, "max": None}
+    mean = sum(values) / len(values)
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1) if len(values) > 1 else 0.0
+    return {"mean": mean, "std": var ** 0.5, "max": max(values)}
+
+
+def _numbers(summaries: list[dict[str, Any]], group: str, stat: str | None) -> list[float]:
+    out = []
+    for s in summaries:
+        value = s.get(group) if stat is None else (s.get(group) or {}).get(stat)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out.append(float(value))
+    return out
+
+
+def sequence_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """One summary for a cell's RLScheduler sequences, shaped as a run's summary: per figure
+    the mean over the sequences of each sequence's value, `std` the sample standard deviation
+    of those values over the sequences (not over jobs), `max` the largest; `jobs`,
+    `decisions` and `replay_seconds` summed. `sequences.runs` keeps each sequence's figures."""
+    first = summaries[0]
+    merged = dict(first)
+    merged.update({
+        "jobs": sum(int(s.get("jobs", 0)) for s in summaries),
+        "decisions": sum(int(s.get("decisions", 0)) for s in summaries),
+        "replay_seconds": sum(_numbers(summaries, "replay_seconds", None)),
+        "records": None,
+        "utilisation": _stat(_numbers(summaries, "utilisation", None))["mean"],
+    })
+    for group in ("slowdown", "bounded_slowdown", "wait_seconds"):
+        merged[group] = _stat(_numbers(summaries, group, "mean"))
+        merged[group]["max"] = max(_numbers(summaries, group, "max"), default=None)
+    merged["decision_seconds"] = {
+        stat: _stat(_numbers(summaries, "decision_seconds", stat))["mean"]
+        for stat in ("mean", "p50", "p95", "p99")}
+    merged["decision_seconds"]["max"] = max(_numbers(summaries, "decision_seconds", "max"),
+                                            default=None)
+    described = first.get("sequence") or {}
+    merged.pop("sequence", None)
+    merged["sequences"] = {
+        "count": len(summaries), "length": described.get("length"),
+        "seed": described.get("seed"),
+        "aggregate": "mean over the sequences of each one's figure; std: sample std of "
+                     "those over the sequences",
+        "runs": [{"sequence": s.get("sequence"), "jobs": s.get("jobs"),
+                  "bounded_slowdown": (s.get("bounded_slowdown") or {}).get("mean"),
+                  "utilisation": s.get("utilisation"),
+                  "wait_max": (s.get("wait_seconds") or {}).get("max"),
+                  "decision_p50": (s.get("decision_seconds") or {}).get("p50")}
+                 for s in summaries],
+    }
+    return merged
 
 
 def run_cell(cell: CellSpec, trace_data: bytes | None = None) -> CellResult:
@@ -121,14 +191,25 @@ def run_cell(cell: CellSpec, trace_data: bytes | None = None) -> CellResult:
             if done.returncode != 0:
                 tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
                 raise RuntimeError(f"hpcdispatch simulate exited {done.returncode}: {tail}")
-            (run_dir,) = [d for d in out.iterdir() if d.is_dir()]
-            summary = json.loads((run_dir / "summary.json").read_text("utf-8"))
-            # The trace as the client named it, not the worker's scratch copy.
-            summary["trace"] = str(bundled_trace()) if cell["trace"] == BUNDLED else cell["trace"]
-            write_summary(run_dir / "summary.json", summary)
-            result["summary"] = json.loads((run_dir / "summary.json").read_text("utf-8"))
-            result["files"] = {name: gzip.compress((run_dir / name).read_bytes())
-                               for name in RUN_FILES if (run_dir / name).exists()}
+            run_dirs = sorted(d for d in out.iterdir() if d.is_dir())
+            if len(run_dirs) != 1 and not cell.get("sequences"):
+                raise RuntimeError(f"expected one run directory, found {len(run_dirs)}")
+            summaries = []
+            for run_dir in run_dirs:
+                summary = json.loads((run_dir / "summary.json").read_text("utf-8"))
+                # The trace as the client named it, not the worker's scratch copy.
+                summary["trace"] = (str(bundled_trace()) if cell["trace"] == BUNDLED
+                                    else cell["trace"])
+                write_summary(run_dir / "summary.json", summary)
+                summaries.append(json.loads((run_dir / "summary.json").read_text("utf-8")))
+                # One run: its files at the cell's top; sequences: one directory each.
+                prefix = "" if len(run_dirs) == 1 and not cell.get("sequences") else (
+                    f"{run_dir.name}/")
+                result["files"].update({
+                    prefix + name: gzip.compress((run_dir / name).read_bytes())
+                    for name in RUN_FILES if (run_dir / name).exists()})
+            result["summary"] = (sequence_summary(summaries) if cell.get("sequences")
+                                 else summaries[0])
     except Exception as exc:  # reported as the cell's error; the campaign goes on
         result["error"] = f"{type(exc).__name__}: {exc}"
         result["traceback"] = traceback.format_exc()

@@ -39,11 +39,14 @@ class Ratios(TypedDict):
     same_host: bool | None  # the reference ran on the same host (decision times comparable)
 
 
-def reference_key(cell: CellSpec) -> tuple[str, str | None, str, float, float]:
+def reference_key(cell: CellSpec) -> tuple[Any, ...]:
     """Cells sharing this key are compared with the same EASY run: same trace, system,
-    predictor and workload rule (campaigns before the rule's knobs lack them: 1 and 0)."""
+    predictor, workload rule (campaigns before the rule's knobs lack them: 1 and 0) and
+    selection of the trace (record window, RLScheduler sequences; None when not set)."""
     return (cell["trace"], cell["system"], cell["predictor"],
-            float(cell.get("proc_scale", 1.0)), float(cell.get("accelerator_share", 0.0)))
+            float(cell.get("proc_scale", 1.0)), float(cell.get("accelerator_share", 0.0)),
+            cell.get("records"), cell.get("sequences"), cell.get("sequence_length"),
+            cell.get("seed"))
 
 
 def _value(summary: dict[str, Any] | None, group: str, stat: str) -> float | None:

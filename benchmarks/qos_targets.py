@@ -1,0 +1,280 @@
+"""Issue #13's targets, measured side by side in one run and printed as met / missed.
+
+Per case (`--cases`, default every case of the issue: kth, lublin, llnl-stretch, kit, eurora,
+rlscheduler) and predictor (`--predictors`; RLScheduler's protocol uses walltime, its exact
+estimates on lublin_256), every baseline (easy, easy-sjf, easy-wfp3, easy-unicef, easy-f1,
+conservative) and the server's default CP dispatcher with its default profile (whatever
+this checkout's server has: the runs ask for "default", and the output names what it
+resolved to), plus any `--candidates dispatcher@profile`. The replays are campaign cells
+(`benchmarks.campaign`: Dask, one `hpcdispatch simulate` per cell, `--workers` at a time, or
+`--scheduler`), written under `OUT/campaign/`; the verdicts (`benchmarks/qos_verdicts.py`) go
+to `OUT/qos.md` and `OUT/qos.json` and are printed.
+
+    python -m benchmarks.qos_targets --cases rlscheduler --wall-clock-search \\
+        --workers 2 --out runs/qos-rl
+    python -m benchmarks.qos_targets --cases kth --predictors walltime --limit-jobs 500 \\
+        --out runs/qos-kth500                      # a quick partial run (marked partial)
+    python -m benchmarks.qos_targets --from runs/qos-rl,runs/preset-kit --out runs/qos-judged
+
+`--from DIR[,DIR]` judges runs made before instead of running: qos_targets or campaign
+directories (`campaign.json`), or `hpcdispatch simulate` output directories (RLScheduler
+sequences are put together per run label). Each run is matched to a case by its summary
+(trace, system, workload rule, record window or sequences). A (case, predictor) without the
+default's run or its references is "not measured", never met. `--config FILE.yaml` reads
+the same options (benchmarks/campaigns/qos-*.yaml).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks import campaign
+from benchmarks.campaign_cells import CellSpec, sequence_summary
+from benchmarks.qos_cases import (
+    BASELINES,
+    BUNDLED,
+    CASES,
+    DEFAULT,
+    ISSUE_CASES,
+    PREDICTORS,
+    REFERENCE,
+    Case,
+    with_protocol,
+)
+from benchmarks.qos_verdicts import Judged, document, judge, markdown
+
+DEFAULT_TRACES = Path("../shared/traces")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.qos_targets", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", type=Path, help="YAML file with any of the options below")
+    p.add_argument("--cases", default=",".join(ISSUE_CASES),
+                   help=f"comma list of {list(CASES)} (default: the issue's)")
+    p.add_argument("--predictors", default=",".join(PREDICTORS), help="comma list")
+    p.add_argument("--baselines", default=",".join(BASELINES),
+                   help="comma list of baseline dispatchers (easy is always run)")
+    p.add_argument("--candidates", default="", help="comma list of extra CP runs, "
+                   "dispatcher@profile (pcp20@papers) or dispatcher (server's profile)")
+    p.add_argument("--default", dest="default_as", metavar="DISPATCHER@PROFILE",
+                   help="with --from: count these runs as the default where no run asked "
+                   "for the server's default (default: this checkout's server default)")
+    p.add_argument("--traces-dir", type=Path, default=DEFAULT_TRACES,
+                   help=f"where the shared traces are (default: {DEFAULT_TRACES})")
+    p.add_argument("--limit-jobs", type=int, help="replay only the first N cleaned jobs of "
+                   "each case (verdicts marked partial)")
+    p.add_argument("--sequences", type=int, help="RLScheduler case: sequences (default 10; "
+                   "fewer: partial)")
+    p.add_argument("--sequence-length", type=int, help="RLScheduler case: jobs per sequence "
+                   "(default 1024)")
+    p.add_argument("--seed", type=int, help="RLScheduler case: seed (default 1)")
+    p.add_argument("--wall-clock-search", action="store_true",
+                   help="CP search limits in wall-clock time (default: deterministic)")
+    p.add_argument("--timeout", type=float, default=120.0, help="deadline per call, seconds")
+    p.add_argument("--workers", type=int, help="local Dask cluster: worker processes")
+    p.add_argument("--scheduler", help="Dask scheduler address; default: a local cluster")
+    p.add_argument("--from", dest="sources", help="comma list of directories to judge "
+                   "instead of running")
+    p.add_argument("--out", type=Path, help="results directory (default: runs/qos-DATE)")
+    p.add_argument("--dry-run", action="store_true", help="list the cells and stop")
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = build_parser()
+    first = parser.parse_args(argv)
+    if first.config is not None:
+        loaded = yaml.safe_load(first.config.read_text(encoding="utf-8")) or {}
+        if not isinstance(loaded, dict):
+            raise campaign.UsageError(f"{first.config}: expected a mapping of options")
+        known = {a.dest for a in parser._actions} - {"help", "config"}
+        values: dict[str, Any] = {}
+        for key, value in loaded.items():
+            dest = {"from": "sources", "default": "default_as"}.get(
+                str(key), str(key).replace("-", "_"))
+            if dest not in known:
+                raise campaign.UsageError(f"{first.config}: unknown option {key!r}")
+            if isinstance(value, list):
+                value = ",".join(str(v) for v in value)
+            values[dest] = Path(value) if dest in ("out", "traces_dir") else value
+        parser.set_defaults(**values)
+    return parser.parse_args(argv)
+
+
+def _split(text: str | None) -> list[str]:
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
+def chosen(args: argparse.Namespace) -> tuple[list[Case], list[str], list[str], list[str]]:
+    """(cases, predictors, baselines, candidates) as asked, checked."""
+    cases = []
+    for key in _split(args.cases):
+        if key not in CASES:
+            raise campaign.UsageError(f"unknown case {key!r}; one of {list(CASES)}")
+        cases.append(with_protocol(CASES[key], args.sequences, args.sequence_length, args.seed))
+    predictors = _split(args.predictors)
+    for name in predictors:
+        if name not in PREDICTORS:
+            raise campaign.UsageError(f"unknown predictor {name!r}; one of {list(PREDICTORS)}")
+    baselines = [REFERENCE, *(b for b in _split(args.baselines) if b != REFERENCE)]
+    for name in baselines:
+        if name not in BASELINES:
+            raise campaign.UsageError(f"unknown baseline {name!r}; one of {list(BASELINES)}")
+    candidates = _split(args.candidates)
+    for name in candidates:
+        dispatcher, _, profile = name.partition("@")
+        if not profile or dispatcher not in campaign.DISPATCHERS or dispatcher in (
+                DEFAULT, "fcfs", *BASELINES):
+            raise campaign.UsageError(f"candidate {name!r}: expected CP_DISPATCHER@PROFILE, "
+                                      "e.g. pcp20@papers")
+    if not cases or not predictors:
+        raise campaign.UsageError("at least one case and one predictor")
+    return cases, predictors, baselines, candidates
+
+
+def trace_of(case: Case, traces_dir: Path) -> str:
+    return BUNDLED if case.trace == BUNDLED else str(traces_dir / case.trace)
+
+
+def cells_for(args: argparse.Namespace) -> list[CellSpec]:
+    """Every case's cells, built by the campaign's matrix (names prefixed by the case)."""
+    cases, predictors, baselines, candidates = chosen(args)
+    runs = [(",".join([*baselines, DEFAULT]), "")]
+    runs += [(c.split("@")[0], c.split("@")[1]) for c in candidates]
+    cells: dict[str, CellSpec] = {}
+    for case in cases:
+        trace = trace_of(case, args.traces_dir)
+        if trace != BUNDLED and not args.scheduler and not Path(trace).is_file():
+            raise campaign.UsageError(f"case {case.key}: no trace {trace} (--traces-dir)")
+        for dispatchers, profile in runs:
+            flags = ["--traces", trace, "--dispatchers", dispatchers,
+                     "--predictors", ",".join(case.predictors_of(tuple(predictors))),
+                     "--proc-scale", str(case.proc_scale),
+                     "--accelerator-share", str(case.accelerator_share),
+                     "--timeout", str(args.timeout)]
+            flags += ["--systems", case.system] if case.system else []
+            flags += ["--profiles", profile] if profile else []
+            flags += ["--limit-jobs", str(args.limit_jobs)] if args.limit_jobs else []
+            flags += ["--records", case.records] if case.records else []
+            if case.sequences is not None:
+                flags += ["--sequences", str(case.sequences), "--sequence-length",
+                          str(case.sequence_length), "--seed", str(case.seed)]
+            flags += ["--wall-clock-search"] if args.wall_clock_search else []
+            for cell in campaign.matrix(campaign.parse_args(flags)):
+                cell["name"] = f"{case.key}__{cell['name']}"
+                cells.setdefault(cell["name"], cell)  # EASY comes with every matrix once
+    return list(cells.values())
+
+
+def load_runs(sources: Sequence[Path]) -> list[tuple[dict[str, Any], str]]:
+    """(summary, where from) of every run under `sources`: campaign cells (a cell of
+    sequences already aggregated), or simulate runs (sequences aggregated here)."""
+    from hpcdispatch.sim_adapter.report import find_runs
+
+    found: list[tuple[dict[str, Any], str]] = []
+    for source in sources:
+        doc = next((d / "campaign.json" for d in (source, source / "campaign")
+                    if (d / "campaign.json").is_file()), None)
+        if doc is not None:
+            entries = json.loads(doc.read_text(encoding="utf-8"))["cells"]
+            found += [(e["summary"], f"{doc.parent}/{e['cell']}") for e in entries
+                      if e["status"] == "ok" and e.get("summary")]
+            continue
+        groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        for run in find_runs([source]):
+            s = run.summary
+            if "sequence" not in s:
+                found.append((s, str(run.path)))
+                continue
+            seq = s["sequence"]
+            key = (str(run.path.parent), s.get("label"), s.get("trace"), s.get("profile"),
+                   json.dumps(s.get("system"), sort_keys=True),
+                   json.dumps(s.get("unit_rule"), sort_keys=True), s.get("limit_jobs"),
+                   seq.get("length"), seq.get("seed"), seq.get("repeat", 1))
+            groups.setdefault(key, []).append(s)
+        for key, runs in groups.items():
+            found.append((sequence_summary(runs), f"{key[0]} ({key[1]}, sequences)"))
+    return found
+
+
+def server_default() -> str:
+    """dispatcher@profile of this checkout's server default (DescribeService)."""
+    from hpcdispatch.client import DispatcherClient
+    from hpcdispatch.sim_adapter.adapter import DISPATCHER_BY_KIND, service_target
+
+    with service_target(None) as target, DispatcherClient(target, timeout=15.0) as client:
+        described = client.describe(timeout=15.0)
+    return f"{DISPATCHER_BY_KIND.get(described.default_dispatcher, '?')}@" \
+           f"{described.default_profile}"
+
+
+def report(judged: Judged, cases: Sequence[Case], out: Path, meta: dict[str, Any],
+           header: Sequence[str]) -> str:
+    text = markdown(judged, cases, header)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "qos.md").write_text(text + "\n", encoding="utf-8")
+    (out / "qos.json").write_text(json.dumps(document(judged, meta), indent=2) + "\n",
+                                  encoding="utf-8")
+    return text
+
+
+def run(args: argparse.Namespace, command: str) -> int:
+    cases, predictors, baselines, candidates = chosen(args)
+    out: Path = args.out or Path(time.strftime("runs/qos-%Y%m%d-%H%M%S"))
+    header = [f"`{command}`", ""]
+    failed = 0
+    if args.sources:
+        sources = [Path(s) for s in _split(args.sources)]
+        runs = load_runs(sources)
+        default_as = args.default_as or server_default()
+        header += [f"Judged from {', '.join(map(str, sources))} ({len(runs)} runs); runs "
+                   f"of {default_as} count as the default where no run asked for the "
+                   "server's default.", ""]
+    else:
+        cells = cells_for(args)
+        if args.dry_run:
+            for cell in cells:
+                print(cell["name"])
+            return 0
+        campaign_dir = out / "campaign"
+        results = campaign.run_cells(cells, campaign_dir, command, workers=args.workers,
+                                     scheduler=args.scheduler, progress=not args.no_progress)
+        failed = sum(1 for r in results.values() if r["error"]) + len(cells) - len(results)
+        runs = load_runs([campaign_dir])
+        default_as = args.default_as
+        header += [f"{len(cells)} cells, {failed} failed; runs in {campaign_dir}/ "
+                   f"(campaign.md has every figure).", ""]
+    now = default_as if args.sources and not args.default_as else server_default()
+    header += [f"This checkout's server default now (DescribeService): {now}.", ""]
+    judged = judge(runs, cases, predictors, baselines, candidates, default_as)
+    meta = {"command": command, "written": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+            "cases": [c.key for c in cases], "predictors": predictors,
+            "baselines": baselines, "candidates": candidates}
+    print(report(judged, cases, out, meta, header))
+    print(f"qos_targets: {out / 'qos.md'}, {out / 'qos.json'}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = shlex.join(["python", "-m", "benchmarks.qos_targets", *argv])
+    try:
+        return run(parse_args(argv), command)
+    except (campaign.UsageError, OSError, ValueError, yaml.YAMLError) as exc:
+        print(f"qos_targets: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
