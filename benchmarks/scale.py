@@ -9,6 +9,8 @@ past the request deadline its build gives up and the heuristic answers (status H
 
     python -m benchmarks.scale [--nodes 64,1000,10000,100000] [--seeds 3]
     python -m benchmarks.scale --sessions --dispatchers easy,pcp20 --timeout 120
+    python -m benchmarks.scale --sessions --dispatchers easy,pcp20 --timeout 120 \\
+        --cases 10000:1000,100000:1000 --repeats 3 --baseline-commit a8b54e1
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from contextlib import ExitStack
 
 import grpc
 
 from benchmarks import scale_sessions
+from benchmarks.baseline_server import baseline_server
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.server.catalog import DISPATCHER_NAMES
@@ -44,12 +48,23 @@ def main() -> None:
                         "(benchmarks/scale_sessions.py) for each NODES:QUEUED of --cases")
     parser.add_argument("--cases", default="10000:1000,100000:1000,10000:50000")
     parser.add_argument("--repeats", type=int, default=3, help="decisions per case (--sessions)")
+    parser.add_argument("--baseline-commit", metavar="REV",
+                        help="with --sessions: also time Dispatch on the server of commit REV "
+                        "(e.g. a8b54e1, where issue #12 was filed), started from an export of "
+                        "that commit (benchmarks/baseline_server.py), side by side")
     args = parser.parse_args()
+    if args.baseline_commit and not args.sessions:
+        parser.error("--baseline-commit needs --sessions")
     if args.sessions:
         cases = [(int(n), int(q)) for n, q in (c.split(":") for c in args.cases.split(","))]
-        with embedded_server() as target:
+        with ExitStack() as stack:
+            target = stack.enter_context(embedded_server())
+            baseline = None
+            if args.baseline_commit:
+                old = stack.enter_context(baseline_server(args.baseline_commit))
+                baseline = (args.baseline_commit, old)
             scale_sessions.run(target, cases, args.dispatchers.split(","), args.repeats,
-                               args.timeout)
+                               args.timeout, baseline)
         return
     print("| nodes | dispatcher | decision ms p50 | × EASY | server build ms | server solve ms |"
           " server total ms | variables | constraints | started | status |")

@@ -6,7 +6,9 @@ one warm-up request that builds the node table) and once through a session: open
 full snapshot, then `repeats` deltas of one second each (one running job ends, one job is
 submitted), each asking for a decision. Times are measured at the client (round trip). Server
 memory per session: the service's resident set size (same process) after opening the session
-minus before (the request's own bytes excluded: it exists before).
+minus before (the request's own bytes excluded: it exists before). With a baseline (`scale
+--sessions --baseline-commit REV`), the same request also goes to the server of commit REV
+(benchmarks/baseline_server.py, its own process), warm-up and `repeats` calls alike.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import gc
 import os
 import statistics
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from hpcdispatch.client import DispatcherClient
@@ -40,16 +43,32 @@ class SessionRow:
     session_p50_ms: float
     session_mb: float
     started_equal: bool
+    baseline_p50_ms: float | None = None  # Dispatch of the --baseline-commit server
 
     def markdown(self) -> str:
         ratio = self.full_p50_ms / self.session_p50_ms if self.session_p50_ms else float("nan")
-        return (f"| {self.nodes:,} | {self.running:,} | {self.queued:,} | {self.dispatcher} "
-                f"| {self.full_p50_ms:,.0f} | {self.session_p50_ms:,.0f} | {ratio:.1f}× "
-                f"| {self.session_mb:,.0f} | {'yes' if self.started_equal else 'no'} |")
+        row = (f"| {self.nodes:,} | {self.running:,} | {self.queued:,} | {self.dispatcher} "
+               f"| {self.full_p50_ms:,.0f} | {self.session_p50_ms:,.0f} | {ratio:.1f}× "
+               f"| {self.session_mb:,.0f} | {'yes' if self.started_equal else 'no'} |")
+        if self.baseline_p50_ms is None:
+            return row
+        old = self.baseline_p50_ms
+        return (f"{row} {old:,.0f} | {old / self.full_p50_ms:.1f}× "
+                f"| {old / self.session_p50_ms if self.session_p50_ms else float('nan'):.1f}× |")
 
 
 HEADER = ("| nodes | running | queued | dispatcher | Dispatch p50 ms | session p50 ms | ratio | "
           "server MB / session | same first decision |\n|---|---|---|---|---|---|---|---|---|")
+
+
+def header(baseline: str | None = None) -> str:
+    """The table's head; with a `baseline` commit, three more columns: that commit's Dispatch
+    p50 and how many times faster today's Dispatch and session decisions are."""
+    if baseline is None:
+        return HEADER
+    head, rule = HEADER.split("\n")
+    return (f"{head} Dispatch p50 ms at {baseline} | {baseline} / Dispatch | "
+            f"{baseline} / session |\n{rule}---|---|---|")
 
 
 def rss_mb() -> float:
@@ -60,7 +79,7 @@ def rss_mb() -> float:
 
 def measure(
     client: DispatcherClient, nodes: int, queued: int, dispatcher: str, repeats: int,
-    timeout: float,
+    timeout: float, baseline: DispatcherClient | None = None,
 ) -> SessionRow:
     system = homogeneous(f"h{nodes}", nodes, {"core": 32, "mem": 131072})
     snapshot = synthetic_snapshot(system, queued, BUSY_FOR_70_PERCENT_OF_NODES, seed=0)
@@ -68,7 +87,9 @@ def measure(
     request.dispatcher = pb.Dispatcher.ValueType(DISPATCHER_NAMES[dispatcher])
     request.predictor = pb.PREDICTOR_WALLTIME
     full_walls = []
-    first_full = client.dispatch(request, timeout=timeout)  # warm-up: builds the node table
+    # Warm-up: builds the node table and checks the running jobs once (server/node_table.py,
+    # server/running_job_cache.py), as a workload manager's previous snapshot would have.
+    first_full = client.dispatch(request, timeout=timeout)
     for _ in range(repeats):
         began = time.perf_counter()
         client.dispatch(request, timeout=timeout)
@@ -96,20 +117,39 @@ def measure(
         stub.UpdateSession(delta, timeout=timeout)
         session_walls.append((time.perf_counter() - began) * 1000)
     stub.CloseSession(pb.CloseSessionRequest(session_id=opened.session_id), timeout=timeout)
+    old = None if baseline is None else dispatch_p50(baseline, request, repeats, timeout)
     return SessionRow(nodes, len(request.running_jobs), queued, dispatcher,
                       statistics.median(full_walls), statistics.median(session_walls),
-                      session_mb, same)
+                      session_mb, same, old)
+
+
+def dispatch_p50(
+    client: DispatcherClient, request: pb.DispatchRequest, repeats: int, timeout: float
+) -> float:
+    """Median round trip (ms) of `repeats` Dispatch calls, after one warm-up call."""
+    client.dispatch(request, timeout=timeout)
+    walls = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        client.dispatch(request, timeout=timeout)
+        walls.append((time.perf_counter() - began) * 1000)
+    return statistics.median(walls)
 
 
 def run(target: str, cases: list[tuple[int, int]], dispatchers: list[str], repeats: int,
-        timeout: float) -> list[SessionRow]:
-    """Print and return one row per (nodes, queued) case and dispatcher."""
-    print(HEADER, flush=True)
+        timeout: float, baseline: tuple[str, str] | None = None) -> list[SessionRow]:
+    """Print and return one row per (nodes, queued) case and dispatcher; with `baseline`
+    (commit, target of its server: benchmarks/baseline_server.py), that server's Dispatch
+    of the same request too."""
+    print(header(None if baseline is None else baseline[0]), flush=True)
     rows = []
-    with DispatcherClient(target, timeout=timeout) as client:
+    with ExitStack() as stack:
+        client = stack.enter_context(DispatcherClient(target, timeout=timeout))
+        old = None if baseline is None else stack.enter_context(
+            DispatcherClient(baseline[1], timeout=timeout))
         for nodes, queued in cases:
             for dispatcher in dispatchers:
-                row = measure(client, nodes, queued, dispatcher, repeats, timeout)
+                row = measure(client, nodes, queued, dispatcher, repeats, timeout, old)
                 print(row.markdown(), flush=True)
                 rows.append(row)
     return rows

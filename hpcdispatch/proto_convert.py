@@ -26,6 +26,32 @@ def nodes_from_pb(request: pb.DispatchRequest) -> tuple[Node, ...]:
     return tuple(Node(n.id, _STATE_FROM_PB[n.state], dict(n.capacity)) for n in request.nodes)
 
 
+def running_job_from_pb(j: pb.RunningJob) -> RunningJob:
+    return RunningJob(
+        id=j.id,
+        user=j.user,
+        name=j.name,
+        start_time=j.start_time,
+        requested_time=j.requested_time,
+        expected_duration=j.expected_duration if j.HasField("expected_duration") else None,
+        units=tuple(UnitAllocation(u.node_id, dict(u.amounts)) for u in j.units),
+    )
+
+
+def queued_job_from_pb(j: pb.QueuedJob) -> QueuedJob:
+    return QueuedJob(
+        id=j.id,
+        user=j.user,
+        name=j.name,
+        queue=j.queue,
+        submit_time=j.submit_time,
+        units=j.units,
+        unit_request=dict(j.unit_request),
+        requested_time=j.requested_time,
+        actual_duration=j.actual_duration if j.HasField("actual_duration") else None,
+    )
+
+
 def snapshot_from_pb(
     request: pb.DispatchRequest, nodes: tuple[Node, ...] | None = None
 ) -> Snapshot:
@@ -36,34 +62,8 @@ def snapshot_from_pb(
     return Snapshot(
         time=request.time,
         nodes=nodes if nodes is not None else nodes_from_pb(request),
-        running=tuple(
-            RunningJob(
-                id=j.id,
-                user=j.user,
-                name=j.name,
-                start_time=j.start_time,
-                requested_time=j.requested_time,
-                expected_duration=(
-                    j.expected_duration if j.HasField("expected_duration") else None
-                ),
-                units=tuple(UnitAllocation(u.node_id, dict(u.amounts)) for u in j.units),
-            )
-            for j in request.running_jobs
-        ),
-        queued=tuple(
-            QueuedJob(
-                id=j.id,
-                user=j.user,
-                name=j.name,
-                queue=j.queue,
-                submit_time=j.submit_time,
-                units=j.units,
-                unit_request=dict(j.unit_request),
-                requested_time=j.requested_time,
-                actual_duration=j.actual_duration if j.HasField("actual_duration") else None,
-            )
-            for j in request.queued_jobs
-        ),
+        running=tuple(map(running_job_from_pb, request.running_jobs)),
+        queued=tuple(map(queued_job_from_pb, request.queued_jobs)),
     )
 
 

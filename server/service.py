@@ -13,7 +13,6 @@ import grpc
 import structlog
 
 from hpcdispatch import __version__
-from hpcdispatch.proto_convert import snapshot_from_pb
 from hpcdispatch.server.admission import DecisionAdmission, Refused
 from hpcdispatch.server.catalog import PREDICTOR_BY_KIND, dispatcher_kind, predictor_kind
 from hpcdispatch.server.config import ServerConfig
@@ -28,11 +27,9 @@ from hpcdispatch.server.predictors.base import Completion, JobFacts
 from hpcdispatch.server.predictors.completion_store import StoreUnavailable
 from hpcdispatch.server.predictors.registry import PredictorRegistry
 from hpcdispatch.server.profiles import DEFAULT_PROFILE, PROFILES, resolve_settings
-from hpcdispatch.server.validation import (
-    check_sizes,
-    validate_completions,
-    validate_dispatch_request,
-)
+from hpcdispatch.server.running_job_cache import RunningJobCache
+from hpcdispatch.server.snapshot_intake import take_in
+from hpcdispatch.server.validation import check_sizes, validate_completions
 from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
@@ -94,6 +91,7 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         self.default_dispatcher = dispatcher_kind(config.default_dispatcher)
         self.default_predictor = predictor_kind(config.default_predictor)
         self.node_tables = NodeTables()
+        self.running_jobs = RunningJobCache()  # each cluster's last running jobs, checked
         # Decisions may hold all worker threads but one, which stays for health checks,
         # DescribeService and completion reports; of those, `decision_concurrency` compute at
         # once and the others wait in the admission queue while their deadline allows.
@@ -172,24 +170,23 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
             snapshot_time=request.time, cluster=request.cluster or "default"
         )
         violations = check_sizes(request, self.config)
-        table = None
+        table, snapshot = None, None
         if not violations:  # a snapshot beyond the size limits is not inspected further
             table = self.node_tables.get(request)
-            violations = validate_dispatch_request(
-                request, self.config, self.predictors.kinds(), table.check
-            )
+            intake = take_in(request, self.config, self.predictors.kinds(), table,
+                             self.running_jobs)
+            snapshot, violations = intake.snapshot, intake.violations
         if violations:
             log.warning("invalid snapshot", time=request.time, violations=len(violations),
                         first=violations[0].field)
             abort_invalid_argument(context, f"invalid snapshot: {len(violations)} problem(s), "
                                    f"first: {violations[0].field}: {violations[0].description}",
                                    violations)
-        assert table is not None and table.nodes is not None and table.index is not None
+        assert table is not None and table.index is not None and snapshot is not None
         kind, predictor_kind_ = slot.kind, request.predictor or self.default_predictor
         control = self.search_control(request, slot)
         if control.should_stop():
             raise DecisionAbandoned("convert", cancelled=slot.cancelled())
-        snapshot = snapshot_from_pb(request, table.nodes)
         cluster = request.cluster or "default"
         predictor = self.predictors.predictor(cluster, predictor_kind_)
         result = run_decision(snapshot, kind, predictor, control, table.index)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from hpcdispatch.server.config import ServerConfig
@@ -79,7 +80,7 @@ def validate_dispatch_request(
     capacity = node_check.capacity
     ids: Counter[str] = Counter()
     _check_running(request, capacity, ids, out)
-    _check_queued(request, capacity, ids, config, out)
+    _check_queued(request, {r for cap in capacity.values() for r in cap}, ids, config, out)
     return out.items
 
 
@@ -214,12 +215,12 @@ def _check_running(
 
 def _check_queued(
     request: pb.DispatchRequest,
-    capacity: dict[str, dict[str, int]],
+    known_types: AbstractSet[str],
     ids: Counter[str],
     config: ServerConfig,
     out: _Collector,
 ) -> None:
-    known_types = {r for cap in capacity.values() for r in cap}
+    """The queued jobs; `known_types`: the resource types some valid node has."""
     for i, job in enumerate(request.queued_jobs):
         path = f"queued_jobs[{i}]"
         _check_id(job.id, "queued_jobs", i, ids, out)
@@ -257,7 +258,8 @@ def _check_units(units: int, path: str, max_units: int, out: _Collector) -> None
 
 
 def _check_unit_request(
-    unit_request: Mapping[str, int], path: str, known_types: set[str] | None, out: _Collector
+    unit_request: Mapping[str, int], path: str,
+    known_types: AbstractSet[str] | None, out: _Collector,
 ) -> None:
     """One unit's request: named resource types, each amount in (0, 2^40]; with `known_types`,
     only types some node has."""

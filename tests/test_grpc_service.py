@@ -58,11 +58,11 @@ def test_every_dispatcher_answers_with_a_checked_decision(
 
 
 def test_defaults_are_the_benchmarked_ones(client: DispatcherClient) -> None:
-    """pcp20, fast and data-driven: the defaults BENCHMARKS.md §4.6 argues for."""
+    """pcp20, qos and data-driven: the defaults BENCHMARKS.md §4.6 and issue #13 argue for."""
     described = client.describe()
     assert described.default_dispatcher == pb.DISPATCHER_PCP20
     assert described.default_predictor == pb.PREDICTOR_DATA_DRIVEN
-    assert described.default_profile == "fast"
+    assert described.default_profile == "qos"
 
 
 def test_search_parameters_reach_the_restart_policy(client: DispatcherClient) -> None:
@@ -259,7 +259,7 @@ def test_health_and_reflection(server: RunningServer) -> None:
 
 def test_describe_service(client: DispatcherClient) -> None:
     info = client.describe()
-    assert {p.name for p in info.profiles} >= {"papers", "fast"}
+    assert {p.name for p in info.profiles} >= {"qos", "papers", "fast"}
     papers = next(p for p in info.profiles if p.name == "papers")
     assert (papers.delta_ms, papers.delta_max_ms, papers.k, papers.window) == (1000, 16000, 2, 100)
     assert set(info.dispatchers) == set(DISPATCHERS)
@@ -306,6 +306,32 @@ def test_node_changes_between_snapshots_are_seen(client: DispatcherClient) -> No
     code, fields = _violations(lambda: client.dispatch(request))
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert 'nodes[1].capacity["core"]' in fields
+
+
+def test_a_running_job_edited_between_snapshots_is_checked_again(
+    client: DispatcherClient,
+) -> None:
+    # The service reuses a running job it checked in the cluster's last snapshot only while the
+    # job's bytes are identical (server/running_job_cache.py); the snapshot-wide checks (node
+    # capacity, ids, start times) run on every request.
+    request = eurora_request(queued=5, seed=8)
+    request.cluster = "edited-between-snapshots"
+    request.dispatcher = pb.DISPATCHER_EASY  # deterministic, whatever the machine's load
+    first = client.dispatch(request)
+    assert check_decision(snapshot_from_pb(request), decision_from_pb(first)) == []
+    edited = pb.DispatchRequest()
+    edited.CopyFrom(request)
+    edited.running_jobs[3].units[0].amounts["core"] = 10_000  # over its node's capacity
+    code, fields = _violations(lambda: client.dispatch(edited))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert fields == ["running_jobs[3].units[0]"]
+    later = pb.DispatchRequest()
+    later.CopyFrom(request)
+    later.time = request.running_jobs[5].start_time - 1  # unchanged jobs, earlier snapshot time
+    code, fields = _violations(lambda: client.dispatch(later))
+    assert "running_jobs[5].start_time" in fields
+    again = client.dispatch(request)  # the unedited snapshot: the same decision
+    assert [s.job_id for s in again.starts] == [s.job_id for s in first.starts]
 
 
 def test_health_is_answered_while_decisions_hold_every_decision_slot() -> None:
