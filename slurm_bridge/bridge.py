@@ -1,10 +1,12 @@
 """The bridge loop: read Slurm, ask hpcdispatch, pin and release the chosen jobs, reconcile.
 
 One cycle: read `sinfo`/`squeue`; reconcile the jobs released earlier with what Slurm did;
-build the snapshot; ask for a decision; check the decision independently; then, job by job, pin
-(`scontrol update NodeList=`) and release. A stop request is honoured between jobs, never
-between the pin and the release of one job. Errors never end the loop: the next cycle waits
-with exponential backoff (interval × 2^failures, capped) and the held jobs simply stay held.
+build the snapshot (a released job whose planned units no longer fit next to what Slurm runs
+is not reserved but held again, and queued in this snapshot); ask for a decision; check the
+decision independently; then, job by job, pin (`scontrol update NodeList=`) and release. A
+stop request is honoured between jobs, never between the pin and the release of one job.
+Errors never end the loop: the next cycle waits with exponential backoff (interval ×
+2^failures, capped) and the held jobs simply stay held.
 
 Decisions go through one session of the service per bridge (`DispatcherClient.session()`): the
 first one opens it with the whole snapshot, each later one sends only what changed since the
@@ -17,6 +19,7 @@ the decision is checked the same way.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import Counter
@@ -109,6 +112,9 @@ VIA_OPEN, VIA_DELTA, VIA_FULL = "session_open", "session_delta", "full_snapshot"
 # The bridge's own resync reason: the client dropped its session after a failed call (e.g. the
 # server was unreachable), and the next decision opened a new one.
 SESSION_LOST = "SESSION_LOST"
+# reconciliations_total{kind}: a released job not started yet whose planned units no longer
+# fit next to what Slurm really runs; held again at once and decided again.
+NO_LONGER_FITS = "no_longer_fits"
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +257,9 @@ class Bridge:
 
         self._reconcile(nodes, jobs, now)
         built = build_snapshot(nodes, jobs, self._settings, now, self.in_flight)
+        if built.unfit:
+            jobs = self._rehold_unfit(built, jobs)
+            built = build_snapshot(nodes, jobs, self._settings, now, self.in_flight)
         built.snapshot = keep_order(self._previous, built.snapshot)
         self._previous = built.snapshot
         self._observe(built)
@@ -454,7 +463,7 @@ class Bridge:
         self.metrics.reconciliations.labels(kind).inc()
         self.log.warning("reconcile_" + kind, job_id=job_id, **fields)
 
-    def _rehold(self, job_id: str, kind: str, **fields: Any) -> None:
+    def _rehold(self, job_id: str, kind: str, **fields: Any) -> bool:
         """Take a released job that cannot start back under the bridge's control."""
         try:
             self.slurm.hold(job_id)
@@ -462,8 +471,25 @@ class Bridge:
         except SlurmCommandError as exc:
             self.metrics.errors.labels("slurm_command").inc()
             self.log.error("rehold_failed", job_id=job_id, error=str(exc), kind=kind)
-            return
+            return False
         self._reconciled(kind, job_id, action="held again and unpinned", **fields)
+        return True
+
+    def _rehold_unfit(self, built: BuiltSnapshot, jobs: Sequence[SlurmJob]) -> list[SlurmJob]:
+        """Hold again the released jobs whose planned units no longer fit (the snapshot left
+        them out: reserving them would over-commit a node, e.g. after Slurm laid another job
+        out otherwise than decided). Returns `jobs` with those now held, so that they are
+        queued again in this cycle's snapshot. A job whose hold fails stays in flight; every
+        snapshot leaves it out while it does not fit, and the next cycle tries again."""
+        reheld = {
+            job_id for job_id, over in built.unfit.items()
+            if self._rehold(job_id, NO_LONGER_FITS, nodes=over,
+                            planned=sorted(set(self.in_flight[job_id].unit_nodes)),
+                            note="Slurm's real allocations leave no room for its planned "
+                            "units; it is decided again")
+        }
+        return [dataclasses.replace(j, reason="JobHeldAdmin", required_nodes=())
+                if j.id in reheld else j for j in jobs]
 
     def _adopt(self, job: SlurmJob, now: int) -> None:
         shape = unit_shape(job, self.config.track_memory, 0)

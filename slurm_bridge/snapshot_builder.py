@@ -5,6 +5,12 @@ holds resources on those nodes, from its real per-node allocation, plus the jobs
 released that Slurm has not started yet (at their planned nodes, so that no cycle hands the
 same cores out twice). Queued jobs: the held, pending jobs of the managed partitions.
 
+A released job's planned units are reserved only while they still fit next to the real
+allocations and the released jobs already reserved (in release order): when Slurm laid another
+job out otherwise than decided, they may not, and reserving them would make a snapshot that
+over-commits a node (which the service refuses whole). Such a job is left out of the snapshot
+and named in `BuiltSnapshot.unfit`; the bridge holds it again (`reconcile_no_longer_fits`).
+
 `keep_order` then puts the nodes and jobs of consecutive snapshots in the order a session of
 the service holds them (nodes in the order first seen, jobs in the order they entered), so that
 each snapshot is a delta of the previous one and the decision does not depend on whether it
@@ -14,6 +20,7 @@ was asked through a session or with the whole snapshot.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -59,6 +66,9 @@ class BuiltSnapshot:
     snapshot: Snapshot
     shapes: dict[str, UnitShape]  # managed queued job id -> its unit shape
     ignored: dict[str, str] = field(default_factory=dict)  # held job id -> why not managed
+    # Released, not started jobs whose planned units no longer fit (left out of the snapshot),
+    # in release order: job id -> the nodes they no longer fit on.
+    unfit: dict[str, list[str]] = field(default_factory=dict)
 
 
 def node_state(node: SlurmNode) -> NodeState:
@@ -94,6 +104,7 @@ def build_snapshot(
     queued: list[QueuedJob] = []
     shapes: dict[str, UnitShape] = {}
     ignored: dict[str, str] = {}
+    reserved: list[RunningJob] = []  # the released jobs not started yet, at planned nodes
     for job in jobs:
         flight = in_flight.get(job.id)
         if job.state in ACTIVE_STATES and job.allocations:
@@ -109,7 +120,7 @@ def build_snapshot(
                     expected_duration=None, units=units,
                 ))
         elif job.state == "PENDING" and flight is not None and not job.held:
-            running.append(RunningJob(
+            reserved.append(RunningJob(
                 id=job.id, user=job.user, name=job.name,
                 start_time=min(flight.released_at, now),
                 requested_time=flight.requested_time, expected_duration=None,
@@ -118,6 +129,7 @@ def build_snapshot(
                     for node in flight.unit_nodes if node in node_ids
                 ),
             ))
+            running.append(reserved[-1])
         elif job.held and is_managed_partition(job, settings.partitions):
             if job.is_array_pending or job.is_het:
                 ignored[job.id] = "job arrays and heterogeneous jobs are not managed"
@@ -131,8 +143,45 @@ def build_snapshot(
                 requested_time=job.time_limit_s or settings.default_walltime,
             ))
     running = [r for r in running if r.units]
+    unfit = _unfit_in_flight(snap_nodes, running, reserved, in_flight)
+    if unfit:
+        running = [r for r in running if r.id not in unfit]
     snapshot = Snapshot(time=now, nodes=snap_nodes, running=tuple(running), queued=tuple(queued))
-    return BuiltSnapshot(snapshot=snapshot, shapes=shapes, ignored=ignored)
+    return BuiltSnapshot(snapshot=snapshot, shapes=shapes, ignored=ignored, unfit=unfit)
+
+
+def _unfit_in_flight(
+    nodes: Sequence[Node], running: Sequence[RunningJob], reserved: Sequence[RunningJob],
+    in_flight: Mapping[str, InFlight],
+) -> dict[str, list[str]]:
+    """The `reserved` released jobs (part of `running`) whose units do not fit next to the jobs
+    Slurm really runs and the released jobs kept before them, in release order (`in_flight`'s).
+    """
+    capacity = {n.id: n.capacity for n in nodes}
+    planned = {r.id: r for r in reserved}
+    used: dict[str, Counter[str]] = {n.id: Counter() for n in nodes}
+    for job in running:
+        if job.id not in planned:
+            for unit in job.units:
+                used[unit.node_id].update(unit.amounts)
+    unfit: dict[str, list[str]] = {}
+    for job_id in in_flight:
+        flight = planned.get(job_id)
+        if flight is None:
+            continue
+        wanted: dict[str, Counter[str]] = {}
+        for unit in flight.units:
+            wanted.setdefault(unit.node_id, Counter()).update(unit.amounts)
+        over = [node for node, amounts in wanted.items()
+                if any(amount > 0 and used[node][resource] + amount
+                       > capacity[node].get(resource, 0)
+                       for resource, amount in amounts.items())]
+        if over:
+            unfit[job_id] = over
+            continue
+        for node, amounts in wanted.items():
+            used[node].update(amounts)
+    return unfit
 
 
 _Job = TypeVar("_Job", RunningJob, QueuedJob)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,3 +30,21 @@ def test_no_file_cites_the_shared_design_notes_as_if_they_were_in_the_repo() -> 
         if OUTSIDE.search(line)
     ]
     assert cited == [], "say what the reference means in place:\n" + "\n".join(cited)
+
+
+def readme_python_block(after: str) -> str:
+    """The first ```python block of README.md after the line containing `after`."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("```python\n", text.index(after)) + len("```python\n")
+    return text[start : text.index("```", start)]
+
+
+def test_the_readme_session_plugin_example_runs_as_shown() -> None:
+    code = readme_python_block("A workload-manager plugin keeps one session")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "1700000000 {'a': ['n1'], 'b': ['n2']}"
+    assert lines[1] in ("1700000600 {'c': ['n1']}", "1700000600 {'c': ['n2']}")
+    assert lines[2] == "decided on deltas: 1 full re-sends: 0"

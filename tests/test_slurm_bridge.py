@@ -5,6 +5,7 @@ stopping mid-decision, reconciliation) with Slurm replaced by captured output.""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -15,6 +16,9 @@ import structlog
 from structlog.testing import capture_logs
 
 from hpcdispatch.client import DispatcherClient
+from hpcdispatch.proto_convert import snapshot_to_pb
+from hpcdispatch.server.config import load_config
+from hpcdispatch.server.validation import validate_dispatch_request
 from hpcdispatch.slurm_bridge import cli as bridge_cli
 from hpcdispatch.slurm_bridge.bridge import Bridge, BridgeConfig
 from hpcdispatch.slurm_bridge.job_units import (
@@ -100,19 +104,47 @@ def test_cpus_per_task_is_derived_and_released_jobs_hold_their_nodes() -> None:
     # 22.05 prints cpus_per_task null for `-n 2 -c 2`; cpus/tasks gives it back.
     assert jobs["12"].cpus_per_task == 2
     assert jobs["13"].required_nodes == ("n1",) and not jobs["13"].held
-    flight = InFlight("13", ("n1",), {"core": 1, "mem": 100}, 2_000_000_000 - 5, 180)
+    # (Planned on n2: job 11 fills n1, see the next test.)
+    flight = InFlight("13", ("n2",), {"core": 1, "mem": 100}, 2_000_000_000 - 5, 180)
     built = build_snapshot(nodes, list(jobs.values()), SETTINGS, 2_000_000_000,
                            {"13": flight})
     running = {r.id: r for r in built.snapshot.running}
     assert [(u.node_id, dict(u.amounts)) for u in running["13"].units] == [
-        ("n1", {"core": 1, "mem": 100})
+        ("n2", {"core": 1, "mem": 100})
     ]
+    assert built.unfit == {}
     assert [(u.node_id, u.amounts["core"]) for u in running["11"].units] == [("n1", 4)]
     (queued,) = built.snapshot.queued
     assert (queued.id, queued.units, queued.unit_request["core"]) == ("12", 2, 2)
     # Without the bridge's record, a released job is neither queued nor running.
     bare = build_snapshot(nodes, list(jobs.values()), SETTINGS, 2_000_000_000)
     assert "13" not in {r.id for r in bare.snapshot.running}
+
+
+def test_released_jobs_that_no_longer_fit_are_not_reserved_in_release_order() -> None:
+    nodes = parse_nodes(load("sinfo_n1_full.json"))  # job 11 really holds all 4 CPUs of n1
+    jobs = parse_jobs(load("squeue_cpus_per_task_and_pinned.json"))
+    (pending,) = [j for j in jobs if j.id == "13"]
+    jobs += [dataclasses.replace(pending, id=i) for i in ("14", "15", "16", "17")]
+    t = 2_000_000_000
+
+    def flight(job_id: str, nodes: tuple[str, ...], mem: int = 100) -> InFlight:
+        return InFlight(job_id, nodes, {"core": 1, "mem": mem}, t - 5, 180)
+
+    in_flight = {  # release order, not squeue's
+        "14": flight("14", ("n2", "n2", "n2")),
+        "13": flight("13", ("n2", "n2")),  # 3 + 2 CPUs on n2: no longer fits
+        "15": flight("15", ("n3",), mem=1500),
+        "16": flight("16", ("n3",), mem=600),  # 2100 MiB on n3: no longer fits
+        "17": flight("17", ("n1",)),  # n1 is full with job 11
+    }
+    built = build_snapshot(nodes, jobs, SETTINGS, t, in_flight)
+    assert built.unfit == {"13": ["n2"], "16": ["n3"], "17": ["n1"]}
+    assert [r.id for r in built.snapshot.running] == ["11", "14", "15"]
+    assert [q.id for q in built.snapshot.queued] == ["12"]
+    # The service takes the snapshot (reserving 13, 16 or 17 too over-commits a node).
+    assert validate_dispatch_request(snapshot_to_pb(built.snapshot), load_config(env={}),
+                                     [pb.PREDICTOR_UNSPECIFIED]) == []
 
 
 def test_expand_hostlist() -> None:
@@ -329,12 +361,47 @@ def test_released_job_on_a_down_node_is_held_again() -> None:
 
 def test_released_job_not_started_in_time_is_held_again_and_pinned_jobs_are_adopted() -> None:
     slurm = FakeSlurm("squeue_cpus_per_task_and_pinned.json", "sinfo_n1_full.json")
+    # Without job 11 (all of n1), job 13 still fits its pinned node (next test: it does not).
+    slurm.squeue_doc["jobs"] = [j for j in slurm.squeue_doc["jobs"] if j["job_id"] != 11]
     bridge = make_bridge(slurm, FakeService({}), start_timeout=30)
     bridge.cycle()  # a restarted bridge finds job 13 pinned and released: it adopts it
     assert set(bridge.in_flight) == {"13"} and slurm.actions == []
     bridge.clock = lambda: NOW + 60
     bridge.cycle()
     assert slurm.actions == [("hold", "13"), ("unpin", "13")]
+
+
+def test_released_job_that_no_longer_fits_is_held_again_and_decided_at_once() -> None:
+    # Job 13 is pinned to n1 and released (adopted: the bridge restarted), but job 11 really
+    # holds all of n1: reserving 13 there would over-commit n1 and the service would refuse
+    # the snapshot. The bridge holds it again and it is queued in the same cycle's snapshot.
+    slurm = FakeSlurm("squeue_cpus_per_task_and_pinned.json", "sinfo_n1_full.json")
+    slurm.fail.add("hold")
+    service = FakeService({"13": ["n2"]})
+    bridge = make_bridge(slurm, service)
+    with capture_logs() as logs:
+        assert bridge.cycle().ok
+    # scontrol hold failed: 13 stays in flight, but is neither reserved nor queued.
+    (request,) = service.requests
+    assert [j.id for j in request.running_jobs] == ["11"]
+    assert [j.id for j in request.queued_jobs] == ["12"]
+    assert set(bridge.in_flight) == {"13"} and slurm.actions == []
+    (failed,) = [e for e in logs if e["event"] == "rehold_failed"]
+    assert failed["kind"] == "no_longer_fits"
+
+    slurm.fail.clear()
+    with capture_logs() as logs:
+        result = bridge.cycle()
+    assert result.ok and result.released == ["13"]
+    assert slurm.actions == [("hold", "13"), ("unpin", "13"), ("pin", "13"), ("release", "13")]
+    request = service.requests[-1]
+    assert [j.id for j in request.running_jobs] == ["11"]
+    assert [j.id for j in request.queued_jobs] == ["12", "13"]
+    (event,) = [e for e in logs if e["event"] == "reconcile_no_longer_fits"]
+    assert (event["job_id"], event["nodes"], event["log_level"]) == ("13", ["n1"], "warning")
+    assert bridge.metrics.registry.get_sample_value(
+        "hpcdispatch_bridge_reconciliations_total", {"kind": "no_longer_fits"}) == 1
+    assert bridge.in_flight["13"].unit_nodes == ("n2",)
 
 
 def test_started_job_is_checked_against_the_plan() -> None:

@@ -6,8 +6,15 @@ submitted; the bridge dispatches them through the service. Checked: jobs stay he
 service is unreachable; each job ran on exactly the nodes the service chose; no node was ever
 over-committed (squeue polled while jobs run); every job completed; the decisions went through
 one session of the service (the default): one OpenSession, UpdateSession for the later
-decisions, no Dispatch, no resync, and the session closed when the bridge stopped. Skipped,
-with the reason, when Slurm cannot be installed (failed instead with REQUIRE_SLURM_TESTS=1).
+decisions, no Dispatch, no resync, and the session closed when the bridge stopped.
+
+A second test forces Slurm to lay a released job out otherwise than decided (Slurm spreads
+`-n 3` over two nodes as 2 + 1, the decision said 1 + 2), so that a job released in the same
+cycle no longer fits its planned node: the bridge holds it again (`no_longer_fits`) instead of
+sending a snapshot that over-commits the node, and the service places it again.
+
+Skipped, with the reason, when Slurm cannot be installed (failed instead with
+REQUIRE_SLURM_TESTS=1).
 """
 
 from __future__ import annotations
@@ -17,16 +24,20 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from hpcdispatch.client import DispatcherClient, DispatchSession
+from hpcdispatch.decision_check import check_decision
+from hpcdispatch.proto_convert import decision_from_pb, snapshot_from_pb
 from hpcdispatch.server.app import RunningServer
 from hpcdispatch.slurm_bridge.bridge import Bridge, BridgeConfig
 from hpcdispatch.slurm_bridge.metrics import BridgeMetrics
 from hpcdispatch.slurm_bridge.slurm_cli import SlurmCommands
-from hpcdispatch.slurm_bridge.slurm_json import ACTIVE_STATES, parse_jobs
+from hpcdispatch.slurm_bridge.slurm_json import ACTIVE_STATES, SlurmJob, parse_jobs
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.slurm_cluster import SlurmCluster, ensure_slurm
 
@@ -142,7 +153,7 @@ def _submit(cluster: SlurmCluster, wave: list[tuple[tuple[str, ...], int]]) -> l
     return [cluster.sbatch("-t", "2", *size, script=f"sleep {secs}") for size, secs in wave]
 
 
-def _jobs(cluster: SlurmCluster) -> dict[str, object]:
+def _jobs(cluster: SlurmCluster) -> dict[str, SlurmJob]:
     return {j.id: j for j in parse_jobs(cluster.squeue_json())}
 
 
@@ -243,9 +254,119 @@ def test_bridge_dispatches_held_jobs_on_real_slurm(
     assert session.inner.resyncs == 0 and not session.inner.sessions_unsupported
     assert _rpcs(server, "DispatcherService", "Dispatch") == 0
     assert _rpcs(server, "SessionService", "OpenSession") == 1
-    # (A delta can be refused INVALID_ARGUMENT, as Dispatch would refuse the snapshot, when Slurm
-    # laid a released job out otherwise than decided: the session stays as it was.)
+    # Every snapshot was valid, even when Slurm laid a released job out otherwise than decided
+    # (a released job that no longer fits is held again, not reserved): no delta refused.
     assert _rpcs(server, "SessionService", "UpdateSession", "OK") == session.inner.deltas
+    assert _rpcs(server, "SessionService", "UpdateSession") == session.inner.deltas
     assert _rpcs(server, "SessionService", "CloseSession") == 1
     assert session.inner.session_id is None
     assert time.monotonic() - t_start < 150
+
+
+class ScriptedFirst:
+    """Dispatch (full snapshots): the first decision is scripted, the later ones are the real
+    service's. Every decision is checked against the snapshot it answers."""
+
+    def __init__(self, client: DispatcherClient, first: dict[str, list[str]]) -> None:
+        self.client = client
+        self.first: dict[str, list[str]] | None = first
+        self.decisions: list[dict[str, list[str]]] = []
+        self.problems: list[str] = []
+
+    def dispatch(self, request: pb.DispatchRequest, timeout: float | None = None) -> (
+        pb.DispatchResponse
+    ):
+        if self.first is not None:
+            response = pb.DispatchResponse(time=request.time)
+            requests = {j.id: j for j in request.queued_jobs}
+            for job_id, nodes in self.first.items():
+                start = response.starts.add(job_id=job_id, expected_duration=30)
+                for node in nodes:
+                    start.units.add(node_id=node, amounts=dict(requests[job_id].unit_request))
+            self.first = None
+        else:
+            response = self.client.dispatch(request, timeout)
+        self.problems += check_decision(snapshot_from_pb(request), decision_from_pb(response))
+        self.decisions.append({s.job_id: [u.node_id for u in s.units] for s in response.starts})
+        return response
+
+    def report_completions(self, completions: Iterable[pb.JobCompletion], cluster: str = "",
+                           timeout: float | None = None) -> int:
+        return self.client.report_completions(completions, cluster, timeout)
+
+
+@dataclass
+class StartsBeforeNext(SlurmCommands):
+    """Slurm's scontrol; after releasing `job_id`, waits until Slurm started it (so that Slurm
+    lays it out before the next job of the same decision is released)."""
+
+    job_id: str = ""
+
+    def release(self, job_id: str) -> None:
+        super().release(job_id)
+        deadline = time.monotonic() + 15.0
+        while job_id == self.job_id and time.monotonic() < deadline:
+            job = {j.id: j for j in parse_jobs(self.squeue())}.get(job_id)
+            if job is not None and job.state in ACTIVE_STATES and job.allocations:
+                return
+            time.sleep(0.2)
+
+
+def _wait_held(cluster: SlurmCluster, job_ids: list[str]) -> dict[str, SlurmJob]:
+    deadline = time.monotonic() + 15.0
+    while True:
+        jobs = {j.id: j for j in parse_jobs(cluster.squeue_json())}
+        if all(jid in jobs and jobs[jid].held for jid in job_ids):
+            return jobs
+        assert time.monotonic() < deadline, [(j.id, j.state, j.reason) for j in jobs.values()]
+        time.sleep(0.3)
+
+
+def test_a_released_job_that_no_longer_fits_on_real_slurm_is_held_again(
+    cluster: SlurmCluster, server: RunningServer,
+) -> None:
+    first, second = (cluster.sbatch("-t", "2", "-n", "3", script=f"sleep {secs}")
+                     for secs in (20, 5))
+    _wait_held(cluster, [first, second])
+    slurm = StartsBeforeNext(env=cluster.env, timeout=20, job_id=first)
+    client = DispatcherClient(server.target, timeout=10.0)
+    # first: 1 task on n1, 2 on n2 (Slurm will put 2 on n1); second: 3 tasks on n1.
+    service = ScriptedFirst(client, {first: ["n1", "n2", "n2"], second: ["n1", "n1", "n1"]})
+    metrics = BridgeMetrics()
+    bridge = Bridge(BridgeConfig(frozenset({"batch"}), interval=0.5, dispatch_timeout=10.0,
+                                 start_timeout=60.0, dispatcher=pb.DISPATCHER_EASY,
+                                 full_snapshots=True), slurm, service, metrics)
+    try:
+        with capture_logs() as logs:
+            assert bridge.cycle().released == [first, second]
+            laid_out = {a.node: a.cpus for a in _jobs(cluster)[first].allocations}
+            if laid_out.get("n1", 0) < 2:
+                pytest.skip(f"Slurm laid job {first} out as decided ({laid_out}); "
+                            "the scenario needs another layout")
+            # A held job, so that the next cycle sends its snapshot to the service.
+            (late,) = _submit(cluster, [(("-n", "1"), 1)])
+            _wait_held(cluster, [late])
+            results = [bridge.cycle()]  # the next cycle
+            deadline = time.monotonic() + 90.0
+            while time.monotonic() < deadline:
+                jobs = _jobs(cluster)
+                if all(jobs[j].state == "COMPLETED" for j in (first, second, late)):
+                    break
+                time.sleep(0.5)
+                results.append(bridge.cycle())
+    finally:
+        client.close()
+    assert [r.error_kind for r in results if not r.ok] == []
+    assert service.problems == []
+    # The second job could not start on n1 next to the first (2 + 3 CPUs > 4): held again in
+    # the next cycle, queued in that cycle's snapshot with the late job, and placed again.
+    reheld = [e for e in logs if e["event"] == "reconcile_no_longer_fits"]
+    assert [(e["job_id"], e["nodes"]) for e in reheld] == [(second, ["n1"])], reheld
+    assert metrics.registry.get_sample_value(
+        "hpcdispatch_bridge_reconciliations_total", {"kind": "no_longer_fits"}) == 1
+    assert results[0].ok and second in results[0].released and late in results[0].released
+    final = _jobs(cluster)
+    assert all(final[j].state == "COMPLETED" for j in (first, second, late)), final
+    replaced = service.decisions[1][second]
+    ran_on = {a.node: a.cpus for a in final[second].allocations}
+    assert set(ran_on) == set(replaced), (ran_on, replaced)  # pinned where decided again

@@ -86,8 +86,12 @@ class SimSlurm(SlurmCommands):
     of units on each (`planned`, from the decisions the service sent), or stays pending when a
     pinned node is drained. A released job that does not fit its free nodes is recorded in
     `violations`: the service's decision (checked by the bridge against its snapshot) was
-    wrong, or the bridge forgot a job it released. (Slurm may lay tasks out otherwise; that
-    case is the bridge's `reconcile_layout_differs`, not what these tests are about.)
+    wrong, or the bridge forgot a job it released.
+
+    `layouts` makes Slurm lay a released job out its own way (units per node, on any nodes),
+    as real Slurm may; such a job is "off plan". While an off-plan job runs, a released job that
+    does not fit its planned layout is not a violation: it stays pending (`Resources`), as in
+    Slurm, and the bridge must not reserve its planned units.
     """
 
     def __init__(self) -> None:
@@ -98,6 +102,8 @@ class SimSlurm(SlurmCommands):
         self.actions: list[tuple[str, str]] = []
         self.violations: list[str] = []
         self.planned: dict[str, Counter[str]] = {}  # job -> units per node, as decided
+        self.layouts: dict[str, Counter[str]] = {}  # job -> units per node, Slurm's own choice
+        self.off_plan: set[str] = set()  # jobs started on a layout of their own
         self._next_id = 100
 
     # -- what a user or admin does --
@@ -122,7 +128,8 @@ class SimSlurm(SlurmCommands):
             if job.state == "RUNNING" and job.start_time + job.duration <= now:
                 job.state, job.end_time = "COMPLETED", job.start_time + job.duration
         for job in self.jobs.values():
-            if job.state == "PENDING" and job.reason == "None" and job.required:
+            if (job.state == "PENDING" and job.reason in ("None", "Resources")
+                    and job.required):
                 self._start(job)
 
     def _free(self) -> dict[str, list[int]]:
@@ -144,7 +151,19 @@ class SimSlurm(SlurmCommands):
         fits = {n: min(free[n][0] // unit_cpus, free[n][1] // (unit_cpus * job.mem_per_cpu))
                 for n in nodes}
         layout = self.planned.get(job.id, Counter())
-        if set(layout) != set(nodes) or any(fits[n] < c for n, c in layout.items()):
+        own = self.layouts.pop(job.id, None)
+        if own is not None:
+            fits = {n: min(free[n][0] // unit_cpus, free[n][1] // (unit_cpus * job.mem_per_cpu))
+                    for n in own}
+            if any(fits[n] < c for n, c in own.items()):
+                self.violations.append(f"test set-up: job {job.id} does not fit {dict(own)}")
+                return
+            self.off_plan.add(job.id)
+            layout = own
+        elif set(layout) != set(nodes) or any(fits[n] < c for n, c in layout.items()):
+            if any(self.jobs[j].state == "RUNNING" for j in self.off_plan):
+                job.reason = "Resources"  # Slurm waits; the bridge holds it again
+                return
             self.violations.append(f"job {job.id} does not fit {job.required}: free {free}")
             return
         job.state, job.reason, job.start_time = "RUNNING", "None", self.now
@@ -495,6 +514,77 @@ def test_an_unreachable_service_loses_the_session_and_the_next_cycle_reopens_it(
     assert resyncs(metrics) == {"session_lost": 1}
     assert sample(metrics, "decisions_total", via="session_open") == 2
     assert sample(metrics, "decisions_total", via="session_delta") == 1
+
+
+@pytest.mark.parametrize("full_snapshots", [False, True], ids=["session", "full_snapshots"])
+def test_a_released_job_that_no_longer_fits_after_slurm_laid_out_another_is_held_again(
+    full_snapshots: bool,
+) -> None:
+    """Slurm starts the first job released in a cycle on the node decided for the second one:
+    the second no longer fits its planned node. The bridge must not reserve it (the snapshot
+    would over-commit that node and the service would refuse it whole, INVALID_ARGUMENT): it
+    holds it again at once, and the service places it again in the same cycle."""
+    slurm = SimSlurm()
+    metrics = BridgeMetrics()
+    flag: dict[str, Any] = {"full_snapshots": True} if full_snapshots else {}
+    with (serving() as server,
+          DispatcherClient(server.target, timeout=30.0, retries=5) as client,
+          capture_logs() as logs):
+        service = CheckingClient(client, slurm)
+        bridge = Bridge(BridgeConfig(frozenset({"batch"}), interval=STEP, start_timeout=60,
+                                     dispatcher=pb.DISPATCHER_EASY,
+                                     predictor=pb.PREDICTOR_WALLTIME, **flag),
+                        slurm, service, metrics, clock=lambda: slurm.now,
+                        out=lambda s: None)
+        first, second = slurm.submit(4, duration=40), slurm.submit(4, duration=30)
+        small = slurm.submit(1, duration=20)
+        results = []
+        late = ""
+        for k in range(8):
+            slurm.tick(T0 + k * STEP)
+            if k == 1:  # a held job: the next cycle asks the service (sends its snapshot)
+                late = slurm.submit(2, duration=10)
+            results.append(bridge.cycle())
+            if k == 0:
+                # The premise: three releases, the first two on distinct single nodes.
+                assert results[0].released == [first, second, small], results[0]
+                plan_first, plan_second = slurm.planned[first], slurm.planned[second]
+                assert len(plan_first) == len(plan_second) == 1
+                assert not set(plan_first) & set(plan_second)
+                slurm.layouts[first] = Counter(plan_second)  # Slurm's own choice
+        assert server.metrics is not None
+        invalid = sum(
+            server.metrics.registry.get_sample_value(
+                "grpc_server_handled_total",
+                {"grpc_service": svc, "grpc_method": method, "grpc_type": "unary",
+                 "grpc_code": "INVALID_ARGUMENT"}) or 0
+            for svc, method in ((DISPATCH, "Dispatch"), (SESSION, "OpenSession"),
+                                (SESSION, "UpdateSession")))
+    # Every snapshot was valid and answered (each decision was checked by CheckingClient).
+    assert [r.error_kind for r in results if not r.ok] == []
+    assert invalid == 0
+    assert slurm.violations == []
+    (line,) = [a for a in service.answers if a.startswith(f"t={T0 + STEP} ")]
+    # Slurm started the first job where the second was planned; the second did not start.
+    assert slurm.jobs[first].alloc == {n: 4 for n in plan_second}
+    assert first in slurm.off_plan
+    # The second job was held again in the next cycle, with its own reason, and decided again
+    # in the same cycle on another node; it then started there and completed.
+    reheld = [e for e in logs if e["event"] == "reconcile_no_longer_fits"]
+    assert [(e["job_id"], e["nodes"], e["log_level"]) for e in reheld] == [
+        (second, sorted(plan_second), "warning")]
+    assert sample(metrics, "reconciliations_total", kind="no_longer_fits") == 1
+    assert [a for a in slurm.actions if a[1] == second] == [
+        ("pin", second), ("release", second), ("hold", second), ("unpin", second),
+        ("pin", second), ("release", second)]
+    assert set(results[1].released) == {second, late} and f"{second}@" in line
+    assert set(slurm.planned[second]).isdisjoint(plan_second)
+    assert slurm.jobs[second].alloc == dict(slurm.planned[second])  # 1 CPU a unit
+    assert {j.id: j.state for j in slurm.jobs.values()} == {
+        first: "COMPLETED", second: "COMPLETED", small: "COMPLETED", late: "COMPLETED"}
+    assert sample(metrics, "decisions_total",
+                  via="full_snapshot" if full_snapshots else "session_delta") >= 1
+    assert resyncs(metrics) == {}
 
 
 class _DispatchOnly(pb_grpc.DispatcherServiceServicer):
