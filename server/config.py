@@ -37,7 +37,7 @@ class ServerConfig:
     # walltime | last-two | data-driven | oracle. data-driven: best for pcp20 in every benchmark
     # (BENCHMARKS.md §4); with no completions reported it predicts the requested time.
     default_predictor: str = "data-driven"
-    default_profile: str = "fast"  # papers | fast
+    default_profile: str = "qos"  # qos | papers | fast (server/profiles.py)
     solver_workers: int = 1  # CP-SAT search workers per decision
     predictor_store: str | None = None  # SQLite file of the predictors' knowledge base
     grace_seconds: float = 30.0  # SIGTERM: time in-flight decisions get to finish

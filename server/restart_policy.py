@@ -65,6 +65,17 @@ class SearchSettings:
     # δ and δmax counted in deterministic time (DETERMINISTIC_SECONDS_PER_MS), one worker, a
     # fixed seed, no stall rule.
     deterministic: bool = False
+    # Starvation guard (`dispatchers.starvation_guard`): once the oldest queued job has waited
+    # this many seconds, it gets EASY's head treatment (it starts now if it fits, else it holds
+    # the reservation). 0 = off.
+    starvation_wait_s: int = 0
+    # The heuristic plan also tries the list schedules in SJF, F1 and WFP3 order
+    # (`dispatchers.list_orders`), so the search starts from the best of five, not two.
+    more_orders: bool = False
+    # After the decision, every other queued job that fits now on what is still free, without
+    # touching the head's reservation, starts now; the plan's later starts hold nothing
+    # (`dispatchers.work_conservation`).
+    work_conserving: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from hpcdispatch.server.dispatchers.cpsat_attempt import SolutionValues, model_s
 from hpcdispatch.server.dispatchers.greedy_schedule import greedy_schedule
 from hpcdispatch.server.dispatchers.problem import later_start_bounds
 from hpcdispatch.server.dispatchers.stopping import never
-from hpcdispatch.server.profiles import PROFILES
+from hpcdispatch.server.profiles import DEFAULT_PROFILE, PROFILES, resolve_settings
 from hpcdispatch.snapshot import NodeState, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.instances import FAST, T, decide, node, problem_of, queued, running, started
@@ -323,3 +323,68 @@ def test_pcp19_variable_count_grows_with_the_node_count() -> None:
     assert _model_variables("pcp19", _idle_system(80)) > 5 * _model_variables(
         "pcp19", _idle_system(8)
     )
+
+
+def _old_long_job_behind_short_ones() -> Snapshot:
+    # One free node. "long" (10,000 s) has waited 30 h; two short jobs fit the same node.
+    # Total slowdown prefers a short job now (postponing "long" by 50 s costs 0.005; the
+    # other way round 200), so under the papers' objective "long" waits at every decision.
+    return Snapshot(
+        T, (node(1), node(2)), (running("r", "n1", 4, 5_000),),
+        (queued("long", 4, 10_000, submit=T - 30 * 3600), queued("s1", 4, 50, submit=T - 60),
+         queued("s2", 4, 50, submit=T - 30)),
+    )
+
+
+@pytest.mark.parametrize("name", ["hcp19", "pcp20"])
+def test_the_default_profile_guards_a_starving_job_the_papers_objective_passes_over(
+    name: str,
+) -> None:
+    snap = _old_long_job_behind_short_ones()
+    papers = dataclasses.replace(PROFILES["papers"][0], delta_ms=200, delta_max_ms=800)
+    _, decision = decide(name, snap, papers)
+    assert started(decision) == {"s1"}
+    _, decision = decide(name, snap, PROFILES["fast"][0])
+    assert started(decision) == {"s1"}  # the old default: no guard for a job that fits now
+    assert DEFAULT_PROFILE == "qos"
+    outcome, decision = decide(name, snap, PROFILES[DEFAULT_PROFILE][0])
+    assert started(decision) == {"long"}
+    assert check_decision(snap, decision) == []
+    assert outcome.status in (pb.SOLVE_STATUS_OPTIMAL, pb.SOLVE_STATUS_FEASIBLE,
+                              pb.SOLVE_STATUS_HEURISTIC)
+
+
+def test_the_papers_profile_keeps_the_papers_objective() -> None:
+    """No reservation, no guard, no extra orders, no pass beyond the window: the papers'
+    reductions and objective only, so it decides as before issue #13."""
+    papers = PROFILES["papers"][0]
+    assert not (papers.protect_head or papers.starvation_wait_s or papers.more_orders
+                or papers.work_conserving)
+    assert resolve_settings(pb.SearchParameters(profile="papers"), DEFAULT_PROFILE) == papers
+    fast = PROFILES["fast"][0]
+    assert fast.protect_head and not (fast.starvation_wait_s or fast.more_orders
+                                      or fast.work_conserving)
+
+
+def test_search_parameters_override_the_new_knobs() -> None:
+    search = pb.SearchParameters(starvation_wait_s=3_600, more_orders=True, work_conserving=False)
+    settings = resolve_settings(search, "qos")
+    assert (settings.starvation_wait_s, settings.more_orders, settings.work_conserving) == (
+        3_600, True, False)
+    assert resolve_settings(pb.SearchParameters(starvation_wait_s=-5), "qos").starvation_wait_s == 0
+    qos = resolve_settings(pb.SearchParameters(), "qos")
+    assert qos == PROFILES["qos"][0]
+
+
+@pytest.mark.parametrize("name", ["hcp19", "pcp20"])
+def test_more_orders_never_give_a_worse_heuristic_plan(name: str) -> None:
+    # The heuristic plan with SJF / F1 / WFP3 orders has at most the total slowdown of the
+    # one with priority and submit order only.
+    snap = _idle_system(3)
+    problem = problem_of(snap)
+    dispatcher = BY_NAME[name]
+    assert isinstance(dispatcher, CpDispatcher)
+    jobs = problem.jobs
+    _, two = dispatcher.heuristic_plan(problem, jobs, None, False)
+    _, five = dispatcher.heuristic_plan(problem, jobs, None, False, more_orders=True)
+    assert five <= two + 1e-9

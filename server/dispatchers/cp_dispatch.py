@@ -5,13 +5,19 @@ into solver hints, reads a plan back from a solution, and says where the jobs st
 This module runs the rest the same way for all of them:
 
 1. the papers' reductions: the fit-now filter, then the window of the m highest-priority jobs;
-2. the heuristic plan: the better list schedule (priority and submit order), so that a decision
-   exists whatever the solver does;
+   with the starvation guard (`starvation_guard`, `SearchSettings.starvation_wait_s`), an
+   overdue oldest job that fits now leads the window and must start now, and one that does not
+   fit holds the head reservation (otherwise `protect_head` says who holds it);
+2. the heuristic plan: the best list schedule (priority and submit order, and with
+   `more_orders` SJF, F1 and WFP3 order, `list_orders`), so that a decision exists whatever the
+   solver does;
 3. the δ / 2δ / δmax restart policy, each attempt hinted with the best plan so far (the
    heuristic plan first); skipped when the heuristic plan starts every job now (that is
    optimal);
 4. the better of the solver's best plan and the heuristic plan (by total slowdown) is the
-   decision, after the work-conserving pass (`left_shift`).
+   decision, after the work-conserving pass (`left_shift`); with `work_conserving`, queued jobs
+   outside the model that fit now around the plan and the reservation start too
+   (`work_conservation`).
 
 Every stage honours the decision's deadline and its caller (`SearchControl.should_stop`, asked
 between stages and once per job inside them). A model that is not built by the deadline gives
@@ -29,6 +35,7 @@ import structlog
 from ortools.sat.python import cp_model
 
 from hpcdispatch.server.dispatchers.base import Outcome, SearchControl, SearchSettings
+from hpcdispatch.server.dispatchers.cp_schedule import ScheduleModel
 from hpcdispatch.server.dispatchers.cpsat_attempt import (
     Hint,
     SolutionValues,
@@ -38,10 +45,17 @@ from hpcdispatch.server.dispatchers.cpsat_attempt import (
 from hpcdispatch.server.dispatchers.greedy_schedule import best_list_schedule, total_slowdown
 from hpcdispatch.server.dispatchers.job_selection import Selection, select_for_model
 from hpcdispatch.server.dispatchers.left_shift import left_shift
+from hpcdispatch.server.dispatchers.list_orders import best_of_orders
 from hpcdispatch.server.dispatchers.plan import Plan
 from hpcdispatch.server.dispatchers.problem import Job, Problem
 from hpcdispatch.server.dispatchers.reservation import Reservation, reserve
+from hpcdispatch.server.dispatchers.starvation_guard import (
+    Guarded,
+    guarded_job,
+    with_guarded_first,
+)
 from hpcdispatch.server.dispatchers.stopping import StopCheck, Stopped, never
+from hpcdispatch.server.dispatchers.work_conservation import start_what_fits
 from hpcdispatch.server.restart_policy import AttemptResult, run_restart_policy
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
@@ -50,6 +64,7 @@ log = structlog.get_logger("hpcdispatch.dispatchers")
 
 class Formulation(Protocol):
     model: cp_model.CpModel
+    schedule: ScheduleModel
 
     def hint(self, plan: Plan) -> list[tuple[cp_model.IntVar, int]]: ...
 
@@ -96,10 +111,18 @@ class CpDispatcher:
         selection: Selection,
         settings: SearchSettings,
         should_stop: StopCheck = never,
+        guarded: Guarded | None = None,
     ) -> Reservation | None:
         """EASY's protection for the oldest job that cannot start now, when the settings ask
-        for it and this model can hold it."""
-        if not (settings.protect_head and self.protects_head):
+        for it and this model can hold it; with a guarded job (`starvation_guard`), for that
+        job when it cannot start now, and for none when it starts now."""
+        if not self.protects_head:
+            return None
+        if guarded is not None:
+            if guarded.fits_now:
+                return None
+            return reserve(problem, problem.free_now.copy(), guarded.job, should_stop=should_stop)
+        if not settings.protect_head:
             return None
         blocked = [
             problem.jobs[i] for i, why in selection.skipped if why == pb.SKIP_REASON_CANNOT_FIT_NOW
@@ -116,11 +139,20 @@ class CpDispatcher:
         reservation: Reservation | None,
         first_fit: bool,
         should_stop: StopCheck = never,
+        more_orders: bool = False,
+        pinned: Job | None = None,
     ) -> tuple[Plan, float]:
-        """The better list schedule of `jobs` and its total slowdown."""
-        return best_list_schedule(
+        """The best list schedule of `jobs` and its total slowdown: priority and submit order,
+        and with `more_orders` the SJF, F1 and WFP3 orders too (`pinned` first in each)."""
+        best = best_list_schedule(
             problem, jobs, self.exact_allocation_now, first_fit, reservation, should_stop
         )
+        if more_orders:
+            best = best_of_orders(
+                problem, jobs, best, self.exact_allocation_now, first_fit, reservation,
+                pinned, should_stop,
+            )
+        return best
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         should_stop = control.should_stop
@@ -131,6 +163,11 @@ class CpDispatcher:
             )
         except Stopped:
             return _abandoned(outcome)
+        settings = control.settings
+        guarded = guarded_job(problem, selection, settings.starvation_wait_s)
+        pinned = guarded.job if guarded is not None and guarded.fits_now else None
+        if guarded is not None and guarded.fits_now:
+            selection = with_guarded_first(selection, guarded)
         jobs = selection.considered
         outcome.considered = [j.index for j in jobs]
         outcome.skipped = selection.skipped
@@ -140,10 +177,11 @@ class CpDispatcher:
         built = time.monotonic()
         try:
             reservation = self.head_reservation(
-                problem, selection, control.settings, should_stop
+                problem, selection, settings, should_stop, guarded
             )
             heuristic, heuristic_objective = self.heuristic_plan(
-                problem, jobs, reservation, control.first_fit, should_stop
+                problem, jobs, reservation, control.first_fit, should_stop,
+                settings.more_orders, pinned,
             )
         except Stopped:
             # No plan yet, not even a heuristic one: nothing starts.
@@ -155,8 +193,8 @@ class CpDispatcher:
             # search (most decisions on a lightly loaded system, e.g. LLNL-Atlas).
             outcome.build_seconds = time.monotonic() - built
             outcome.status, outcome.objective = pb.SOLVE_STATUS_OPTIMAL, heuristic_objective
-            outcome.placements = heuristic.placements()
-            return outcome
+            return _finish(problem, outcome, jobs, heuristic, heuristic.placements(),
+                           reservation, control)
         try:
             formulation = self.formulate(problem, jobs, should_stop, heuristic, reservation)
         except Stopped:
@@ -168,14 +206,18 @@ class CpDispatcher:
                             "built: decision not reproducible", dispatcher=self.name)
             # Past the deadline before the model was built: the heuristic plan decides.
             outcome.status, outcome.objective = pb.SOLVE_STATUS_HEURISTIC, heuristic_objective
-            outcome.placements = heuristic.placements()
-            return outcome
+            return _finish(problem, outcome, jobs, heuristic, heuristic.placements(),
+                           reservation, control)
         outcome.variables, outcome.constraints = model_size(formulation.model)
         own = formulation.own_list_schedule()
         if own is not None:  # the model's own list schedule replaces the shared one
             heuristic = own
             heuristic_objective = total_slowdown(problem, jobs, own.start_offsets)
         comparable = self.heuristic_in_model or own is not None
+        if pinned is not None and heuristic.start_offsets[pinned.index] == 0:
+            # The guarded job starts now (the hinted plan does so: the model stays feasible).
+            pinned_at = next(k for k, j in enumerate(formulation.schedule.jobs) if j is pinned)
+            formulation.model.add(formulation.schedule.now_literals[pinned_at] == 1)
         outcome.build_seconds = time.monotonic() - built
         if control.cancelled():
             return _abandoned(outcome)
@@ -211,8 +253,38 @@ class CpDispatcher:
             problem, jobs, chosen, reservation, self.exact_allocation_now, control.first_fit
         )
         outcome.objective = total_slowdown(problem, jobs, chosen.start_offsets)
-        outcome.placements = formulation.allocate(chosen, control.first_fit)
+        placements = formulation.allocate(chosen, control.first_fit)
+        return _finish(problem, outcome, jobs, chosen, placements, reservation, control)
+
+
+def _finish(
+    problem: Problem,
+    outcome: Outcome,
+    jobs: list[Job],
+    plan: Plan,
+    placements: dict[int, list[int]],
+    reservation: Reservation | None,
+    control: SearchControl,
+) -> Outcome:
+    """The decision's placements, with the work-conserving starts beyond the window when the
+    settings ask for them (time permitting: past the deadline, the plan's own stand)."""
+    outcome.placements = placements
+    if not control.settings.work_conserving:
         return outcome
+    try:
+        extended = start_what_fits(
+            problem, jobs, plan, placements, reservation, control.first_fit,
+            control.should_stop,
+        )
+    except Stopped:
+        return outcome
+    added = [i for i in extended if i not in placements]
+    if added:
+        outcome.placements = extended
+        outcome.considered.extend(added)
+        started = set(added)
+        outcome.skipped = [(i, why) for i, why in outcome.skipped if i not in started]
+    return outcome
 
 
 def _attempts(

@@ -51,8 +51,46 @@ def processors(problem: Problem, job: Job) -> int:
     return job.units
 
 
-def _sorted(problem: Problem, score: Callable[[Job], float]) -> list[Job]:
-    return sorted(problem.jobs, key=lambda j: (score(j), j.submit, j.index))
+JobScore = Callable[[Job], float]
+
+
+def _sorted(problem: Problem, score: JobScore) -> list[Job]:
+    return sort_by(problem.jobs, score)
+
+
+def sort_by(jobs: list[Job], score: JobScore) -> list[Job]:
+    """`jobs` by `score`, ties broken by q_i, then queue position."""
+    return sorted(jobs, key=lambda j: (score(j), j.submit, j.index))
+
+
+def sjf_score(problem: Problem) -> JobScore:
+    return lambda job: job.duration
+
+
+def wfp3_score(problem: Problem) -> JobScore:
+    def score(job: Job) -> float:
+        wait = problem.t - job.submit
+        return -((wait / job.duration) ** 3) * processors(problem, job)
+
+    return score
+
+
+def unicef_score(problem: Problem) -> JobScore:
+    def score(job: Job) -> float:
+        wait = problem.t - job.submit
+        n = processors(problem, job)
+        return -(wait + EPSILON) / (math.log2(n + EPSILON) * job.duration)
+
+    return score
+
+
+def f1_score(problem: Problem) -> JobScore:
+    def score(job: Job) -> float:
+        d = job.duration if job.duration > 0 else 0.1
+        q = job.submit if job.submit > 0 else 0.1
+        return math.log10(d) * processors(problem, job) + F1_SUBMIT_WEIGHT * math.log10(q)
+
+    return score
 
 
 def fcfs(problem: Problem) -> list[Job]:
@@ -60,30 +98,16 @@ def fcfs(problem: Problem) -> list[Job]:
 
 
 def sjf(problem: Problem) -> list[Job]:
-    return _sorted(problem, lambda j: j.duration)
+    return _sorted(problem, sjf_score(problem))
 
 
 def wfp3(problem: Problem) -> list[Job]:
-    def score(job: Job) -> float:
-        wait = problem.t - job.submit
-        return -((wait / job.duration) ** 3) * processors(problem, job)
-
-    return _sorted(problem, score)
+    return _sorted(problem, wfp3_score(problem))
 
 
 def unicef(problem: Problem) -> list[Job]:
-    def score(job: Job) -> float:
-        wait = problem.t - job.submit
-        n = processors(problem, job)
-        return -(wait + EPSILON) / (math.log2(n + EPSILON) * job.duration)
-
-    return _sorted(problem, score)
+    return _sorted(problem, unicef_score(problem))
 
 
 def f1(problem: Problem) -> list[Job]:
-    def score(job: Job) -> float:
-        d = job.duration if job.duration > 0 else 0.1
-        q = job.submit if job.submit > 0 else 0.1
-        return math.log10(d) * processors(problem, job) + F1_SUBMIT_WEIGHT * math.log10(q)
-
-    return _sorted(problem, score)
+    return _sorted(problem, f1_score(problem))

@@ -558,6 +558,9 @@ class SearchParameters(_message.Message):
     STALL_MS_FIELD_NUMBER: _builtins.int
     PROTECT_HEAD_FIELD_NUMBER: _builtins.int
     DETERMINISTIC_FIELD_NUMBER: _builtins.int
+    STARVATION_WAIT_S_FIELD_NUMBER: _builtins.int
+    MORE_ORDERS_FIELD_NUMBER: _builtins.int
+    WORK_CONSERVING_FIELD_NUMBER: _builtins.int
     profile: _builtins.str
     """named profile, e.g. "papers" or "fast"; empty = default"""
     delta_ms: _builtins.int
@@ -585,6 +588,22 @@ class SearchParameters(_message.Message):
     every attempt, cuts the search first (such a decision is logged as not reproducible).
     Unset = false: wall-clock limits, the service's default.
     """
+    starvation_wait_s: _builtins.int
+    """Starvation guard, seconds, >= 0; 0 = off. Once the oldest queued job has waited this long,
+    it is served as EASY serves its head: it starts now if it fits (the model must start it),
+    otherwise it holds the head reservation (even without protect_head). Unset = the
+    profile's (86,400 s = 24 h in "qos", off in "papers" and "fast").
+    """
+    more_orders: _builtins.bool
+    """The heuristic plan (the first hint of the search and the fallback decision) also tries the
+    list schedules in SJF, F1 and WFP3 order, not only in priority and submit order.
+    Unset = the profile's.
+    """
+    work_conserving: _builtins.bool
+    """Work conservation: after the model's decision, every other queued job (in or outside the
+    window m) that fits on what is still free now without touching the head reservation
+    starts now; the plan's later starts hold no resources. Unset = the profile's.
+    """
     def __init__(
         self,
         *,
@@ -596,10 +615,13 @@ class SearchParameters(_message.Message):
         stall_ms: _builtins.int | None = ...,
         protect_head: _builtins.bool | None = ...,
         deterministic: _builtins.bool | None = ...,
+        starvation_wait_s: _builtins.int | None = ...,
+        more_orders: _builtins.bool | None = ...,
+        work_conserving: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_k", b"_k", "_protect_head", b"_protect_head", "_stall_ms", b"_stall_ms", "_window", b"_window", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "k", b"k", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "window", b"window"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_k", b"_k", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "k", b"k", "more_orders", b"more_orders", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_k", b"_k", "_protect_head", b"_protect_head", "_stall_ms", b"_stall_ms", "_window", b"_window", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "k", b"k", "profile", b"profile", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "window", b"window"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_k", b"_k", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "k", b"k", "more_orders", b"more_orders", "profile", b"profile", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__delta_max_ms: _TypeAlias = _typing.Literal["delta_max_ms"]  # noqa: Y015
     _WhichOneofArgType__delta_max_ms: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms"]  # noqa: Y015
@@ -609,12 +631,18 @@ class SearchParameters(_message.Message):
     _WhichOneofArgType__deterministic: _TypeAlias = _typing.Literal["_deterministic", b"_deterministic"]  # noqa: Y015
     _WhichOneofReturnType__k: _TypeAlias = _typing.Literal["k"]  # noqa: Y015
     _WhichOneofArgType__k: _TypeAlias = _typing.Literal["_k", b"_k"]  # noqa: Y015
+    _WhichOneofReturnType__more_orders: _TypeAlias = _typing.Literal["more_orders"]  # noqa: Y015
+    _WhichOneofArgType__more_orders: _TypeAlias = _typing.Literal["_more_orders", b"_more_orders"]  # noqa: Y015
     _WhichOneofReturnType__protect_head: _TypeAlias = _typing.Literal["protect_head"]  # noqa: Y015
     _WhichOneofArgType__protect_head: _TypeAlias = _typing.Literal["_protect_head", b"_protect_head"]  # noqa: Y015
     _WhichOneofReturnType__stall_ms: _TypeAlias = _typing.Literal["stall_ms"]  # noqa: Y015
     _WhichOneofArgType__stall_ms: _TypeAlias = _typing.Literal["_stall_ms", b"_stall_ms"]  # noqa: Y015
+    _WhichOneofReturnType__starvation_wait_s: _TypeAlias = _typing.Literal["starvation_wait_s"]  # noqa: Y015
+    _WhichOneofArgType__starvation_wait_s: _TypeAlias = _typing.Literal["_starvation_wait_s", b"_starvation_wait_s"]  # noqa: Y015
     _WhichOneofReturnType__window: _TypeAlias = _typing.Literal["window"]  # noqa: Y015
     _WhichOneofArgType__window: _TypeAlias = _typing.Literal["_window", b"_window"]  # noqa: Y015
+    _WhichOneofReturnType__work_conserving: _TypeAlias = _typing.Literal["work_conserving"]  # noqa: Y015
+    _WhichOneofArgType__work_conserving: _TypeAlias = _typing.Literal["_work_conserving", b"_work_conserving"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__delta_max_ms) -> _WhichOneofReturnType__delta_max_ms | None: ...
     @_typing.overload
@@ -624,11 +652,17 @@ class SearchParameters(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__k) -> _WhichOneofReturnType__k | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__more_orders) -> _WhichOneofReturnType__more_orders | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__protect_head) -> _WhichOneofReturnType__protect_head | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__stall_ms) -> _WhichOneofReturnType__stall_ms | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__starvation_wait_s) -> _WhichOneofReturnType__starvation_wait_s | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__window) -> _WhichOneofReturnType__window | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__work_conserving) -> _WhichOneofReturnType__work_conserving | None: ...
 
 Global___SearchParameters: _TypeAlias = SearchParameters  # noqa: Y015
 
@@ -1086,6 +1120,9 @@ class SearchProfile(_message.Message):
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     STALL_MS_FIELD_NUMBER: _builtins.int
     PROTECT_HEAD_FIELD_NUMBER: _builtins.int
+    STARVATION_WAIT_S_FIELD_NUMBER: _builtins.int
+    MORE_ORDERS_FIELD_NUMBER: _builtins.int
+    WORK_CONSERVING_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     delta_ms: _builtins.int
     delta_max_ms: _builtins.int
@@ -1094,6 +1131,10 @@ class SearchProfile(_message.Message):
     description: _builtins.str
     stall_ms: _builtins.int
     protect_head: _builtins.bool
+    starvation_wait_s: _builtins.int
+    """seconds, 0 = off (SearchParameters.starvation_wait_s)"""
+    more_orders: _builtins.bool
+    work_conserving: _builtins.bool
     def __init__(
         self,
         *,
@@ -1105,10 +1146,13 @@ class SearchProfile(_message.Message):
         description: _builtins.str = ...,
         stall_ms: _builtins.int = ...,
         protect_head: _builtins.bool = ...,
+        starvation_wait_s: _builtins.int = ...,
+        more_orders: _builtins.bool = ...,
+        work_conserving: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "description", b"description", "k", b"k", "name", b"name", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "window", b"window"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "description", b"description", "k", b"k", "more_orders", b"more_orders", "name", b"name", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
