@@ -6,11 +6,14 @@ is what the service runs. The stages, in order:
 1. durations: d_i of every queued job from the predictor (one batched call); d_i of every
    running job from the caller's `expected_duration`, else from the predictor, corrected
    upwards once the job has outlived its prediction (`corrected_duration`);
-2. problem: the snapshot indexed for the dispatchers (`build_problem`);
+2. problem: the snapshot indexed for the dispatchers (`build_problem`); what the running work
+   makes of the nodes (its Occupancy) comes from the caller when it keeps it (a session),
+   else from the snapshot's running jobs;
 3. dispatch: the selected dispatcher's decision under the search control;
-4. check: the decision is checked against the snapshot, independently of the model that made
-   it (`hpcdispatch.decision_check`); a dispatcher that raises or whose decision fails the
-   check is replaced by EASY backfilling, and an EASY decision that fails too starts nothing.
+4. check: the decision is checked against the snapshot (or the caller's state of the cluster),
+   independently of the model that made it (`hpcdispatch.decision_check`); a dispatcher that
+   raises or whose decision fails the check is replaced by EASY backfilling, and an EASY
+   decision that fails too starts nothing.
 
 Between stages the pipeline gives up (`DecisionAbandoned`) when the caller has gone or the
 decision's deadline has passed before the dispatcher could start: nobody waits for the answer,
@@ -26,12 +29,13 @@ import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import structlog
 
-from hpcdispatch.decision_check import check_decision
+from hpcdispatch.decision_check import ClusterFacts, SnapshotFacts, check_decision_against
 from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.server.dispatchers.base import Dispatcher, Outcome, SearchControl
-from hpcdispatch.server.dispatchers.problem import NodeIndex, Problem, build_problem
+from hpcdispatch.server.dispatchers.problem import NodeIndex, Occupancy, Problem, build_problem
 from hpcdispatch.server.predictors.base import DurationPredictor, JobFacts, predict_many
 from hpcdispatch.snapshot import Decision, JobStart, QueuedJob, RunningJob, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -109,24 +113,30 @@ def corrected_duration(predicted: int, start: int, requested: int, t: int) -> in
     return max(predicted, requested)
 
 
-def predict_durations(snapshot: Snapshot, predictor: DurationPredictor) -> Durations:
+def predict_durations(
+    snapshot: Snapshot, predictor: DurationPredictor, running: bool = True
+) -> Durations:
     """Stage 1: one batched prediction for the queued jobs, one for the running jobs the
-    caller gave no `expected_duration`."""
+    caller gave no `expected_duration` (none, and no running durations, without `running`:
+    the caller keeps them, e.g. in a session's Occupancy)."""
     queued = predict_many(predictor, [queued_facts(q) for q in snapshot.queued])
-    unknown = [r for r in snapshot.running if r.expected_duration is None]
-    predicted = dict(zip(
-        (r.id for r in unknown),
-        predict_many(predictor, [running_facts(r) for r in unknown]),
-        strict=True,
-    ))
-    running = {
-        r.id: corrected_duration(
-            r.expected_duration if r.expected_duration is not None else predicted[r.id],
-            r.start_time, r.requested_time, snapshot.time,
-        )
-        for r in snapshot.running
-    }
-    return Durations(dict(zip((q.id for q in snapshot.queued), queued, strict=True)), running)
+    queued_durations = dict(zip((q.id for q in snapshot.queued), queued, strict=True))
+    if not running:
+        return Durations(queued_durations, {})
+    jobs = snapshot.running
+    guess: list[int | None] = [r.expected_duration for r in jobs]
+    unknown = [i for i, d in enumerate(guess) if d is None]
+    for i, d in zip(unknown, predict_many(predictor, [running_facts(jobs[i]) for i in unknown]),
+                    strict=True):
+        guess[i] = d
+    # corrected_duration over every running job at once.
+    predicted = np.asarray(guess, dtype=np.int64)
+    start = np.fromiter((r.start_time for r in jobs), dtype=np.int64, count=len(jobs))
+    requested = np.fromiter((r.requested_time for r in jobs), dtype=np.int64, count=len(jobs))
+    outlived = start + predicted <= snapshot.time
+    corrected = np.where(outlived, np.maximum(predicted, requested), predicted)
+    running_durations = dict(zip((r.id for r in jobs), corrected.tolist(), strict=True))
+    return Durations(queued_durations, running_durations)
 
 
 def decision_of(problem: Problem, outcome: Outcome) -> Decision:
@@ -158,12 +168,18 @@ def run_decision(
     control: SearchControl,
     nodes: NodeIndex | None = None,
     dispatchers: Mapping[int, Dispatcher] | None = None,
+    occupancy: Occupancy | None = None,
+    facts: ClusterFacts | None = None,
 ) -> DecisionResult:
     """Decide which queued jobs of `snapshot` start now, and where; the result is checked.
 
     `nodes` is the node list's index when the caller keeps one (see server/node_table.py);
-    `dispatchers` defaults to the registry (tests pass stand-ins). Raises DecisionAbandoned
-    when the caller goes away (or the deadline passes) before the dispatcher starts.
+    `dispatchers` defaults to the registry (tests pass stand-ins). A caller that keeps the
+    cluster state between decisions (a session) passes `occupancy`, what the running work of
+    `snapshot` makes of the nodes (with `nodes`: its rows are indexed by it), and `facts`, the
+    same state for the independent check; neither is then recomputed from `snapshot.running`.
+    Raises DecisionAbandoned when the caller goes away (or the deadline passes) before the
+    dispatcher starts.
     """
     table = DISPATCHERS if dispatchers is None else dispatchers
     seconds: dict[str, float] = {}
@@ -176,20 +192,22 @@ def run_decision(
         clock = now
 
     _give_up_if_stopped(control, "predict")
-    durations = predict_durations(snapshot, predictor)
+    assert occupancy is None or nodes is not None, "an occupancy is indexed by its nodes"
+    durations = predict_durations(snapshot, predictor, running=occupancy is None)
     lap("predict")
     _give_up_if_stopped(control, "problem")
-    problem = build_problem(snapshot, durations.queued, durations.running, nodes)
+    problem = build_problem(snapshot, durations.queued, durations.running, nodes, occupancy)
     lap("problem")
     _give_up_if_stopped(control, "dispatch")
-    result = _dispatch_and_check(problem, snapshot, dispatcher_kind, control, table)
+    checked = facts if facts is not None else SnapshotFacts(snapshot)
+    result = _dispatch_and_check(problem, checked, dispatcher_kind, control, table)
     lap("dispatch")
     result.stage_seconds = seconds
     return result
 
 
 def _dispatch_and_check(
-    problem: Problem, snapshot: Snapshot, kind: int, control: SearchControl,
+    problem: Problem, facts: ClusterFacts, kind: int, control: SearchControl,
     dispatchers: Mapping[int, Dispatcher],
 ) -> DecisionResult:
     """Stages 3-4: the dispatcher's decision if it passes the check, else the fallback's."""
@@ -205,7 +223,7 @@ def _dispatch_and_check(
         if control.cancelled():  # nobody waits for this decision: do not check it
             raise DecisionAbandoned("check", cancelled=True)
         decision = decision_of(problem, outcome)
-        problems = check_decision(snapshot, decision)
+        problems = check_decision_against(facts, decision)
         if not problems:
             return DecisionResult(problem, outcome, decision)
         log.error("decision failed the independent check", dispatcher=kind,
@@ -220,7 +238,7 @@ def _dispatch_and_check(
     fallback = dispatchers[pb.DISPATCHER_EASY].decide(problem, fallback_control)
     fallback.status = pb.SOLVE_STATUS_FALLBACK
     decision = decision_of(problem, fallback)
-    if check_decision(snapshot, decision):
+    if check_decision_against(facts, decision):
         log.critical("fallback decision failed the check; starting nothing")
         check_failures.append(pb.DISPATCHER_EASY)
         fallback.placements = {}

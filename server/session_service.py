@@ -3,7 +3,9 @@
 
 A session call that decides goes through the same admission control, decision threads,
 pipeline (`run_decision`), independent check and metrics as Dispatch; only the snapshot comes
-from the session's memory instead of the request. The delta is checked before a decision slot
+from the session's memory instead of the request, with what the running work makes of the nodes
+(kept by the session as deltas apply, instead of recomputed from every running job) and the
+facts the independent check reads. The delta is checked before a decision slot
 is asked for and applied once one is granted, so a refused or invalid call leaves the session
 unchanged. A decision abandoned after that (deadline, caller gone) leaves the delta applied:
 the caller's next delta then carries a sequence number the session has moved past, and it
@@ -180,8 +182,10 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         predictor = service.predictors.predictor(state.cluster, predictor_kind)
         built = time.monotonic()
         snapshot = state.snapshot(predictor_kind, predictor)
+        occupancy = state.occupancy(predictor_kind, predictor)
         snapshot_seconds = time.monotonic() - built
-        result = run_decision(snapshot, kind, predictor, control, state.node_index())
+        result = run_decision(snapshot, kind, predictor, control, state.node_index(),
+                              occupancy=occupancy, facts=state)
         response = service.answer(snapshot, result, kind, predictor_kind, control.settings,
                                   state.cluster, received)
         report = response.report

@@ -14,6 +14,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+from hpcdispatch.server.dispatchers import problem as problem_module
 from hpcdispatch.server.dispatchers.free_pool import FreePool, Vec, units_per_node
 from hpcdispatch.server.dispatchers.problem import (
     Job,
@@ -196,3 +197,29 @@ def test_reserve_matches_rescanning_reference(seed: int) -> None:
             list(got.at_start.groups.items()),  # same groups in the same order (ties)
         ) == expected
         assert got.limit.groups == FreePool(expected[2], problem.eligible, SCALE).groups
+
+
+def reference_pooled_releases(problem: Problem, steps: int) -> list[tuple[int, Vec]]:
+    """Problem.pooled_releases before it shared the release order: np.unique and np.add.at."""
+    up = problem.running.up
+    ends = problem.running.ends[up]
+    amounts = problem.running.amounts[up]
+    distinct = np.unique(ends)
+    if len(distinct) > steps:
+        stride = -(-len(distinct) // steps)
+        kept = np.unique(np.append(distinct[stride - 1 :: stride], distinct[-1]))
+        ends = kept[np.searchsorted(kept, ends)]
+        distinct = kept
+    totals = np.zeros((len(distinct), len(problem.resources)), dtype=np.int64)
+    np.add.at(totals, np.searchsorted(distinct, ends), amounts)
+    return [(int(end), tuple(int(a) for a in row))
+            for end, row in zip(distinct, totals, strict=True)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_pooled_releases_match_the_reference(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(seed)
+    steps = rng.choice([2, 5, 256])  # small caps merge ends, as 256 does on large systems
+    monkeypatch.setattr(problem_module, "MAX_RELEASE_STEPS", steps)
+    problem = random_problem(rng)
+    assert problem.pooled_releases() == reference_pooled_releases(problem, steps)

@@ -27,12 +27,14 @@ class CapacityProfile:
 
     def _split(self, when: int) -> int:
         """Index of the step that starts exactly at `when`, creating it if needed."""
-        i = int(np.searchsorted(self.times, when, side="right")) - 1
-        if self.times[i] == when:
+        times, free = self.times, self.free
+        i = int(times.searchsorted(when, side="right")) - 1
+        if times[i] == when:
             return i
-        self.times = np.insert(self.times, i + 1, when)
-        self.free = np.insert(self.free, i + 1, self.free[i], axis=0)
-        return i + 1
+        cut = i + 1
+        self.times = np.concatenate((times[:cut], np.array([when], dtype=np.int64), times[cut:]))
+        self.free = np.concatenate((free[:cut], free[i:cut], free[cut:]))
+        return cut
 
     def earliest_start(self, demand: Vec, duration: int, not_before: int = 0) -> int:
         """Earliest start >= not_before at which `demand` fits for `duration`.
@@ -41,8 +43,11 @@ class CapacityProfile:
         consecutive steps with room, long enough for the duration. The last step must hold the
         demand (callers only ask for jobs that fit the whole pooled system).
         """
-        first = int(np.searchsorted(self.times, not_before, side="right")) - 1
-        room = np.all(self.free[first:] >= np.asarray(demand, dtype=np.int64), axis=1)
+        first = int(self.times.searchsorted(not_before, side="right")) - 1
+        room: npt.NDArray[np.bool_] = np.all(
+            self.free[first:] >= np.array(demand, dtype=np.int64), axis=1)
+        if room.all():  # room from not_before on, for ever
+            return max(int(self.times[first]), not_before)
         steps = len(room)
         k = 0
         while k < steps:
@@ -64,4 +69,4 @@ class CapacityProfile:
     def reserve(self, demand: Vec, start: int, duration: int) -> None:
         i = self._split(start)
         j = self._split(start + duration)
-        self.free[i:j] -= np.asarray(demand, dtype=np.int64)
+        self.free[i:j] -= np.array(demand, dtype=np.int64)

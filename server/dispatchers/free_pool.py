@@ -2,20 +2,33 @@
 
 Large systems have few distinct free vectors (idle nodes, full nodes, a handful of partial
 ones), so fit tests and placements work on groups instead of scanning every node.
+
+Copies are cheap: a copy shares each group's node set and heap with the pool it came from until
+one of the two changes that group (copy on write), so copying a pool of 100,000 nodes costs the
+list of free vectors and a few dict entries, not 100,000 set entries.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
 
 Vec = tuple[int, ...]
+Members = set[int]  # the nodes of one group
+
+# Largest number of distinct (free vector, request) pairs whose unit count is remembered.
+_FIT_CACHE = 1 << 16
+# Request vectors whose fitting groups a pool keeps up to date (each costs a little at every
+# group that appears or disappears).
+FITS_KEPT = 64
 
 
-def units_per_node(free: Vec, req: Vec) -> int:
+def count_units(free: Vec, req: Vec) -> int:
     """How many units of per-unit request `req` fit into `free` (one unit never spans nodes)."""
     fit = -1
     for have, need in zip(free, req, strict=True):
@@ -28,17 +41,45 @@ def units_per_node(free: Vec, req: Vec) -> int:
     return fit if fit >= 0 else 0
 
 
+# count_units, remembered: the same few free vectors meet the same few requests all the time.
+units_per_node: Callable[[Vec, Vec], int] = lru_cache(maxsize=_FIT_CACHE)(count_units)
+
+
+@lru_cache(maxsize=_FIT_CACHE)
+def _minus(free: Vec, amounts: Vec, times: int) -> Vec:
+    """`free` less `times` × `amounts` (remembered: placements repeat the same few vectors)."""
+    return tuple([f - a * times for f, a in zip(free, amounts, strict=True)])
+
+
 class FreePool:
     """Free amount per resource type on each node that accepts work.
 
     `groups` maps each distinct non-zero free vector to its nodes. Each group also keeps a
     min-heap of its nodes (`_heaps`, lazily cleaned: an entry whose node left the group is
     dropped when met), so the lowest-numbered nodes of a group come out without sorting it.
+    A group named in `_shared` holds a set and heap another pool may hold too: they are copied
+    before this pool changes them. (Dropping stale heap entries needs no copy: a shared heap
+    goes with a shared set, so an entry is stale for both pools or for neither.)
+    `_by_score` lists the groups as (best-fit score, vector), sorted. `_fits` keeps, for up to
+    FITS_KEPT request vectors, the groups that hold at least one unit of it (score order, with
+    the units per node), updated as groups appear and disappear.
     """
+
+    __slots__ = (
+        "_by_score",
+        "_fits",
+        "_heaps",
+        "_scores",
+        "_shared",
+        "eligible",
+        "free",
+        "groups",
+        "scale",
+    )
 
     def __init__(self, free: Sequence[Vec], eligible: Sequence[bool], scale: Vec) -> None:
         self.free: list[Vec] = list(free)
-        self.eligible = list(eligible)
+        self.eligible: Sequence[bool] = list(eligible)
         self.scale = scale  # per-type divisor for the best-fit score (largest node capacity)
         members: dict[Vec, list[int]] = {}
         for n, vec in enumerate(self.free):
@@ -47,62 +88,95 @@ class FreePool:
         # Nodes in ascending order already form a heap.
         self._heaps: dict[Vec, list[int]] = members
         self.groups: dict[Vec, set[int]] = {vec: set(nodes) for vec, nodes in members.items()}
+        self._shared: set[Vec] = set()
+        self._scores: dict[Vec, float] = {}
+        self._by_score: list[tuple[float, Vec]] = sorted(
+            (self.score(vec), vec) for vec in self.groups)
+        self._fits: dict[Vec, list[tuple[float, Vec, int]]] = {}
 
     @classmethod
     def from_array(
         cls, free: npt.NDArray[np.int64], eligible: Sequence[bool], scale: Vec
     ) -> FreePool:
-        """The pool of `free` (one row per node), grouped with numpy instead of node by node."""
+        """The pool of `free` (one row per node), grouped with numpy instead of node by node.
+
+        Nodes with the same free vector share one tuple, built once per distinct vector.
+        """
         pool = cls.__new__(cls)
-        pool.free = list(map(tuple, free.tolist()))
+        vecs, inverse = _distinct_rows(free)
+        tuples = [tuple(v) for v in vecs.tolist()]
+        pool.free = list(map(tuples.__getitem__, inverse.tolist()))
         pool.eligible = list(eligible)
         pool.scale = scale
+        pool._shared = set()
+        pool._scores = {}
         keep = np.flatnonzero(np.asarray(eligible, dtype=bool) & free.any(axis=1))
         pool._heaps = {}
         if len(keep):
-            vecs, first, inverse = np.unique(
-                free[keep], axis=0, return_index=True, return_inverse=True
-            )
-            inverse = inverse.reshape(-1)
-            by_group = np.argsort(inverse, kind="stable")
-            cuts = np.cumsum(np.bincount(inverse, minlength=len(vecs)))[:-1]
-            members = np.split(keep[by_group], cuts)
+            kept_groups = inverse[keep]
+            by_group = np.argsort(kept_groups, kind="stable")
+            counts = np.bincount(kept_groups, minlength=len(vecs))
+            members = np.split(keep[by_group], np.cumsum(counts)[:-1])
+            present = np.flatnonzero(counts)
+            first = np.asarray([members[g][0] for g in present.tolist()], dtype=np.int64)
             # Groups in order of their first node, as adding node by node would make them.
-            for g in np.argsort(first, kind="stable").tolist():
-                pool._heaps[tuple(vecs[g].tolist())] = members[g].tolist()
+            for g in present[np.argsort(first, kind="stable")].tolist():
+                pool._heaps[tuples[g]] = members[g].tolist()
         pool.groups = {vec: set(nodes) for vec, nodes in pool._heaps.items()}
+        pool._by_score = sorted((pool.score(vec), vec) for vec in pool.groups)
+        pool._fits = {}
         return pool
 
     def copy(self) -> FreePool:
+        """An independent pool with the same contents (groups shared until either changes)."""
         other = FreePool.__new__(FreePool)
         other.free = list(self.free)
         other.eligible = self.eligible
         other.scale = self.scale
-        other.groups = {vec: set(nodes) for vec, nodes in self.groups.items()}
-        other._heaps = {vec: list(heap) for vec, heap in self._heaps.items()}
+        other.groups = dict(self.groups)
+        other._heaps = dict(self._heaps)
+        self._shared = set(self.groups)
+        other._shared = set(self.groups)
+        other._scores = self._scores  # a function of the vector and the shared scale
+        other._by_score = list(self._by_score)
+        other._fits = {req: list(fits) for req, fits in self._fits.items()}
         return other
 
-    def _add(self, n: int, vec: Vec) -> None:
-        if self.eligible[n] and any(vec):
-            group = self.groups.get(vec)
-            if group is None:
-                self.groups[vec] = {n}
-                self._heaps[vec] = [n]
-                return
-            group.add(n)
-            heap = self._heaps[vec]
-            if len(heap) > 2 * len(group) + 16:  # mostly stale entries: rebuild
-                heap[:] = sorted(group)
-            else:
-                heapq.heappush(heap, n)
+    def in_node_order(self) -> FreePool:
+        """A copy whose groups are listed by their lowest-numbered node, as `from_array` lists
+        them (a pool changed node by node lists a group where it first appeared)."""
+        other = self.copy()
+        order = sorted(self.groups, key=self.first)
+        other.groups = {vec: other.groups[vec] for vec in order}
+        other._heaps = {vec: other._heaps[vec] for vec in order}
+        return other
 
-    def _remove(self, n: int, vec: Vec) -> None:
-        group = self.groups.get(vec)
-        if group is not None:
-            group.discard(n)
-            if not group:
-                del self.groups[vec]
-                del self._heaps[vec]
+    def _own(self, vec: Vec) -> None:
+        """Make group `vec`'s set and heap this pool's alone before changing them."""
+        self.groups[vec] = set(self.groups[vec])
+        self._heaps[vec] = list(self._heaps[vec])
+        self._shared.discard(vec)
+
+    def _new_group(self, n: int, vec: Vec) -> None:
+        self.groups[vec] = {n}
+        self._heaps[vec] = [n]
+        entry = (self.score(vec), vec)
+        bisect.insort(self._by_score, entry)
+        for req, fits in self._fits.items():
+            k = units_per_node(vec, req)
+            if k:
+                bisect.insort(fits, (entry[0], vec, k))
+
+    def _drop_group(self, vec: Vec) -> None:
+        del self.groups[vec]
+        del self._heaps[vec]
+        self._shared.discard(vec)
+        entry = (self.score(vec), vec)
+        del self._by_score[bisect.bisect_left(self._by_score, entry)]
+        for fits in self._fits.values():
+            at = bisect.bisect_left(fits, entry)
+            if at < len(fits) and fits[at][1] == vec:
+                del fits[at]
 
     def first(self, vec: Vec) -> int:
         """The lowest-numbered node of group `vec`."""
@@ -116,6 +190,8 @@ class FreePool:
         group, heap = self.groups[vec], self._heaps[vec]
         if count >= len(group):
             return sorted(group)
+        if count == 1:
+            return [self.first(vec)]
         out: list[int] = []
         while len(out) < count:
             n = heapq.heappop(heap)
@@ -127,29 +203,75 @@ class FreePool:
         return out
 
     def set(self, n: int, vec: Vec) -> None:
-        self._remove(n, self.free[n])
+        """Node n has `vec` free from now on (it moves to that vector's group)."""
+        groups = self.groups
+        shared = self._shared
+        old = self.free[n]
+        group = groups.get(old)
+        if group is not None and n in group:  # leave the old group
+            if len(group) == 1:
+                self._drop_group(old)
+            else:
+                if old in shared:
+                    self._own(old)
+                    group = groups[old]
+                group.discard(n)
         self.free[n] = vec
-        self._add(n, vec)
+        if not self.eligible[n] or not any(vec):
+            return
+        group = groups.get(vec)
+        if group is None:
+            self._new_group(n, vec)
+            return
+        if vec in shared:
+            self._own(vec)
+            group = groups[vec]
+        group.add(n)
+        heap = self._heaps[vec]
+        if len(heap) > 2 * len(group) + 16:  # mostly stale entries: rebuild
+            heap[:] = sorted(group)
+        else:
+            heapq.heappush(heap, n)
 
     def take(self, n: int, amounts: Vec, times: int = 1) -> None:
-        self.set(n, tuple(f - a * times for f, a in zip(self.free[n], amounts, strict=True)))
+        self.set(n, _minus(self.free[n], amounts, times))
 
     def give(self, n: int, amounts: Vec) -> None:
-        self.set(n, tuple(f + a for f, a in zip(self.free[n], amounts, strict=True)))
+        self.set(n, _minus(self.free[n], amounts, -1))
 
     def units_fit(self, req: Vec, limit: int) -> int:
         """Units of `req` that fit now, counting at most up to `limit`."""
         total = 0
-        for vec, nodes in self.groups.items():
-            k = units_per_node(vec, req)
-            if k:
-                total += k * len(nodes)
-                if total >= limit:
-                    return total
+        groups = self.groups
+        for _, vec, k in self.fitting(req):
+            total += k * len(groups[vec])
+            if total >= limit:
+                return total
         return total
 
+    def fitting(self, req: Vec) -> list[tuple[float, Vec, int]]:
+        """The groups that hold at least one unit of `req`: (score, vector, units per node),
+        lowest score first (read-only)."""
+        fits = self._fits.get(req)
+        if fits is not None:
+            return fits
+        fits = []
+        for score, vec in self._by_score:
+            k = units_per_node(vec, req)
+            if k:
+                fits.append((score, vec, k))
+        if len(self._fits) < FITS_KEPT:
+            self._fits[req] = fits
+        return fits
+
     def score(self, vec: Vec) -> float:
-        return sum(v / s for v, s in zip(vec, self.scale, strict=True) if s)
+        """Best-fit score: the free amounts, each divided by its type's scale, summed."""
+        value = self._scores.get(vec)
+        if value is None:
+            value = self._scores[vec] = sum(
+                v / s for v, s in zip(vec, self.scale, strict=True) if s
+            )
+        return value
 
     def choose(self, req: Vec, units: int, first_fit: bool = False) -> list[int] | None:
         """Nodes for `units` units of `req` (one entry per unit), or None; nothing is taken.
@@ -157,9 +279,18 @@ class FreePool:
         Best fit fills the node with the least free resources first (the authors' rule,
         scores normalised per resource type); first fit takes nodes in snapshot order.
         """
-        fitting = [(vec, nodes, units_per_node(vec, req)) for vec, nodes in self.groups.items()]
-        fitting = [f for f in fitting if f[2] > 0]
-        if sum(k * len(nodes) for _, nodes, k in fitting) < units:
+        if not first_fit:
+            best = self._best_fit(req, units)
+            if best is not None:
+                return best
+        fitting = []
+        total = 0
+        for vec, nodes in self.groups.items():
+            k = units_per_node(vec, req)
+            if k:
+                fitting.append((vec, nodes, k))
+                total += k * len(nodes)
+        if total < units:
             return None
         chosen: list[int] = []
         if first_fit:
@@ -171,7 +302,12 @@ class FreePool:
                 if len(chosen) == units:
                     break
             return chosen
-        fitting.sort(key=lambda f: (self.score(f[0]), self.first(f[0])))
+        if len(fitting) > 1:
+            group = self._best_group(fitting)
+            if group[2] * len(group[1]) >= units:  # the usual case: one group is enough
+                fitting = [group]
+            else:
+                fitting.sort(key=lambda f: (self.score(f[0]), self.first(f[0])))
         for vec, _, k in fitting:
             need = units - len(chosen)
             count = -(-need // k)
@@ -180,6 +316,32 @@ class FreePool:
             if len(chosen) == units:
                 break
         return chosen
+
+    def _best_fit(self, req: Vec, units: int) -> list[int] | None:
+        """Best fit's choice when one group holds all `units` (None: ask `choose`'s full
+        search): the groups that fit, lowest score first, ties to the lowest first node."""
+        fits = self.fitting(req)
+        if not fits:
+            return None
+        groups = self.groups
+        low, vec, k = fits[0]
+        nodes = groups[vec]
+        if len(fits) > 1 and fits[1][0] == low:
+            tied = [(v, groups[v], kk) for score, v, kk in fits if score == low]
+            vec, nodes, k = self._best_group(tied)
+        if k * len(nodes) < units:
+            return None
+        chosen: list[int] = []
+        for n in self.smallest(vec, -(-units // k)):
+            chosen.extend([n] * min(k, units - len(chosen)))
+        return chosen
+
+    def _best_group(self, fitting: list[tuple[Vec, Members, int]]) -> tuple[Vec, Members, int]:
+        """The first of `fitting` in best-fit order: lowest score, then lowest first node."""
+        score = self.score
+        low = min(score(f[0]) for f in fitting)
+        tied = [f for f in fitting if score(f[0]) == low]
+        return tied[0] if len(tied) == 1 else min(tied, key=lambda f: self.first(f[0]))
 
     def place(self, req: Vec, units: int, first_fit: bool = False) -> list[int] | None:
         """Choose nodes as `choose` does and take the resources; None leaves the pool as is."""
@@ -192,5 +354,30 @@ class FreePool:
         counts: dict[int, int] = {}
         for n in nodes:
             counts[n] = counts.get(n, 0) + 1
+        free = self.free
         for n, c in counts.items():
-            self.take(n, req, c)
+            self.set(n, _minus(free[n], req, c))
+
+
+def _distinct_rows(
+    rows: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The distinct rows of `rows` and, for each row, the index of its distinct row.
+
+    Rows are packed into one integer key when their value ranges allow it (a sort of integers
+    instead of a sort of rows); otherwise compared as bytes.
+    """
+    count, width = rows.shape
+    if count == 0:
+        return rows.reshape(0, width), np.zeros(0, dtype=np.int64)
+    low = rows.min(axis=0)
+    span = rows.max(axis=0) - low + 1
+    if width and int(np.prod(span.astype(np.float64))) < 2**62:
+        key = np.zeros(count, dtype=np.int64)
+        for r in range(width):
+            key = key * int(span[r]) + (rows[:, r] - low[r])
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    else:
+        raw = np.ascontiguousarray(rows).view(np.dtype((np.void, 8 * width))).reshape(-1)
+        _, first, inverse = np.unique(raw, return_index=True, return_inverse=True)
+    return rows[first], inverse.reshape(-1).astype(np.int64, copy=False)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hpcdispatch.server.dispatchers.free_pool import units_per_node
 from hpcdispatch.server.dispatchers.problem import Job, Problem
 from hpcdispatch.server.dispatchers.stopping import StopCheck, never, stop_if
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -34,12 +33,7 @@ def submit_order(jobs: list[Job]) -> list[Job]:
 
 def never_fits(problem: Problem, job: Job) -> bool:
     """True when the job exceeds what all up nodes could offer even with nothing running."""
-    fit = 0
-    for cap, count in problem.up_capacity_groups().items():
-        fit += count * units_per_node(cap, job.req)
-        if fit >= job.units:
-            return False
-    return True
+    return problem.units_fit_empty(job.req) < job.units
 
 
 @dataclass(slots=True)

@@ -1,21 +1,24 @@
 """A dispatching instance in the dispatchers' terms: indexed nodes, vectors, durations.
 
 Built once per request from a validated Snapshot and the predicted durations; every dispatcher
-reads it and none modifies it.
+reads it and none modifies it. What the running work makes of the nodes (one row per running
+job and node, the free pool) is an `Occupancy`: computed from the snapshot's running jobs
+(`occupancy_from_snapshot`), or kept between decisions by a session (server/session_running.py)
+and handed to `build_problem`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from hpcdispatch.server.dispatchers.capacity_profile import CapacityProfile
-from hpcdispatch.server.dispatchers.free_pool import FreePool, Vec
-from hpcdispatch.snapshot import Node, NodeState, Snapshot
+from hpcdispatch.server.dispatchers.free_pool import FreePool, Vec, units_per_node
+from hpcdispatch.snapshot import Node, NodeState, RunningJob, Snapshot
 
 # Distinct release times of running work in the pooled (after-t) capacity view.
 MAX_RELEASE_STEPS = 256
@@ -35,10 +38,11 @@ class Job:
     units: int  # rn_i
     req: Vec  # per-unit request per resource type
     duration: int  # d_i, predicted, >= 1
+    pooled: Vec = ()  # rn_i × req_i, when the maker computed it (build_problem does)
 
     def demand(self) -> Vec:
         """Pooled demand rn_i × req_i."""
-        return tuple(self.units * r for r in self.req)
+        return self.pooled or tuple(self.units * r for r in self.req)
 
     def slowdown_at(self, t: int) -> float:
         return (t - self.submit + self.duration) / self.duration
@@ -71,6 +75,7 @@ class Problem:
     _by_time: list[tuple[int, list[RunningBlock]]] | None = None
     _events: ReleaseEvents | None = None
     _blocks: list[RunningBlock] | None = None
+    _empty_fit: dict[Vec, int] = field(default_factory=dict)
 
     @property
     def blocks(self) -> list[RunningBlock]:
@@ -95,6 +100,17 @@ class Problem:
             self._capacity_groups = dict(groups)
         return self._capacity_groups
 
+    def units_fit_empty(self, req: Vec) -> int:
+        """Units of per-unit request `req` all up nodes could hold with nothing running
+        (remembered per request vector)."""
+        fit = self._empty_fit.get(req)
+        if fit is None:
+            fit = self._empty_fit[req] = sum(
+                count * units_per_node(cap, req)
+                for cap, count in self.up_capacity_groups().items()
+            )
+        return fit
+
     def pooled_free_now(self) -> Vec:
         if self._pooled_free is None:
             up = self.running.up
@@ -113,20 +129,21 @@ class Problem:
         """
         if self._releases is not None:
             return self._releases
-        up = self.running.up
-        ends = self.running.ends[up]
-        amounts = self.running.amounts[up]
-        distinct = np.unique(ends)
+        events = self.release_events()  # sorted by end
+        ends, amounts = events.ends, events.amounts
+        if not len(ends):
+            self._releases = []
+            return self._releases
+        distinct = ends[np.append(0, np.flatnonzero(ends[1:] != ends[:-1]) + 1)]
         if len(distinct) > MAX_RELEASE_STEPS:
             stride = -(-len(distinct) // MAX_RELEASE_STEPS)
             kept = np.unique(np.append(distinct[stride - 1 :: stride], distinct[-1]))
             ends = kept[np.searchsorted(kept, ends)]
-            distinct = kept
-        totals = np.zeros((len(distinct), len(self.resources)), dtype=np.int64)
-        np.add.at(totals, np.searchsorted(distinct, ends), amounts)
+        first = np.append(0, np.flatnonzero(ends[1:] != ends[:-1]) + 1)
+        totals = np.add.reduceat(amounts, first, axis=0)
         self._releases = [
             (int(end), tuple(int(a) for a in row))
-            for end, row in zip(distinct, totals, strict=True)
+            for end, row in zip(ends[first].tolist(), totals.tolist(), strict=True)
         ]
         return self._releases
 
@@ -207,6 +224,15 @@ def later_start_bounds(problem: Problem, jobs: list[Job]) -> dict[int, int]:
     return bounds
 
 
+@dataclass(slots=True)
+class NodeArrays:
+    """Per-node-list facts in numpy form, made on first use and kept with the NodeIndex."""
+
+    capacity: npt.NDArray[np.int64] | None = None  # nodes × resource types
+    eligible: npt.NDArray[np.bool_] | None = None  # node is up
+    up_capacity_groups: dict[Vec, int] | None = None  # distinct capacities of up nodes: count
+
+
 @dataclass(frozen=True, slots=True)
 class NodeIndex:
     """What a Problem needs from the node list alone (shared by every snapshot with it)."""
@@ -218,6 +244,34 @@ class NodeIndex:
     eligible: tuple[bool, ...]  # node is up
     scale: Vec  # largest capacity per type (best-fit normalisation)
     up_capacity: Vec  # Σ cap over up nodes
+    arrays: NodeArrays = field(default_factory=NodeArrays, compare=False, repr=False)
+
+    def capacity_array(self) -> npt.NDArray[np.int64]:
+        """cap[n][r] as a (nodes × resource types) array (read-only)."""
+        if self.arrays.capacity is None:
+            array = np.asarray(self.capacity, dtype=np.int64).reshape(
+                len(self.capacity), len(self.resources))
+            array.flags.writeable = False
+            self.arrays.capacity = array
+        return self.arrays.capacity
+
+    def eligible_array(self) -> npt.NDArray[np.bool_]:
+        """Node is up, as a boolean array (read-only)."""
+        if self.arrays.eligible is None:
+            array = np.asarray(self.eligible, dtype=bool).reshape(len(self.eligible))
+            array.flags.writeable = False
+            self.arrays.eligible = array
+        return self.arrays.eligible
+
+    def up_capacity_groups(self) -> dict[Vec, int]:
+        """Distinct capacity vectors of up nodes, with how many nodes have each (read-only)."""
+        if self.arrays.up_capacity_groups is None:
+            groups: dict[Vec, int] = defaultdict(int)
+            for cap, ok in zip(self.capacity, self.eligible, strict=True):
+                if ok:
+                    groups[cap] += 1
+            self.arrays.up_capacity_groups = dict(groups)
+        return self.arrays.up_capacity_groups
 
 
 def index_nodes(nodes: Sequence[Node]) -> NodeIndex:
@@ -238,76 +292,144 @@ def index_nodes(nodes: Sequence[Node]) -> NodeIndex:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Occupancy:
+    """What the running work makes of the nodes at t: one row per (running job, node it holds)
+    with its end, and what is left free on every node. Read-only once built."""
+
+    running: RunningTable
+    # Free at t on eligible nodes, groups listed by their first node; it becomes the Problem's
+    # free_now, so it is made for one decision (a keeper of the state hands out a copy).
+    free_now: FreePool
+
+
+def occupancy_from_snapshot(
+    snapshot: Snapshot, running_durations: Mapping[str, int], index: NodeIndex
+) -> Occupancy:
+    """The Occupancy of a full snapshot: one pass over its running jobs' units.
+
+    Rows come in snapshot order; a job's units on one node are one row, at the place of the
+    first of them. A row's end is s_i + d_i - t, at least 1 (an under-predicted job still
+    running needs at least one more second) and at most MAX_MODEL_DURATION.
+    """
+    jobs = snapshot.running
+    count = len(jobs)
+    starts = np.fromiter((j.start_time for j in jobs), dtype=np.int64, count=count)
+    durations = np.fromiter((running_durations[j.id] for j in jobs), dtype=np.int64, count=count)
+    job_ends = np.clip(starts + durations - snapshot.time, 1, MAX_MODEL_DURATION)
+    node_rows, amounts, job_of_row = running_rows(jobs, index.position, index.resources)
+    return occupancy_of_rows(index, node_rows, amounts, job_ends[job_of_row])
+
+
+def running_rows(
+    jobs: Sequence[RunningJob], position: Mapping[str, int], resources: tuple[str, ...]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The rows of running `jobs`: for each, its node (index), the amounts per resource type
+    the job holds there, and the job (position in `jobs`); in job order, then in the order of
+    each job's first unit on a node (`job_rows`)."""
+    count = len(jobs)
+    width = len(resources)
+    if all(len(j.units) == 1 for j in jobs):  # one row per job: column by column
+        units = [j.units[0] for j in jobs]
+        nodes = np.fromiter((position[u.node_id] for u in units), dtype=np.int64, count=count)
+        amounts = np.empty((count, width), dtype=np.int64)
+        for r, name in enumerate(resources):
+            amounts[:, r] = np.fromiter((u.amounts.get(name, 0) for u in units),
+                                        dtype=np.int64, count=count)
+        return nodes, amounts, np.arange(count, dtype=np.int64)
+    rows: list[int] = []
+    held: list[int] = []
+    owner: list[int] = []
+    for i, job in enumerate(jobs):
+        for n, job_amounts in job_rows(job, position, resources):
+            rows.append(n)
+            held.extend(job_amounts)
+            owner.append(i)
+    return (
+        np.asarray(rows, dtype=np.int64),
+        np.asarray(held, dtype=np.int64).reshape(len(rows), width),
+        np.asarray(owner, dtype=np.int64),
+    )
+
+
+def job_rows(
+    job: RunningJob, position: Mapping[str, int], resources: tuple[str, ...]
+) -> list[tuple[int, list[int]]]:
+    """A running job's rows: (node index, amounts it holds there), nodes in first-unit order."""
+    units = job.units
+    if len(units) == 1:
+        get = units[0].amounts.get
+        return [(position[units[0].node_id], [get(name, 0) for name in resources])]
+    per_node: dict[int, list[int]] = {}
+    for unit in units:
+        n = position[unit.node_id]
+        acc = per_node.get(n)
+        if acc is None:
+            acc = per_node[n] = [0] * len(resources)
+        for r, name in enumerate(resources):
+            acc[r] += unit.amounts.get(name, 0)
+    return list(per_node.items())
+
+
+def occupancy_of_rows(
+    index: NodeIndex,
+    nodes: npt.NDArray[np.int64],
+    amounts: npt.NDArray[np.int64],
+    ends: npt.NDArray[np.int64],
+    free_now: FreePool | None = None,
+) -> Occupancy:
+    """The Occupancy of running rows; `free_now` when the caller keeps it up to date (it must
+    equal capacity minus the rows' amounts, groups listed by their first node)."""
+    running = RunningTable(
+        nodes=nodes, amounts=amounts, ends=ends, up=index.eligible_array()[nodes],
+    )
+    if free_now is None:
+        free = index.capacity_array().copy()
+        np.subtract.at(free, nodes, amounts)
+        free_now = FreePool.from_array(free, index.eligible, index.scale)
+    return Occupancy(running, free_now)
+
+
 def build_problem(
     snapshot: Snapshot,
-    queued_durations: dict[str, int],
-    running_durations: dict[str, int],
+    queued_durations: Mapping[str, int],
+    running_durations: Mapping[str, int] | None,
     nodes: NodeIndex | None = None,
+    occupancy: Occupancy | None = None,
 ) -> Problem:
     """Index the snapshot. Durations are d_i in seconds (>= 1) for every queued / running job.
 
-    `nodes` is `index_nodes(snapshot.nodes)` when the caller already has it.
+    `nodes` is `index_nodes(snapshot.nodes)` when the caller already has it; `occupancy` is
+    `occupancy_from_snapshot(snapshot, running_durations, nodes)` when the caller keeps it (a
+    session does, updated by its deltas); `running_durations` is then not needed.
     """
-    t = snapshot.time
     index = nodes if nodes is not None else index_nodes(snapshot.nodes)
+    if occupancy is None:
+        assert running_durations is not None, "running durations or an occupancy"
+        occupancy = occupancy_from_snapshot(snapshot, running_durations, index)
     resources = index.resources
-    position = index.position
-    width = len(resources)
-    # One row per (running job, node): its node, what it holds there, its end.
-    rows: list[int] = []
-    held: list[int] = []
-    ends: list[int] = []
-    for job in snapshot.running:
-        # An under-predicted job still running needs at least one more second.
-        end = min(max(1, job.start_time + running_durations[job.id] - t), MAX_MODEL_DURATION)
-        units = job.units
-        if len(units) == 1:
-            get = units[0].amounts.get
-            rows.append(position[units[0].node_id])
-            held.extend([get(name, 0) for name in resources])
-            ends.append(end)
-            continue
-        per_node: dict[int, list[int]] = {}
-        for unit in units:
-            n = position[unit.node_id]
-            acc = per_node.get(n)
-            if acc is None:
-                acc = per_node[n] = [0] * width
-            for r, name in enumerate(resources):
-                acc[r] += unit.amounts.get(name, 0)
-        for n, amounts in per_node.items():
-            rows.append(n)
-            held.extend(amounts)
-            ends.append(end)
-    eligible = np.asarray(index.eligible, dtype=bool)
-    node_rows = np.asarray(rows, dtype=np.int64)
-    running = RunningTable(
-        nodes=node_rows,
-        amounts=np.asarray(held, dtype=np.int64).reshape(len(rows), width),
-        ends=np.asarray(ends, dtype=np.int64),
-        up=eligible[node_rows],
-    )
-    free = np.asarray(index.capacity, dtype=np.int64).reshape(len(index.capacity), width)
-    np.subtract.at(free, node_rows, running.amounts)
-    jobs = [
-        Job(
+    jobs = []
+    for i, q in enumerate(snapshot.queued):
+        get, units = q.unit_request.get, q.units
+        req = tuple([get(r, 0) for r in resources])
+        jobs.append(Job(
             index=i,
             id=q.id,
             submit=q.submit_time,
-            units=q.units,
-            req=tuple(q.unit_request.get(r, 0) for r in resources),
+            units=units,
+            req=req,
             duration=min(max(1, queued_durations[q.id]), MAX_MODEL_DURATION),
-        )
-        for i, q in enumerate(snapshot.queued)
-    ]
+            pooled=tuple([units * r for r in req]),
+        ))
     return Problem(
-        t=t,
+        t=snapshot.time,
         resources=resources,
         node_ids=index.node_ids,
         capacity=index.capacity,
         eligible=index.eligible,
-        free_now=FreePool.from_array(free, index.eligible, index.scale),
-        running=running,
+        free_now=occupancy.free_now,
+        running=occupancy.running,
         jobs=jobs,
         up_capacity=index.up_capacity,
+        _capacity_groups=index.up_capacity_groups(),
     )
