@@ -226,12 +226,14 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         requests = {q.id: q.unit_request for q in snapshot.queued}
         response = pb.DispatchResponse(time=snapshot.time)
         for start in result.decision.starts:
-            amounts = dict(requests[start.job_id])
-            response.starts.add(
-                job_id=start.job_id,
-                expected_duration=start.expected_duration,
-                units=[pb.UnitPlacement(node_id=n, amounts=amounts) for n in start.nodes],
+            placed = response.starts.add(
+                job_id=start.job_id, expected_duration=start.expected_duration
             )
+            unit = pb.UnitPlacement(amounts=requests[start.job_id])  # one per job, copied
+            for node_id in start.nodes:
+                copy = placed.units.add()
+                copy.CopyFrom(unit)
+                copy.node_id = node_id
         report = response.report
         self._report(report, kind, predictor_kind, settings, result.problem, result.outcome)
         report.fallback_reason = result.fallback_reason
@@ -338,7 +340,8 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
                 pb.SearchProfile(
                     name=s.profile, delta_ms=s.delta_ms, delta_max_ms=s.delta_max_ms, k=s.k,
                     window=s.window, description=text, stall_ms=s.stall_ms,
-                    protect_head=s.protect_head,
+                    protect_head=s.protect_head, starvation_wait_s=s.starvation_wait_s,
+                    more_orders=s.more_orders, work_conserving=s.work_conserving,
                 )
                 for s, text in PROFILES.values()
             ],

@@ -20,6 +20,7 @@ from hpcdispatch.proto_convert import decision_from_pb, snapshot_from_pb, snapsh
 from hpcdispatch.server.app import RunningServer, start_server
 from hpcdispatch.server.config import load_config
 from hpcdispatch.server.dispatchers import DISPATCHERS
+from hpcdispatch.server.profiles import PROFILES
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS, homogeneous
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -156,6 +157,9 @@ BAD_INPUTS: dict[str, tuple[Callable[[pb.DispatchRequest], None], str]] = {
     ),
     "bad search parameter": (lambda r: setattr(r.search, "delta_ms", 0), "search.delta_ms"),
     "unknown profile": (lambda r: setattr(r.search, "profile", "turbo"), "search.profile"),
+    "negative starvation bound": (
+        lambda r: setattr(r.search, "starvation_wait_s", -1), "search.starvation_wait_s"
+    ),
     "oracle without durations": (
         lambda r: (setattr(r, "predictor", pb.PREDICTOR_ORACLE),
                    r.queued_jobs[0].ClearField("actual_duration")),
@@ -262,6 +266,10 @@ def test_describe_service(client: DispatcherClient) -> None:
     assert {p.name for p in info.profiles} >= {"qos", "papers", "fast"}
     papers = next(p for p in info.profiles if p.name == "papers")
     assert (papers.delta_ms, papers.delta_max_ms, papers.k, papers.window) == (1000, 16000, 2, 100)
+    qos = next(p for p in info.profiles if p.name == "qos")
+    assert (qos.starvation_wait_s, qos.work_conserving, papers.starvation_wait_s) == (
+        PROFILES["qos"][0].starvation_wait_s, True, 0)
+    assert info.default_profile == "qos"
     assert set(info.dispatchers) == set(DISPATCHERS)
     assert info.default_dispatcher == pb.DISPATCHER_PCP20
 

@@ -600,9 +600,9 @@ class SearchParameters(_message.Message):
     Unset = the profile's.
     """
     work_conserving: _builtins.bool
-    """Work conservation: after the model's decision, every other queued job (in or outside the
-    window m) that fits on what is still free now without touching the head reservation
-    starts now; the plan's later starts hold no resources. Unset = the profile's.
+    """Work conservation: after the model's decision, every queued job outside the window m that
+    fits now, delays no start of the plan (pooled view over [t, t + d_i)) and leaves the head
+    reservation alone starts now, highest current slowdown first. Unset = the profile's.
     """
     def __init__(
         self,
@@ -1108,7 +1108,9 @@ Global___DescribeServiceRequest: _TypeAlias = DescribeServiceRequest  # noqa: Y0
 
 @_typing.final
 class SearchProfile(_message.Message):
-    """A named set of search parameters."""
+    """A named set of search parameters.
+    A named profile's values; each field means what the SearchParameters field of that name does.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1124,17 +1126,27 @@ class SearchProfile(_message.Message):
     MORE_ORDERS_FIELD_NUMBER: _builtins.int
     WORK_CONSERVING_FIELD_NUMBER: _builtins.int
     name: _builtins.str
+    """the name SearchParameters.profile selects"""
     delta_ms: _builtins.int
+    """δ, milliseconds"""
     delta_max_ms: _builtins.int
+    """δmax, milliseconds"""
     k: _builtins.int
+    """attempts without improvement before stopping"""
     window: _builtins.int
+    """m, jobs in a model"""
     description: _builtins.str
+    """what the profile is for, in words"""
     stall_ms: _builtins.int
+    """milliseconds, 0 = never"""
     protect_head: _builtins.bool
+    """EASY's reservation for the oldest job that cannot start now"""
     starvation_wait_s: _builtins.int
-    """seconds, 0 = off (SearchParameters.starvation_wait_s)"""
+    """seconds, 0 = off"""
     more_orders: _builtins.bool
+    """SJF, F1 and WFP3 list schedules in the heuristic plan"""
     work_conserving: _builtins.bool
+    """start every other job that fits now and delays no plan"""
     def __init__(
         self,
         *,
