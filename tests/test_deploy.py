@@ -261,7 +261,16 @@ def test_configuration_reference_documents_every_key_and_flag() -> None:
     from hpcdispatch.server.config import ServerConfig
 
     text = (ROOT / "docs" / "configuration.md").read_text()
-    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(\w+)` \|.*$", text, re.M)}
+    # Rows of the key tables (header "| key | environment | ..."); the search profiles' and
+    # search parameters' tables describe request fields, not server keys.
+    rows, in_keys = {}, False
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            in_keys = False
+        elif line.startswith("| key | environment |"):
+            in_keys = True
+        elif in_keys and (m := re.match(r"^\| `(\w+)` \|", line)):
+            rows[m.group(1)] = line
     keys = [f.name for f in dataclasses.fields(ServerConfig)]
     assert sorted(rows) == sorted(keys)
     serve = build_parser()._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
