@@ -122,9 +122,10 @@ def _check_options(
     for name in ("delta_ms", "delta_max_ms", "k", "window"):
         if search.HasField(name) and getattr(search, name) < 1:
             out.add(f"search.{name}", "must be >= 1")
-    for name in ("stall_ms", "starvation_wait_s"):
-        if search.HasField(name) and getattr(search, name) < 0:
-            out.add(f"search.{name}", "must be >= 0")
+    if search.HasField("stall_ms") and search.stall_ms < 0:
+        out.add("search.stall_ms", "must be >= 0")
+    if search.HasField("starvation_wait_s") and search.starvation_wait_s < 0:
+        out.add("search.starvation_wait_s", "must be >= 0")
     if search.profile in PROFILES or not search.profile:
         # δ <= δmax once the profile's defaults fill what the request leaves unset.
         resolved = resolve_settings(search, default_profile)
