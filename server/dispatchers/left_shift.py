@@ -11,9 +11,24 @@ feasible in the pooled view.
 
 from __future__ import annotations
 
+from hpcdispatch.server.dispatchers.capacity_profile import CapacityProfile
 from hpcdispatch.server.dispatchers.plan import Plan
 from hpcdispatch.server.dispatchers.problem import Job, Problem
 from hpcdispatch.server.dispatchers.reservation import Reservation, place_around_reservation
+
+
+def planned_profile(
+    problem: Problem, jobs: list[Job], plan: Plan, reservation: Reservation | None
+) -> CapacityProfile:
+    """The pooled capacity over time once the running work, the head's reserved block and
+    every job of `jobs` at its planned start t + s_i hold their resources."""
+    profile = problem.pooled_profile()
+    if reservation is not None:
+        start, duration, demand = reservation.block()
+        profile.reserve(demand, start, duration)
+    for job in jobs:
+        profile.reserve(job.demand(), plan.start_offsets[job.index], job.duration)
+    return profile
 
 
 def left_shift(
@@ -24,12 +39,7 @@ def left_shift(
     exact_allocation_now: bool,
     first_fit: bool,
 ) -> Plan:
-    profile = problem.pooled_profile()
-    if reservation is not None:
-        start, duration, demand = reservation.block()
-        profile.reserve(demand, start, duration)
-    for job in jobs:
-        profile.reserve(job.demand(), plan.start_offsets[job.index], job.duration)
+    profile = planned_profile(problem, jobs, plan, reservation)
     offsets, unit_nodes = dict(plan.start_offsets), dict(plan.unit_nodes)
     pool = problem.free_now.copy()
     held = reservation.copy() if reservation is not None else None

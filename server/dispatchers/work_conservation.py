@@ -21,6 +21,7 @@ Each job it starts is one more valid placement: the decision is the plan's, plus
 from __future__ import annotations
 
 from hpcdispatch.server.dispatchers.job_selection import slowdown_priority
+from hpcdispatch.server.dispatchers.left_shift import planned_profile
 from hpcdispatch.server.dispatchers.plan import Plan
 from hpcdispatch.server.dispatchers.problem import Job, Problem
 from hpcdispatch.server.dispatchers.reservation import Reservation, place_around_reservation
@@ -49,12 +50,7 @@ def start_what_fits(
         pool.take_all(taken, job.req)
         if held is not None:
             held.take(pool, taken, job)
-    profile = problem.pooled_profile()
-    if reservation is not None:
-        start, duration, demand = reservation.block()
-        profile.reserve(demand, start, duration)
-    for job in jobs:
-        profile.reserve(job.demand(), plan.start_offsets[job.index], job.duration)
+    profile = planned_profile(problem, jobs, plan, reservation)
     in_model = {j.index for j in jobs} | set(placements)
     if reservation is not None:
         in_model.add(reservation.job.index)
