@@ -52,7 +52,7 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -125,7 +125,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """Flags over `--config` YAML over the defaults."""
-    parser = build_parser()
+    return parse_with_config(build_parser(), argv, lists=LIST_OPTIONS)
+
+
+def parse_with_config(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str],
+    lists: Collection[str] | None = None,
+    paths: Collection[str] = ("out",),
+    renames: Mapping[str, str] | None = None,
+) -> argparse.Namespace:
+    """Parse `argv`; a `--config FILE.yaml` among them supplies defaults for the other options
+    (keys as the long flags, or `renames` of them), which flags given on the command line win.
+    YAML lists become comma strings (for the options in `lists`; None: all), and the options in
+    `paths` become Paths."""
     first = parser.parse_args(argv)
     if first.config is not None:
         loaded = yaml.safe_load(first.config.read_text(encoding="utf-8")) or {}
@@ -134,12 +147,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         known = {a.dest for a in parser._actions} - {"help", "config"}
         values: dict[str, Any] = {}
         for key, value in loaded.items():
-            dest = str(key).replace("-", "_")
+            dest = (renames or {}).get(str(key), str(key).replace("-", "_"))
             if dest not in known:
                 raise UsageError(f"{first.config}: unknown option {key!r}; one of {sorted(known)}")
-            if dest in LIST_OPTIONS and isinstance(value, list):
+            if isinstance(value, list) and (lists is None or dest in lists):
                 value = ",".join(str(v) for v in value)
-            values[dest] = Path(value) if dest == "out" else value
+            values[dest] = Path(value) if dest in paths else value
         parser.set_defaults(**values)
     return parser.parse_args(argv)
 

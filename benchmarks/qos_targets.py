@@ -92,24 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    parser = build_parser()
-    first = parser.parse_args(argv)
-    if first.config is not None:
-        loaded = yaml.safe_load(first.config.read_text(encoding="utf-8")) or {}
-        if not isinstance(loaded, dict):
-            raise campaign.UsageError(f"{first.config}: expected a mapping of options")
-        known = {a.dest for a in parser._actions} - {"help", "config"}
-        values: dict[str, Any] = {}
-        for key, value in loaded.items():
-            dest = {"from": "sources", "default": "default_as"}.get(
-                str(key), str(key).replace("-", "_"))
-            if dest not in known:
-                raise campaign.UsageError(f"{first.config}: unknown option {key!r}")
-            if isinstance(value, list):
-                value = ",".join(str(v) for v in value)
-            values[dest] = Path(value) if dest in ("out", "traces_dir") else value
-        parser.set_defaults(**values)
-    return parser.parse_args(argv)
+    """Flags over `--config` YAML (benchmarks/campaigns/qos-*.yaml) over the defaults."""
+    return campaign.parse_with_config(
+        build_parser(), argv, paths=("out", "traces_dir"),
+        renames={"from": "sources", "default": "default_as"},
+    )
 
 
 def _split(text: str | None) -> list[str]:
