@@ -17,6 +17,7 @@ concurrent decisions of one cluster need the lock only to swap maps.
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -25,6 +26,8 @@ from dataclasses import dataclass
 from hpcdispatch.server.validation import MAX_AMOUNT, MAX_DURATION, MAX_TIME
 from hpcdispatch.snapshot import RunningJob, UnitAllocation
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+_DETERMINISTIC_BYTES = operator.methodcaller("SerializeToString", deterministic=True)
 
 MAX_CACHED_JOBS = 400_000  # two snapshots at the default max_jobs
 MAX_CLUSTERS = 16
@@ -115,7 +118,9 @@ class RunningJobCache:
         """Each job checked (None: something is wrong with it on its own), reusing the jobs
         of the cluster's previous snapshot whose bytes are identical; then the cluster keeps
         this snapshot's jobs instead."""
-        keys = list(map(pb.RunningJob.SerializeToString, jobs))
+        # Deterministic bytes (map entries in key order): the same job parsed from two
+        # requests may otherwise serialize its `amounts` in another order and miss.
+        keys = list(map(_DETERMINISTIC_BYTES, jobs))
         with self._lock:
             known = self._clusters.get(cluster, {})
         found = list(map(known.get, keys))
