@@ -29,6 +29,7 @@ from hpcdispatch.server.validation import (
     _check_unit_request,
     _check_units,
     _Collector,
+    check_running_job,
 )
 from hpcdispatch.snapshot import NodeState, QueuedJob, RunningJob
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -280,46 +281,20 @@ def _check_started(
     state: SessionState, request: pb.UpdateSessionRequest,
     changed: dict[str, dict[str, int]], out: _Collector,
 ) -> None:
-    t = request.time
     released = _ended_usage(state, list(request.ended_job_ids))
     held: dict[str, Counter[str]] = {}  # node -> held after ended and the starts so far
     reported: set[tuple[str, str]] = set()
+
+    def capacity_of(node_id: str) -> dict[str, int] | None:
+        return _node_capacity(state, node_id, changed)
+
+    def held_on(node_id: str) -> Counter[str]:
+        if node_id not in held:
+            held[node_id] = _held_after_ended(state, node_id, released)
+        return held[node_id]
+
     for i, job in enumerate(request.started):
-        path = f"started[{i}]"
-        if job.start_time > t:
-            out.add(f"{path}.start_time", f"{job.start_time} is after the snapshot time {t}")
-        _check_time(job.start_time, f"{path}.start_time", out)
-        _check_duration(job.requested_time, f"{path}.requested_time", out)
-        if job.HasField("expected_duration"):
-            _check_duration(job.expected_duration, f"{path}.expected_duration", out)
-        if not job.units:
-            out.add(f"{path}.units", "a running job holds at least one unit")
-        for u, unit in enumerate(job.units):
-            node_cap = _node_capacity(state, unit.node_id, changed)
-            if node_cap is None:
-                out.add(f"{path}.units[{u}].node_id", f"unknown node {unit.node_id!r}")
-                continue
-            for resource, amount in unit.amounts.items():
-                if amount <= 0:
-                    if amount < 0:
-                        out.add(f'{path}.units[{u}].amounts["{resource}"]',
-                                f"must be >= 0, got {amount}")
-                    continue
-                cap = node_cap.get(resource)
-                if cap is None:
-                    out.add(f'{path}.units[{u}].amounts["{resource}"]',
-                            f"node {unit.node_id!r} has no resource {resource!r}")
-                    continue
-                node_held = held.get(unit.node_id)
-                if node_held is None:
-                    node_held = held[unit.node_id] = _held_after_ended(
-                        state, unit.node_id, released)
-                node_held[resource] += amount
-                key = (unit.node_id, resource)
-                if node_held[resource] > cap and key not in reported:
-                    reported.add(key)
-                    out.add(f"{path}.units[{u}]",
-                            f"running jobs hold {node_held[resource]} {resource!r} on node "
-                            f"{unit.node_id!r}, more than its capacity {cap}")
+        check_running_job(job, f"started[{i}]", request.time, capacity_of, held_on, reported,
+                          out)
         if out.full:
             return

@@ -7,7 +7,7 @@ use the proto field names, e.g. `queued_jobs[3].unit_request["gpu"]`.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -172,47 +172,66 @@ def _check_running(
     ids: Counter[str],
     out: _Collector,
 ) -> None:
-    usage: dict[tuple[str, str], int] = {}  # (node, resource) -> held by running jobs
+    usage: dict[str, Counter[str]] = {}  # node -> held by the running jobs so far
     reported: set[tuple[str, str]] = set()
-    t = request.time
+
+    def held_on(node_id: str) -> Counter[str]:
+        return usage.setdefault(node_id, Counter())
+
     for i, job in enumerate(request.running_jobs):
         _check_id(job.id, "running_jobs", i, ids, out)
-        if job.start_time > t:
-            out.add(f"running_jobs[{i}].start_time",
-                    f"{job.start_time} is after the snapshot time {t}")
-        _check_time(job.start_time, f"running_jobs[{i}].start_time", out)
-        _check_duration(job.requested_time, f"running_jobs[{i}].requested_time", out)
-        if job.HasField("expected_duration"):
-            _check_duration(job.expected_duration, f"running_jobs[{i}].expected_duration", out)
-        if not job.units:
-            out.add(f"running_jobs[{i}].units", "a running job holds at least one unit")
-        for u, unit in enumerate(job.units):
-            node_id = unit.node_id
-            node_cap = capacity.get(node_id)
-            if node_cap is None:
-                out.add(f"running_jobs[{i}].units[{u}].node_id", f"unknown node {node_id!r}")
-                continue
-            for resource, amount in unit.amounts.items():
-                if amount <= 0:
-                    if amount < 0:
-                        out.add(f'running_jobs[{i}].units[{u}].amounts["{resource}"]',
-                                f"must be >= 0, got {amount}")
-                    continue
-                cap = node_cap.get(resource)
-                if cap is None:
-                    out.add(f'running_jobs[{i}].units[{u}].amounts["{resource}"]',
-                            f"node {node_id!r} has no resource {resource!r}")
-                    continue
-                key = (node_id, resource)
-                total = usage.get(key, 0) + amount
-                usage[key] = total
-                if total > cap and key not in reported:
-                    reported.add(key)
-                    out.add(f"running_jobs[{i}].units[{u}]",
-                            f"running jobs hold {total} {resource!r} on node {node_id!r}, "
-                            f"more than its capacity {cap}")
+        check_running_job(job, f"running_jobs[{i}]", request.time, capacity.get, held_on,
+                          reported, out)
         if out.full:
             return
+
+
+def check_running_job(
+    job: pb.RunningJob,
+    path: str,
+    t: int,
+    capacity_of: Callable[[str], Mapping[str, int] | None],
+    held_on: Callable[[str], Counter[str]],
+    reported: set[tuple[str, str]],
+    out: _Collector,
+) -> None:
+    """One running job (a snapshot's, or one a session delta starts) at time t: its times,
+    and each unit on a known node, within what the node has once the jobs before it hold
+    theirs. `capacity_of(node)`: the node's capacity (None: unknown node); `held_on(node)`:
+    what is held on it so far, added to here; `reported`: (node, resource) pairs already said
+    to be over capacity, so each is said once."""
+    if job.start_time > t:
+        out.add(f"{path}.start_time", f"{job.start_time} is after the snapshot time {t}")
+    _check_time(job.start_time, f"{path}.start_time", out)
+    _check_duration(job.requested_time, f"{path}.requested_time", out)
+    if job.HasField("expected_duration"):
+        _check_duration(job.expected_duration, f"{path}.expected_duration", out)
+    if not job.units:
+        out.add(f"{path}.units", "a running job holds at least one unit")
+    for u, unit in enumerate(job.units):
+        node_id = unit.node_id
+        node_cap = capacity_of(node_id)
+        if node_cap is None:
+            out.add(f"{path}.units[{u}].node_id", f"unknown node {node_id!r}")
+            continue
+        for resource, amount in unit.amounts.items():
+            if amount <= 0:
+                if amount < 0:
+                    out.add(f'{path}.units[{u}].amounts["{resource}"]',
+                            f"must be >= 0, got {amount}")
+                continue
+            cap = node_cap.get(resource)
+            if cap is None:
+                out.add(f'{path}.units[{u}].amounts["{resource}"]',
+                        f"node {node_id!r} has no resource {resource!r}")
+                continue
+            held = held_on(node_id)
+            held[resource] += amount
+            if held[resource] > cap and (node_id, resource) not in reported:
+                reported.add((node_id, resource))
+                out.add(f"{path}.units[{u}]",
+                        f"running jobs hold {held[resource]} {resource!r} on node "
+                        f"{node_id!r}, more than its capacity {cap}")
 
 
 def _check_queued(
