@@ -105,7 +105,13 @@ def comparison_table(summaries: Sequence[dict[str, Any]]) -> str:
                 value = round(scaled) if digits == 0 else scaled
             row.append(_fmt(value, digits))
         rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return fixed_width(rows)
+
+
+def fixed_width(rows: Sequence[Sequence[str]]) -> str:
+    """Rows of cells (the first is the header) as aligned text: the first column left, the
+    others right, a rule under the header."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
                   for i, (cell, w) in enumerate(zip(row, widths, strict=True)))

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from hpcdispatch.sim_adapter.report import fixed_width
 from hpcdispatch.sim_adapter.swf import iter_records
 
 # RLScheduler's evaluation defaults (its compare script and published tables).
@@ -151,11 +152,4 @@ def aggregate_table(summaries: Sequence[dict[str, Any]]) -> str:
             cells.append("-" if pair is None or any(map(math.isnan, pair))
                          else f"{pair[0]:,.{digits}f} ± {pair[1]:,.{digits}f}")
         lines.append(cells)
-    widths = [max(len(r[i]) for r in lines) for i in range(len(header))]
-    text = [
-        "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                  for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-        for r in lines
-    ]
-    text.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(text)
+    return fixed_width(lines)
