@@ -156,6 +156,10 @@ def serve(config: ServerConfig) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    stopping.wait()
+    # Wait in short slices: Python runs a signal's handler in the main thread, and a signal
+    # the kernel delivers to another thread (gRPC's, CP-SAT's) does not wake a main thread
+    # blocked in an untimed wait, so SIGTERM could go unhandled for good.
+    while not stopping.wait(timeout=0.2):
+        pass
     running.stop()
     log.info("stopped")
