@@ -377,14 +377,21 @@ def test_search_parameters_override_the_new_knobs() -> None:
 
 
 @pytest.mark.parametrize("name", ["hcp19", "pcp20"])
-def test_more_orders_never_give_a_worse_heuristic_plan(name: str) -> None:
-    # The heuristic plan with SJF / F1 / WFP3 orders has at most the total slowdown of the
-    # one with priority and submit order only.
-    snap = _idle_system(3)
+def test_more_orders_find_the_shortest_job_first_plan(name: str) -> None:
+    # One node, each job takes all of it. The old long job `a` comes first in priority order
+    # ((t - q + d) / d = 11 against 1) and in submit order; shortest-job-first runs the two new
+    # short jobs before it: slowdowns 1 + 2 + 11.2 = 14.2 against 11 + 11 + 12 = 34.
+    snap = Snapshot(T, (node(0, cores=8),), (), (
+        queued("a", 8, 100, submit=T - 1000), queued("b", 8, 10, submit=T),
+        queued("c", 8, 10, submit=T),
+    ))
     problem = problem_of(snap)
     dispatcher = BY_NAME[name]
     assert isinstance(dispatcher, CpDispatcher)
     jobs = problem.jobs
     _, two = dispatcher.heuristic_plan(problem, jobs, None, False)
-    _, five = dispatcher.heuristic_plan(problem, jobs, None, False, more_orders=True)
-    assert five <= two + 1e-9
+    plan, five = dispatcher.heuristic_plan(problem, jobs, None, False, more_orders=True)
+    assert two == pytest.approx(34.0)
+    assert five == pytest.approx(14.2)
+    first = min(plan.start_offsets, key=lambda i: (plan.start_offsets[i], i))
+    assert problem.jobs[first].id in {"b", "c"}
