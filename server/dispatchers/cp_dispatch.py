@@ -20,9 +20,9 @@ This module runs the rest the same way for all of them:
    (`work_conservation`).
 
 Every stage honours the decision's deadline and its caller (`SearchControl.should_stop`, asked
-between stages and once per job inside them). A model that is not built by the deadline gives
-way to the heuristic plan; once the caller is gone, the decision is abandoned at once: an
-outcome with no placements (nobody will read it).
+between stages and once per job, or every few jobs, inside them). A model that is not built by
+the deadline gives way to the heuristic plan; once the caller is gone, the decision is
+abandoned at once: an outcome with no placements (nobody will read it).
 """
 
 from __future__ import annotations

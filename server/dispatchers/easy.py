@@ -16,10 +16,9 @@ from typing import ClassVar
 
 from hpcdispatch.server.dispatchers.base import HEURISTIC, Outcome, SearchControl
 from hpcdispatch.server.dispatchers.job_orders import fcfs
-from hpcdispatch.server.dispatchers.job_selection import never_fits
 from hpcdispatch.server.dispatchers.problem import Job, Problem
 from hpcdispatch.server.dispatchers.reservation import place_around_reservation, reserve
-from hpcdispatch.server.dispatchers.stopping import Stopped
+from hpcdispatch.server.dispatchers.stopping import Stopped, every_few
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 
@@ -30,19 +29,20 @@ class EasyDispatcher:
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         outcome = Outcome(placements={}, status=HEURISTIC)
         free_now = problem.free_now.copy()
-        queue = [
-            j for j in self.queue_order(problem) if not self._skip_never(problem, j, outcome)
-        ]
+        queue = self._may_fit(problem, outcome)
+        # In queue order while they fit (names bound once: thousands of jobs on large systems).
+        place, first_fit = free_now.place, control.first_fit
+        placements, considered = outcome.placements, outcome.considered
+        should_stop = every_few(control.should_stop)
         position = 0
-        while position < len(queue):
-            if control.should_stop():
+        for job in queue:
+            if should_stop():
                 return self._stopped(outcome, queue[position:])
-            job = queue[position]
-            nodes = free_now.place(job.req, job.units, control.first_fit)
+            nodes = place(job.req, job.units, first_fit)
             if nodes is None:
                 break
-            outcome.considered.append(job.index)
-            outcome.placements[job.index] = nodes
+            placements[job.index] = nodes
+            considered.append(job.index)
             position += 1
         if position == len(queue):
             return outcome
@@ -55,8 +55,9 @@ class EasyDispatcher:
         except Stopped:
             return self._stopped(outcome, queue[position:])
         outcome.considered.append(head.index)
+        should_stop = every_few(control.should_stop)
         for rank, job in enumerate(queue[position + 1 :], start=position + 1):
-            if control.should_stop():
+            if should_stop():
                 return self._stopped(outcome, queue[rank:])
             nodes = place_around_reservation(free_now, reservation, job, control.first_fit)
             if nodes is None:
@@ -77,9 +78,13 @@ class EasyDispatcher:
         outcome.skipped.extend((job.index, pb.SKIP_REASON_BLOCKED) for job in waiting)
         return outcome
 
-    @staticmethod
-    def _skip_never(problem: Problem, job: Job, outcome: Outcome) -> bool:
-        if never_fits(problem, job):
-            outcome.skipped.append((job.index, pb.SKIP_REASON_NEVER_FITS))
-            return True
-        return False
+    def _may_fit(self, problem: Problem, outcome: Outcome) -> list[Job]:
+        """The queue in its order, less the jobs that never fit (skipped as such)."""
+        queue = []
+        fit_empty = problem.units_fit_empty  # never_fits, for each job
+        for job in self.queue_order(problem):
+            if fit_empty(job.req) < job.units:
+                outcome.skipped.append((job.index, pb.SKIP_REASON_NEVER_FITS))
+            else:
+                queue.append(job)
+        return queue

@@ -243,7 +243,8 @@ class FreePool:
         """Units of `req` that fit now, counting at most up to `limit`."""
         total = 0
         groups = self.groups
-        for _, vec, k in self.fitting(req):
+        fits = self._fits.get(req)
+        for _, vec, k in fits if fits is not None else self.fitting(req):
             total += k * len(groups[vec])
             if total >= limit:
                 return total
@@ -319,22 +320,27 @@ class FreePool:
 
     def _best_fit(self, req: Vec, units: int) -> list[int] | None:
         """Best fit's choice when one group holds all `units` (None: ask `choose`'s full
-        search): the groups that fit, lowest score first, ties to the lowest first node."""
-        fits = self.fitting(req)
+        search)."""
+        best = self._best_single_group(req, units)
+        if best is None:
+            return None
+        _, vec, k = best
+        return _unit_nodes(self.smallest(vec, -(-units // k)), k, units)
+
+    def _best_single_group(self, req: Vec, units: int) -> tuple[float, Vec, int] | None:
+        """The entry of `fitting(req)` whose group best fit fills first (lowest score, ties to
+        the lowest first node), when that group holds all `units` (None otherwise)."""
+        fits = self._fits.get(req)
+        if fits is None:
+            fits = self.fitting(req)
         if not fits:
             return None
-        groups = self.groups
-        low, vec, k = fits[0]
-        nodes = groups[vec]
-        if len(fits) > 1 and fits[1][0] == low:
-            tied = [(v, groups[v], kk) for score, v, kk in fits if score == low]
-            vec, nodes, k = self._best_group(tied)
-        if k * len(nodes) < units:
+        best = fits[0]
+        if len(fits) > 1 and fits[1][0] == best[0]:
+            best = min((f for f in fits if f[0] == best[0]), key=lambda f: self.first(f[1]))
+        if best[2] * len(self.groups[best[1]]) < units:
             return None
-        chosen: list[int] = []
-        for n in self.smallest(vec, -(-units // k)):
-            chosen.extend([n] * min(k, units - len(chosen)))
-        return chosen
+        return best
 
     def _best_group(self, fitting: list[tuple[Vec, Members, int]]) -> tuple[Vec, Members, int]:
         """The first of `fitting` in best-fit order: lowest score, then lowest first node."""
@@ -345,10 +351,75 @@ class FreePool:
 
     def place(self, req: Vec, units: int, first_fit: bool = False) -> list[int] | None:
         """Choose nodes as `choose` does and take the resources; None leaves the pool as is."""
+        if not first_fit:
+            best = self._best_single_group(req, units)
+            if best is not None:
+                return self._take_from_group(best[1], best[2], req, units)
         chosen = self.choose(req, units, first_fit)
         if chosen is not None:
             self.take_all(chosen, req)
         return chosen
+
+    def _take_from_group(self, vec: Vec, k: int, req: Vec, units: int) -> list[int]:
+        """Take `units` units of `req` from the lowest-numbered nodes of group `vec`, `k` per
+        node (the last one may get fewer): what `take_all` does with best fit's choice, the
+        nodes moved together."""
+        count = -(-units // k)
+        group = self.groups[vec]
+        if count >= len(group):
+            nodes = sorted(group)
+            self._drop_group(vec)
+        else:
+            if vec in self._shared:
+                self._own(vec)
+                group = self.groups[vec]
+            # The `count` lowest-numbered nodes, off the heap for good (they leave the group).
+            heap, nodes = self._heaps[vec], []
+            for _ in range(count):
+                n = heapq.heappop(heap)
+                while n not in group:  # stale, or a duplicate of a node taken just now
+                    n = heapq.heappop(heap)
+                group.remove(n)
+                nodes.append(n)
+        free = self.free
+        full = units // k  # nodes that get k units (all but maybe the last)
+        if full == count:
+            after = _minus(vec, req, k)
+            for n in nodes:
+                free[n] = after
+            self._join(nodes, after)
+        else:
+            if full:
+                after = _minus(vec, req, k)
+                for n in nodes[:full]:
+                    free[n] = after
+                self._join(nodes[:full], after)
+            last = nodes[-1]
+            free[last] = after = _minus(vec, req, units - full * k)
+            self._join([last], after)
+        return nodes if k == 1 else _unit_nodes(nodes, k, units)
+
+    def _join(self, nodes: list[int], vec: Vec) -> None:
+        """Nodes (eligible, in no group, ascending) join group `vec`: what `set` does for each."""
+        if not any(vec):
+            return
+        group = self.groups.get(vec)
+        if group is None:
+            self._new_group(nodes[0], vec)
+            nodes = nodes[1:]
+            if not nodes:
+                return
+            group = self.groups[vec]
+        elif vec in self._shared:
+            self._own(vec)
+            group = self.groups[vec]
+        group.update(nodes)
+        heap = self._heaps[vec]
+        if len(heap) + len(nodes) > 2 * len(group) + 16:  # mostly stale entries: rebuild
+            heap[:] = sorted(group)
+        else:
+            for n in nodes:
+                heapq.heappush(heap, n)
 
     def take_all(self, nodes: Iterable[int], req: Vec) -> None:
         counts: dict[int, int] = {}
@@ -357,6 +428,16 @@ class FreePool:
         free = self.free
         for n, c in counts.items():
             self.set(n, _minus(free[n], req, c))
+
+
+def _unit_nodes(nodes: list[int], k: int, units: int) -> list[int]:
+    """One entry per unit: `k` units on each of `nodes` in turn until `units` are placed."""
+    if k == 1:
+        return nodes[:units]
+    chosen: list[int] = []
+    for n in nodes:
+        chosen.extend([n] * min(k, units - len(chosen)))
+    return chosen
 
 
 def _distinct_rows(

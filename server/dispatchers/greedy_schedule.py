@@ -12,7 +12,7 @@ from hpcdispatch.server.dispatchers.job_selection import submit_order
 from hpcdispatch.server.dispatchers.plan import Plan
 from hpcdispatch.server.dispatchers.problem import Job, Problem, later_start_bounds
 from hpcdispatch.server.dispatchers.reservation import Reservation, place_around_reservation
-from hpcdispatch.server.dispatchers.stopping import StopCheck, never, stop_if
+from hpcdispatch.server.dispatchers.stopping import StopCheck, every_few, never, stop_if
 
 
 def greedy_schedule(
@@ -25,7 +25,7 @@ def greedy_schedule(
 ) -> Plan:
     """With `reservation`, its head's block is in the pooled plan and starts at t respect it.
 
-    Raises Stopped when `should_stop()` turns true (checked once per job).
+    Raises Stopped when `should_stop()` turns true (checked every few jobs).
     """
     profile = problem.pooled_profile()
     pool = problem.free_now.copy()
@@ -35,8 +35,9 @@ def greedy_schedule(
         profile.reserve(demand, start, duration)
     plan = Plan({})
     later = later_start_bounds(problem, jobs)
+    check = every_few(should_stop)
     for job in jobs:
-        stop_if(should_stop, "list schedule")
+        stop_if(check, "list schedule")
         demand = job.demand()
         start = profile.earliest_start(demand, job.duration)
         if start == 0 and exact_allocation_now:
@@ -47,6 +48,7 @@ def greedy_schedule(
                 plan.unit_nodes[job.index] = nodes
         profile.reserve(demand, start, job.duration)
         plan.start_offsets[job.index] = start
+    plan.after_starts = pool, reservation
     return plan
 
 
@@ -74,6 +76,8 @@ def best_list_schedule(
         objective = total_slowdown(problem, jobs, plan.start_offsets)
         if best is None or objective < best[1] - 1e-9:
             best = plan, objective
+        if not any(plan.start_offsets.values()):
+            break  # every job starts at t: the least total slowdown, no other order beats it
     assert best is not None
     return best
 

@@ -9,22 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hpcdispatch.server.dispatchers.problem import Job, Problem
-from hpcdispatch.server.dispatchers.stopping import StopCheck, never, stop_if
+from hpcdispatch.server.dispatchers.problem import Job, Problem, slowdown_rank
+from hpcdispatch.server.dispatchers.stopping import StopCheck, Stopped, every_few, never
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 
 def slowdown_priority(problem: Problem, jobs: list[Job]) -> list[Job]:
-    """Highest current slowdown (t - q_i + d_i) / d_i first; ties: smaller d_i, smaller demand."""
-    return sorted(
-        jobs,
-        key=lambda j: (
-            -j.slowdown_at(problem.t),
-            j.duration,
-            j.duration * sum(j.demand()),
-            j.index,
-        ),
-    )
+    """Highest current slowdown (t - q_i + d_i) / d_i first; ties: smaller d_i, smaller demand
+    (`slowdown_rank`). The whole queue in this order is `Problem.jobs_by_slowdown`."""
+    return sorted(jobs, key=lambda j: slowdown_rank(j, problem.t))
 
 
 def submit_order(jobs: list[Job]) -> list[Job]:
@@ -49,23 +42,27 @@ def select_for_model(
 
     With `max_units`, the window also holds at most that many units in all: a job that would
     pass it stays out this time (OUTSIDE_WINDOW) and smaller ones after it may still enter.
-    Raises Stopped when `should_stop()` turns true (checked once per job).
+    Raises Stopped when `should_stop()` turns true (checked every few jobs).
     """
     selection = Selection()
+    considered, skipped = selection.considered, selection.skipped
+    units_fit = problem.free_now.units_fit
     units = 0
-    for job in slowdown_priority(problem, problem.jobs):
-        stop_if(should_stop, "job selection")
-        if problem.free_now.units_fit(job.req, job.units) < job.units:
+    check = every_few(should_stop)
+    for job in problem.jobs_by_slowdown():
+        if check():
+            raise Stopped("job selection")
+        if units_fit(job.req, job.units) < job.units:
             reason = (
                 pb.SKIP_REASON_NEVER_FITS if never_fits(problem, job)
                 else pb.SKIP_REASON_CANNOT_FIT_NOW
             )
-            selection.skipped.append((job.index, reason))
-        elif len(selection.considered) >= window or (
-            max_units is not None and units + job.units > max_units and selection.considered
+            skipped.append((job.index, reason))
+        elif len(considered) >= window or (
+            max_units is not None and units + job.units > max_units and considered
         ):
-            selection.skipped.append((job.index, pb.SKIP_REASON_OUTSIDE_WINDOW))
+            skipped.append((job.index, pb.SKIP_REASON_OUTSIDE_WINDOW))
         else:
-            selection.considered.append(job)
+            considered.append(job)
             units += job.units
     return selection

@@ -56,7 +56,7 @@ def left_shift(
         demand = job.demand()
         released = tuple(-d for d in demand)
         profile.reserve(released, planned, job.duration)
-        if profile.earliest_start(demand, job.duration) == 0:
+        if profile.starts_now(demand, job.duration):
             placed = (
                 place_around_reservation(pool, held, job, first_fit)
                 if exact_allocation_now else []

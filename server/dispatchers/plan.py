@@ -7,6 +7,11 @@ back from a model, the work-conserving pass, and the decision made from the chos
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hpcdispatch.server.dispatchers.free_pool import FreePool
+    from hpcdispatch.server.dispatchers.reservation import Reservation
 
 
 @dataclass(slots=True)
@@ -16,6 +21,12 @@ class Plan:
     unit_nodes: dict[int, list[int]] = field(default_factory=dict)
     # Node-level models only (PCP'19): job index -> node -> units, for every job.
     unit_counts: dict[int, dict[int, int]] = field(default_factory=dict)
+    # A list schedule's own state once its starts at t are placed: what is still free at t and
+    # the head's reservation as they leave it. The work-conserving pass takes it (once) rather
+    # than placing the same starts again.
+    after_starts: tuple[FreePool, Reservation | None] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     def placements(self) -> dict[int, list[int]]:
         """The unit nodes of the jobs this plan starts at t (a decision)."""

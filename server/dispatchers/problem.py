@@ -48,6 +48,13 @@ class Job:
         return (t - self.submit + self.duration) / self.duration
 
 
+def slowdown_rank(job: Job, t: int) -> tuple[float, int, int, int]:
+    """Priority at t, smallest first: highest current slowdown (t - q_i + d_i) / d_i first;
+    ties: smaller d_i, smaller demand."""
+    d = job.duration
+    return -((t - job.submit + d) / d), d, d * sum(job.demand()), job.index  # slowdown_at(t)
+
+
 @dataclass(frozen=True, slots=True)
 class RunningBlock:
     """Resources a running job holds on one node until `end` (relative to t, >= 1)."""
@@ -74,6 +81,8 @@ class Problem:
     _pooled_free: Vec | None = None
     _by_time: list[tuple[int, list[RunningBlock]]] | None = None
     _events: ReleaseEvents | None = None
+    _profile: CapacityProfile | None = None
+    _by_slowdown: list[Job] | None = None
     _blocks: list[RunningBlock] | None = None
     _empty_fit: dict[Vec, int] = field(default_factory=dict)
 
@@ -114,7 +123,8 @@ class Problem:
     def pooled_free_now(self) -> Vec:
         if self._pooled_free is None:
             up = self.running.up
-            used = self.running.amounts[up].sum(axis=0)
+            # A product, not amounts[up].sum(axis=0): numpy is slow at both on narrow rows.
+            used = up.astype(np.int64) @ self.running.amounts
             self._pooled_free = tuple(
                 c - int(u) for c, u in zip(self.up_capacity, used.tolist(), strict=True)
             )
@@ -134,16 +144,17 @@ class Problem:
         if not len(ends):
             self._releases = []
             return self._releases
-        distinct = ends[np.append(0, np.flatnonzero(ends[1:] != ends[:-1]) + 1)]
-        if len(distinct) > MAX_RELEASE_STEPS:
-            stride = -(-len(distinct) // MAX_RELEASE_STEPS)
-            kept = np.unique(np.append(distinct[stride - 1 :: stride], distinct[-1]))
-            ends = kept[np.searchsorted(kept, ends)]
-        first = np.append(0, np.flatnonzero(ends[1:] != ends[:-1]) + 1)
+        first = np.append(0, np.flatnonzero(ends[1:] != ends[:-1]) + 1)  # each end's first event
+        kept = ends[first]
+        if len(kept) > MAX_RELEASE_STEPS:
+            stride = -(-len(kept) // MAX_RELEASE_STEPS)
+            kept = np.unique(np.append(kept[stride - 1 :: stride], kept[-1]))
+            # The events of kept end k: those after kept end k - 1, up to k.
+            first = np.append(0, ends.searchsorted(kept[:-1], side="right"))
         totals = np.add.reduceat(amounts, first, axis=0)
         self._releases = [
             (int(end), tuple(int(a) for a in row))
-            for end, row in zip(ends[first].tolist(), totals.tolist(), strict=True)
+            for end, row in zip(kept.tolist(), totals.tolist(), strict=True)
         ]
         return self._releases
 
@@ -155,7 +166,18 @@ class Problem:
         return self._first_end[0]
 
     def pooled_profile(self) -> CapacityProfile:
-        return CapacityProfile(self.pooled_free_now(), self.pooled_releases())
+        """The pooled capacity over time of the running work (a copy the caller may change;
+        built once)."""
+        if self._profile is None:
+            self._profile = CapacityProfile(self.pooled_free_now(), self.pooled_releases())
+        return self._profile.copy()
+
+    def jobs_by_slowdown(self) -> list[Job]:
+        """The queue in priority order, `slowdown_rank` (sorted once; read-only)."""
+        if self._by_slowdown is None:
+            t = self.t
+            self._by_slowdown = sorted(self.jobs, key=lambda j: slowdown_rank(j, t))
+        return self._by_slowdown
 
     def releases_by_time(self) -> list[tuple[int, list[RunningBlock]]]:
         """Running work on eligible nodes grouped by end, sorted (computed once; read-only)."""
@@ -176,9 +198,10 @@ class Problem:
         if self._events is None:
             run = self.running
             index = np.flatnonzero(run.up)
-            index = index[np.argsort(run.ends[index], kind="stable")]
+            index = index[stable_order(run.ends[index])]
             self._events = ReleaseEvents(
-                ends=run.ends[index], nodes=run.nodes[index], amounts=run.amounts[index],
+                ends=run.ends[index], nodes=run.nodes[index],
+                amounts=run.amounts.take(index, axis=0),  # faster than [index] on narrow rows
                 index=index,
             )
         return self._events
@@ -204,6 +227,23 @@ class ReleaseEvents:
     index: npt.NDArray[np.int64]  # row in the RunningTable
 
 
+def stable_order(keys: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """`np.argsort(keys, kind="stable")` as one plain sort of the keys made distinct by their
+    position (numpy's stable sort of 64-bit integers takes several times longer)."""
+    count = len(keys)
+    if count < 2:
+        return np.arange(count, dtype=np.int64)
+    low, high = int(keys.min()), int(keys.max())
+    if (high - low + 1) * count >= 2**62:
+        return np.argsort(keys, kind="stable").astype(np.int64, copy=False)
+    order: npt.NDArray[np.int64] = keys - low  # in place from here: large arrays
+    order *= count
+    order += np.arange(count)
+    order.sort()
+    order %= count
+    return order
+
+
 def later_start_bounds(problem: Problem, jobs: list[Job]) -> dict[int, int]:
     """Earliest start after t of each job in `jobs` that does not start at t (job index -> start).
 
@@ -216,12 +256,19 @@ def later_start_bounds(problem: Problem, jobs: list[Job]) -> dict[int, int]:
     """
     first_end = problem.first_end()
     two_shortest = sorted(jobs, key=lambda j: (j.duration, j.index))[:2]
-    bounds: dict[int, int] = {}
-    for job in jobs:
-        other = next((j.duration for j in two_shortest if j.index != job.index), None)
-        ends = [e for e in (first_end, other) if e is not None]
-        bounds[job.index] = max(1, min(ends, default=1))
-    return bounds
+    if not two_shortest:
+        return {}
+
+    def bound(other: Job | None) -> int:
+        ends = [e for e in (first_end, other.duration if other is not None else None)
+                if e is not None]
+        return max(1, min(ends, default=1))
+
+    # The shortest job's other is the second shortest; every other job's is the shortest.
+    shortest = two_shortest[0].index
+    own = bound(two_shortest[1] if len(two_shortest) > 1 else None)
+    usual = bound(two_shortest[0])
+    return {job.index: own if job.index == shortest else usual for job in jobs}
 
 
 @dataclass(slots=True)

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hpcdispatch.server.dispatchers.free_pool import FreePool, Vec, units_per_node
-from hpcdispatch.server.dispatchers.problem import Job, Problem
+from hpcdispatch.server.dispatchers.problem import Job, Problem, stable_order
 from hpcdispatch.server.dispatchers.stopping import StopCheck, never, stop_if
 
 
@@ -56,13 +56,15 @@ def place_around_reservation(
     free_now: FreePool, reservation: Reservation | None, job: Job, first_fit: bool = False
 ) -> list[int] | None:
     """Place `job` at t (taking from `free_now`) without touching the head's reservation."""
-    pool = (
-        reservation.limit if reservation is not None and reservation.runs_past(job) else free_now
-    )
-    nodes = pool.choose(job.req, job.units, first_fit)
-    if nodes is None:
-        return None
-    free_now.take_all(nodes, job.req)
+    if reservation is not None and reservation.runs_past(job):
+        nodes = reservation.limit.choose(job.req, job.units, first_fit)
+        if nodes is None:
+            return None
+        free_now.take_all(nodes, job.req)
+    else:
+        nodes = free_now.place(job.req, job.units, first_fit)
+        if nodes is None:
+            return None
     if reservation is not None:
         reservation.take(free_now, nodes, job)
     return nodes
@@ -123,7 +125,7 @@ def reserve(
             (amounts, np.asarray([a for _, _, a in extra], dtype=np.int64).reshape(
                 len(extra), len(problem.resources)))
         )
-        order = np.argsort(ends, kind="stable")
+        order = stable_order(ends)
         ends, nodes, amounts = ends[order], nodes[order], amounts[order]
     last = _first_release_fitting(free_now, head, ends, nodes, amounts)
     stop_if(should_stop, "head reservation")
@@ -177,7 +179,7 @@ def _first_release_fitting(
         units_now += units_per_node(vec, head.req) * len(group)
     pooled = pooled_now + np.cumsum(amounts, axis=0)
     # Per node, free before and after each of its releases, in release order.
-    by_node = np.argsort(nodes, kind="stable")
+    by_node = stable_order(nodes)
     sorted_nodes = nodes[by_node]
     node_ids, first = np.unique(sorted_nodes, return_index=True)
     base = np.asarray([free_now.free[n] for n in node_ids.tolist()], dtype=np.int64).reshape(

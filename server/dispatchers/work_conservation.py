@@ -20,12 +20,12 @@ Each job it starts is one more valid placement: the decision is the plan's, plus
 
 from __future__ import annotations
 
-from hpcdispatch.server.dispatchers.job_selection import slowdown_priority
+from hpcdispatch.server.dispatchers.free_pool import FreePool
 from hpcdispatch.server.dispatchers.left_shift import planned_profile
 from hpcdispatch.server.dispatchers.plan import Plan
 from hpcdispatch.server.dispatchers.problem import Job, Problem
 from hpcdispatch.server.dispatchers.reservation import Reservation, place_around_reservation
-from hpcdispatch.server.dispatchers.stopping import StopCheck, never, stop_if
+from hpcdispatch.server.dispatchers.stopping import StopCheck, Stopped, every_few, never
 
 
 def start_what_fits(
@@ -40,8 +40,43 @@ def start_what_fits(
     """`placements` (the decision for the model's `jobs`, planned as `plan`) plus the queued
     jobs outside the model that fit now around the plan and the reservation.
 
-    Raises Stopped when `should_stop()` turns true (checked once per job tried).
+    Raises Stopped when `should_stop()` turns true (checked every few jobs tried).
     """
+    pool, held = _after_starts(problem, plan, placements, reservation)
+    profile = planned_profile(problem, jobs, plan, reservation)
+    in_model = {j.index for j in jobs} | set(placements)
+    if reservation is not None:
+        in_model.add(reservation.job.index)
+    result = dict(placements)
+    check = every_few(should_stop)
+    for job in problem.jobs_by_slowdown():
+        if not pool.groups:
+            break  # nothing free any more
+        if job.index in in_model or pool.units_fit(job.req, job.units) < job.units:
+            continue
+        if check():
+            raise Stopped("work conservation")
+        demand = job.demand()
+        if not profile.starts_now(demand, job.duration):
+            continue  # would delay a planned start (or the reserved block)
+        nodes = place_around_reservation(pool, held, job, first_fit)
+        if nodes is not None:
+            profile.reserve(demand, 0, job.duration)
+            result[job.index] = nodes
+    return result
+
+
+def _after_starts(
+    problem: Problem, plan: Plan, placements: dict[int, list[int]],
+    reservation: Reservation | None,
+) -> tuple[FreePool, Reservation | None]:
+    """What is still free at t once `placements` start, and the reservation as they leave it:
+    the list schedule's own when `plan` is one that placed exactly these (taken from the
+    plan), else placed here."""
+    kept = plan.after_starts
+    if kept is not None and placements == plan.placements():
+        plan.after_starts = None
+        return kept
     by_index = {j.index: j for j in problem.jobs}
     pool = problem.free_now.copy()
     held = reservation.copy() if reservation is not None else None
@@ -50,22 +85,4 @@ def start_what_fits(
         pool.take_all(taken, job.req)
         if held is not None:
             held.take(pool, taken, job)
-    profile = planned_profile(problem, jobs, plan, reservation)
-    in_model = {j.index for j in jobs} | set(placements)
-    if reservation is not None:
-        in_model.add(reservation.job.index)
-    result = dict(placements)
-    for job in slowdown_priority(problem, problem.jobs):
-        if not pool.groups:
-            break  # nothing free any more
-        if job.index in in_model or pool.units_fit(job.req, job.units) < job.units:
-            continue
-        stop_if(should_stop, "work conservation")
-        demand = job.demand()
-        if profile.earliest_start(demand, job.duration) != 0:
-            continue  # would delay a planned start (or the reserved block)
-        nodes = place_around_reservation(pool, held, job, first_fit)
-        if nodes is not None:
-            profile.reserve(demand, 0, job.duration)
-            result[job.index] = nodes
-    return result
+    return pool, held
