@@ -6,15 +6,35 @@ request. Those facts come from a full snapshot (`check_decision`) or from any ot
 the cluster state, e.g. a session, that answers `ClusterFacts` (`check_decision_against`); the
 work is then proportional to the decision (the nodes and jobs it names), not to the cluster.
 A decision that fails here must never be returned (service) or applied (simulator, Slurm bridge).
+
+The usage sum is one array operation: the facts give the nodes the decision touches as rows
+(`NodeRows`: capacity, what running jobs hold, up or not), the started units' requests are
+added to their node's row, and every (node, resource type) over capacity is reported.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
-from hpcdispatch.snapshot import Decision, Node, NodeState, QueuedJob, Snapshot
+import numpy as np
+import numpy.typing as npt
+
+from hpcdispatch.snapshot import Decision, JobStart, Node, NodeState, QueuedJob, Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRows:
+    """The facts of some nodes, row i for the i-th node asked for (unknown nodes: not `known`,
+    not `up`, zero capacity and usage)."""
+
+    resources: tuple[str, ...]  # the columns of `capacity` and `held`
+    known: npt.NDArray[np.bool_]
+    up: npt.NDArray[np.bool_]  # known and in state UP
+    capacity: npt.NDArray[np.int64]  # nodes × resources
+    held: npt.NDArray[np.int64]  # what the running jobs hold in all, nodes × resources
 
 
 class ClusterFacts(Protocol):
@@ -23,11 +43,36 @@ class ClusterFacts(Protocol):
     def known_nodes(self, node_ids: Collection[str]) -> dict[str, Node]:
         """The nodes of these ids the cluster has (unknown ids are left out)."""
 
-    def held(self, node_ids: Collection[str]) -> dict[str, Mapping[str, int]]:
-        """What the running jobs hold in all, per resource type, on each of `node_ids`."""
+    def node_rows(self, node_ids: Sequence[str]) -> NodeRows:
+        """The facts of these (distinct) node ids as rows, in their order."""
 
     def queued_job(self, job_id: str) -> QueuedJob | None:
         """The queued job with this id (None: no such job is queued)."""
+
+
+def node_rows_of(
+    node_ids: Sequence[str], nodes: Mapping[str, Node], held: Mapping[str, Mapping[str, int]]
+) -> NodeRows:
+    """NodeRows from per-node mappings: `nodes` (the known ones of `node_ids`) and what the
+    running jobs hold on each."""
+    resources = tuple(sorted(
+        {r for n in nodes.values() for r in n.capacity} | {r for h in held.values() for r in h}))
+    column = {r: j for j, r in enumerate(resources)}
+    shape = (len(node_ids), len(resources))
+    capacity = np.zeros(shape, dtype=np.int64)
+    used = np.zeros(shape, dtype=np.int64)
+    known = np.zeros(len(node_ids), dtype=bool)
+    up = np.zeros(len(node_ids), dtype=bool)
+    for i, node_id in enumerate(node_ids):
+        node = nodes.get(node_id)
+        if node is not None:
+            known[i] = True
+            up[i] = node.state is NodeState.UP
+            for resource, amount in node.capacity.items():
+                capacity[i, column[resource]] = amount
+        for resource, amount in held.get(node_id, _NOTHING).items():
+            used[i, column[resource]] = amount
+    return NodeRows(resources, known, up, capacity, used)
 
 
 class SnapshotFacts:
@@ -45,12 +90,16 @@ class SnapshotFacts:
         return {n: known[n] for n in node_ids if n in known}
 
     def held(self, node_ids: Collection[str]) -> dict[str, Mapping[str, int]]:
+        """What the running jobs hold in all, per resource type, on each of `node_ids`."""
         used: dict[str, Counter[str]] = {n: Counter() for n in node_ids}
         for running in self.snapshot.running:
             for unit in running.units:
                 if unit.node_id in used:
                     used[unit.node_id].update(unit.amounts)
         return dict(used)
+
+    def node_rows(self, node_ids: Sequence[str]) -> NodeRows:
+        return node_rows_of(node_ids, self.known_nodes(node_ids), self.held(node_ids))
 
     def queued_job(self, job_id: str) -> QueuedJob | None:
         if self._queued is None:
@@ -64,61 +113,81 @@ def check_decision(snapshot: Snapshot, decision: Decision) -> list[str]:
 
 
 def check_decision_against(facts: ClusterFacts, decision: Decision) -> list[str]:
-    """Return every violation of the decision in the cluster state `facts` describes."""
-    problems: list[str] = []
-    nodes = facts.known_nodes(dict.fromkeys(n for start in decision.starts for n in start.nodes))
-    # What the started units ask for, per node they touch (added to the running allocations).
-    added: dict[str, dict[str, int]] = {}
+    """Return every violation of the decision in the cluster state `facts` describes: first
+    those of each start (in decision order), then the nodes over capacity (in the order the
+    decision first names them, each resource type by name)."""
+    if not decision.starts:
+        return []
+    # Each start's own problems, with the start's position (its node problems follow them).
+    problems: list[tuple[int, str]] = []
+    touched: list[str] = []  # the node of every unit of every start
+    placed: list[tuple[int, JobStart]] = []  # starts of queued jobs, each job once
+    requests: list[Mapping[str, int]] = []  # the unit request of each placed start
+    units: list[int] = []  # of each placed start
     seen: set[str] = set()
-    for start in decision.starts:
+    for at, start in enumerate(decision.starts):
+        touched.extend(start.nodes)
         job = facts.queued_job(start.job_id)
         if job is None:
-            problems.append(f"job {start.job_id!r} is not a queued job of the snapshot")
+            problems.append((at, f"job {start.job_id!r} is not a queued job of the snapshot"))
             continue
         if start.job_id in seen:
-            problems.append(f"job {start.job_id!r} is started twice")
+            problems.append((at, f"job {start.job_id!r} is started twice"))
             continue
         seen.add(start.job_id)
         if len(start.nodes) != job.units:
-            problems.append(
-                f"job {job.id!r} asks for {job.units} units but {len(start.nodes)} were placed"
-            )
-        request = job.unit_request
-        for node_id in start.nodes:
-            node = nodes.get(node_id)
-            if node is None:
-                problems.append(f"job {job.id!r} placed on unknown node {node_id!r}")
-                continue
-            if node.state is not NodeState.UP:
-                problems.append(f"job {job.id!r} placed on {node.state.value} node {node_id!r}")
-            usage = added.get(node_id)
-            if usage is None:
-                added[node_id] = dict(request)
-            else:
-                for resource, amount in request.items():
-                    usage[resource] = usage.get(resource, 0) + amount
+            problems.append((at, f"job {job.id!r} asks for {job.units} units but "
+                             f"{len(start.nodes)} were placed"))
+        placed.append((at, start))
+        requests.append(job.unit_request)
+        units.append(len(start.nodes))
+
+    node_ids = list(dict.fromkeys(touched))
+    rows = facts.node_rows(node_ids)
+    row_of = dict(zip(node_ids, range(len(node_ids)), strict=True))
+    unit_nodes = [n for _, start in placed for n in start.nodes]
+    unit_rows = np.fromiter(map(row_of.__getitem__, unit_nodes), dtype=np.int64,
+                            count=len(unit_nodes))
+    if not rows.up[unit_rows].all():
+        _node_problems(facts, rows, placed, row_of, problems)
+    ordered = [text for _, text in sorted(problems, key=lambda p: p[0])]
 
     # Usage of every node the decision touches: running allocations plus the started units.
-    held = facts.held(list(nodes))
-    for node_id, node in nodes.items():
-        capacity = node.capacity
-        running = held[node_id]
-        extra = added.get(node_id, _NOTHING)
-        for resource, amount in running.items():
-            total = amount + extra.get(resource, 0) if extra else amount
-            if total > capacity.get(resource, 0):
-                _over(node_id, resource, total, capacity, problems)
-        for resource, amount in extra.items():
-            if resource not in running and amount > capacity.get(resource, 0):
-                _over(node_id, resource, amount, capacity, problems)
-    return problems
+    extra = set().union(*requests).difference(rows.resources)
+    resources = rows.resources + tuple(sorted(extra))
+    capacity, held = rows.capacity, rows.held
+    if extra:  # requested types none of these nodes has: capacity and usage 0
+        capacity = np.pad(capacity, ((0, 0), (0, len(extra))))
+        held = np.pad(held, ((0, 0), (0, len(extra))))
+    asked = np.empty((len(requests), len(resources)), dtype=np.int64)
+    for j, resource in enumerate(resources):
+        asked[:, j] = np.fromiter((r.get(resource, 0) for r in requests), dtype=np.int64,
+                                  count=len(requests))
+    total = held.copy()
+    np.add.at(total, unit_rows, np.repeat(asked, units, axis=0))
+    over = (total > capacity) & rows.known[:, None]
+    # Node by node, resource types by name (whatever the columns' order).
+    for i, j in sorted(zip(*np.nonzero(over), strict=True),
+                       key=lambda cell: (cell[0], resources[cell[1]])):
+        ordered.append(f"node {node_ids[i]!r} over capacity on {resources[j]!r}: "
+                       f"{int(total[i, j])} > {int(capacity[i, j])}")
+    return ordered
+
+
+def _node_problems(
+    facts: ClusterFacts, rows: NodeRows, placed: list[tuple[int, JobStart]],
+    row_of: Mapping[str, int], problems: list[tuple[int, str]],
+) -> None:
+    """Units of placed starts on unknown nodes or nodes not up."""
+    for at, start in placed:
+        for node_id in start.nodes:
+            row = row_of[node_id]
+            if not rows.known[row]:
+                problems.append((at, f"job {start.job_id!r} placed on unknown node {node_id!r}"))
+            elif not rows.up[row]:
+                state = facts.known_nodes([node_id])[node_id].state
+                problems.append(
+                    (at, f"job {start.job_id!r} placed on {state.value} node {node_id!r}"))
 
 
 _NOTHING: Mapping[str, int] = {}
-
-
-def _over(
-    node_id: str, resource: str, amount: int, capacity: Mapping[str, int], problems: list[str]
-) -> None:
-    problems.append(
-        f"node {node_id!r} over capacity on {resource!r}: {amount} > {capacity.get(resource, 0)}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from hpcdispatch.snapshot import (
     Decision,
     JobStart,
@@ -34,7 +36,7 @@ def running_job_from_pb(j: pb.RunningJob) -> RunningJob:
         start_time=j.start_time,
         requested_time=j.requested_time,
         expected_duration=j.expected_duration if j.HasField("expected_duration") else None,
-        units=tuple(UnitAllocation(u.node_id, dict(u.amounts)) for u in j.units),
+        units=tuple([UnitAllocation(u.node_id, dict(u.amounts)) for u in j.units]),
     )
 
 
@@ -92,6 +94,31 @@ def snapshot_to_pb(snapshot: Snapshot, request: pb.DispatchRequest | None = None
         if q.actual_duration is not None:
             qmsg.actual_duration = q.actual_duration
     return out
+
+
+def add_starts(
+    response: pb.DispatchResponse, starts: Iterable[JobStart],
+    unit_requests: Mapping[str, Mapping[str, int]],
+) -> None:
+    """Append `starts` to `response.starts`, each unit with its node and its job's per-unit
+    request (`unit_requests` by job id).
+
+    One UnitPlacement per distinct request is built and, given each unit's node in turn,
+    appended (copied) per unit: the request's map is made once, not once per unit (the bulk of
+    a large decision's answer).
+    """
+    units: dict[tuple[tuple[str, int], ...], pb.UnitPlacement] = {}  # by the request's items
+    add = response.starts.add
+    for start in starts:
+        request = unit_requests[start.job_id]
+        key = tuple(request.items())
+        unit = units.get(key)
+        if unit is None:
+            unit = units[key] = pb.UnitPlacement(amounts=request)
+        append = add(job_id=start.job_id, expected_duration=start.expected_duration).units.append
+        for node_id in start.nodes:
+            unit.node_id = node_id
+            append(unit)
 
 
 def decision_from_pb(response: pb.DispatchResponse) -> Decision:

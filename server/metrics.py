@@ -229,15 +229,17 @@ class ServiceMetrics:
         """Keep (job id, predicted duration) of started jobs; the oldest go when memory is full."""
         name = predictor_label(predictor)
         with self._lock:
+            predictions = self._predictions
             for job_id, duration in starts:
                 key = (cluster, job_id)
-                self._predictions[key] = (name, duration)
-                self._predictions.move_to_end(key)
+                if key in predictions:  # a new key goes to the end by itself
+                    predictions.move_to_end(key)
+                predictions[key] = (name, duration)
             evicted = 0
-            while len(self._predictions) > self._memory:
-                self._predictions.popitem(last=False)
+            while len(predictions) > self._memory:
+                predictions.popitem(last=False)
                 evicted += 1
-            self.predictions_pending.set(len(self._predictions))
+            self.predictions_pending.set(len(predictions))
         if evicted:
             self.predictions_evicted.inc(evicted)
 

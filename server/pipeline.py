@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -114,13 +114,19 @@ def corrected_duration(predicted: int, start: int, requested: int, t: int) -> in
 
 
 def predict_durations(
-    snapshot: Snapshot, predictor: DurationPredictor, running: bool = True
+    snapshot: Snapshot, predictor: DurationPredictor, running: bool = True,
+    queued: dict[str, int] | None = None,
 ) -> Durations:
     """Stage 1: one batched prediction for the queued jobs, one for the running jobs the
     caller gave no `expected_duration` (none, and no running durations, without `running`:
-    the caller keeps them, e.g. in a session's Occupancy)."""
-    queued = predict_many(predictor, [queued_facts(q) for q in snapshot.queued])
-    queued_durations = dict(zip((q.id for q in snapshot.queued), queued, strict=True))
+    the caller keeps them, e.g. in a session's Occupancy). `queued`: the queued jobs'
+    durations by id when the caller keeps them (a session), as predicted here."""
+    if queued is not None:
+        queued_durations = queued
+    else:
+        queued_durations = dict(zip(
+            (q.id for q in snapshot.queued),
+            predict_many(predictor, [queued_facts(q) for q in snapshot.queued]), strict=True))
     if not running:
         return Durations(queued_durations, {})
     jobs = snapshot.running
@@ -141,17 +147,12 @@ def predict_durations(
 
 def decision_of(problem: Problem, outcome: Outcome) -> Decision:
     """The wire-free decision: node ids of every unit of the jobs that start at t."""
-    return Decision(
-        time=problem.t,
-        starts=[
-            JobStart(
-                problem.jobs[i].id,
-                tuple(problem.node_ids[n] for n in nodes),
-                problem.jobs[i].duration,
-            )
-            for i, nodes in sorted(outcome.placements.items())
-        ],
-    )
+    jobs, node_id, placements = problem.jobs, problem.node_ids.__getitem__, outcome.placements
+    starts = []
+    for i in sorted(placements):
+        job = jobs[i]
+        starts.append(JobStart(job.id, tuple(map(node_id, placements[i])), job.duration))
+    return Decision(time=problem.t, starts=starts)
 
 
 def _give_up_if_stopped(control: SearchControl, stage: str) -> None:
@@ -170,6 +171,7 @@ def run_decision(
     dispatchers: Mapping[int, Dispatcher] | None = None,
     occupancy: Occupancy | None = None,
     facts: ClusterFacts | None = None,
+    queued_durations: Callable[[], dict[str, int]] | None = None,
 ) -> DecisionResult:
     """Decide which queued jobs of `snapshot` start now, and where; the result is checked.
 
@@ -178,6 +180,8 @@ def run_decision(
     cluster state between decisions (a session) passes `occupancy`, what the running work of
     `snapshot` makes of the nodes (with `nodes`: its rows are indexed by it), and `facts`, the
     same state for the independent check; neither is then recomputed from `snapshot.running`.
+    It may also keep the queued jobs' durations: `queued_durations()` gives them (as
+    `predict_durations` predicts them) in the predict stage.
     Raises DecisionAbandoned when the caller goes away (or the deadline passes) before the
     dispatcher starts.
     """
@@ -193,7 +197,9 @@ def run_decision(
 
     _give_up_if_stopped(control, "predict")
     assert occupancy is None or nodes is not None, "an occupancy is indexed by its nodes"
-    durations = predict_durations(snapshot, predictor, running=occupancy is None)
+    durations = predict_durations(
+        snapshot, predictor, running=occupancy is None,
+        queued=None if queued_durations is None else queued_durations())
     lap("predict")
     _give_up_if_stopped(control, "problem")
     problem = build_problem(snapshot, durations.queued, durations.running, nodes, occupancy)

@@ -13,6 +13,7 @@ import grpc
 import structlog
 
 from hpcdispatch import __version__
+from hpcdispatch.proto_convert import add_starts
 from hpcdispatch.server.admission import DecisionAdmission, Refused
 from hpcdispatch.server.catalog import PREDICTOR_BY_KIND, dispatcher_kind, predictor_kind
 from hpcdispatch.server.config import ServerConfig
@@ -223,17 +224,9 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
     ) -> pb.DispatchResponse:
         """The wire answer of a checked decision, counted in the metrics."""
         self._count_fallback_of(kind, result)
-        requests = {q.id: q.unit_request for q in snapshot.queued}
         response = pb.DispatchResponse(time=snapshot.time)
-        for start in result.decision.starts:
-            placed = response.starts.add(
-                job_id=start.job_id, expected_duration=start.expected_duration
-            )
-            unit = pb.UnitPlacement(amounts=requests[start.job_id])  # one per job, copied
-            for node_id in start.nodes:
-                copy = placed.units.add()
-                copy.CopyFrom(unit)
-                copy.node_id = node_id
+        starts = result.decision.starts
+        add_starts(response, starts, {q.id: q.unit_request for q in snapshot.queued})
         report = response.report
         self._report(report, kind, predictor_kind, settings, result.problem, result.outcome)
         report.fallback_reason = result.fallback_reason
@@ -243,9 +236,7 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
                 report, len(snapshot.queued), len(snapshot.running), len(response.starts)
             )
             self.metrics.remember_predictions(
-                cluster, predictor_kind,
-                ((s.job_id, s.expected_duration) for s in response.starts),
-            )
+                cluster, predictor_kind, ((s.job_id, s.expected_duration) for s in starts))
         return response
 
     def _count_fallback_of(self, kind: int, result: DecisionResult) -> None:

@@ -15,6 +15,7 @@ submitted, started), so a session never holds what Dispatch would reject.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hpcdispatch.proto_convert import snapshot_from_pb
@@ -33,6 +34,8 @@ from hpcdispatch.server.validation import (
 )
 from hpcdispatch.snapshot import NodeState, QueuedJob, RunningJob
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+_NOTHING: Mapping[str, int] = {}
 
 _STATES = {
     pb.NODE_STATE_UP: NodeState.UP,
@@ -221,18 +224,22 @@ def _ended_usage(state: SessionState, ended: list[str]) -> dict[str, Counter[str
 def _held_after_ended(
     state: SessionState, node_id: str, released: dict[str, Counter[str]]
 ) -> Counter[str]:
-    held: Counter[str] = Counter(state.used.get(node_id, {}))
-    held.subtract(released.get(node_id, Counter()))
+    """What running jobs hold on the node once the ended ones are gone (a new Counter)."""
+    held: Counter[str] = Counter(state.used.get(node_id, _NOTHING))
+    gone = released.get(node_id)
+    if gone:
+        held.subtract(gone)
     return held
 
 
 def _node_capacity(
     state: SessionState, node_id: str, changed: dict[str, dict[str, int]]
-) -> dict[str, int] | None:
+) -> Mapping[str, int] | None:
+    """The node's capacity after the delta (read only); None for an unknown node."""
     if node_id in changed:
         return changed[node_id]
     at = state.position.get(node_id)
-    return None if at is None else dict(state.nodes[at].capacity)
+    return None if at is None else state.nodes[at].capacity
 
 
 def _check_submitted(
@@ -285,7 +292,7 @@ def _check_started(
     held: dict[str, Counter[str]] = {}  # node -> held after ended and the starts so far
     reported: set[tuple[str, str]] = set()
 
-    def capacity_of(node_id: str) -> dict[str, int] | None:
+    def capacity_of(node_id: str) -> Mapping[str, int] | None:
         return _node_capacity(state, node_id, changed)
 
     def held_on(node_id: str) -> Counter[str]:

@@ -197,6 +197,7 @@ class SessionRunning:
         pool = self._pool
         if pool is None:
             return
-        capacity = self._index.capacity_array()
-        for n in np.unique(nodes).tolist():
-            pool.set(n, tuple((capacity[n] - self.used[n]).tolist()))
+        changed = np.unique(nodes)
+        free = self._index.capacity_array()[changed] - self.used[changed]
+        for n, vec in zip(changed.tolist(), free.tolist(), strict=True):
+            pool.set(n, tuple(vec))

@@ -15,6 +15,7 @@ resyncs.
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import grpc
 import structlog
@@ -185,7 +186,9 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         occupancy = state.occupancy(predictor_kind, predictor)
         snapshot_seconds = time.monotonic() - built
         result = run_decision(snapshot, kind, predictor, control, state.node_index(),
-                              occupancy=occupancy, facts=state)
+                              occupancy=occupancy, facts=state,
+                              queued_durations=partial(state.queued_durations, predictor_kind,
+                                                       predictor))
         response = service.answer(snapshot, result, kind, predictor_kind, control.settings,
                                   state.cluster, received)
         report = response.report

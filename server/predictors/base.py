@@ -59,6 +59,13 @@ class DurationPredictor(Protocol):
         ...
 
 
+def depends_on_job_only(predictor: DurationPredictor) -> bool:
+    """Whether the predictor's d_i of a job depends on the job's facts alone (a class
+    attribute `job_only = True`: walltime, oracle), so that an answer may be kept for the
+    job's life; a predictor that learns has no such attribute."""
+    return getattr(predictor, "job_only", False) is True
+
+
 def predict_many(predictor: DurationPredictor, jobs: Sequence[JobFacts]) -> list[int]:
     """d_i of every job of one decision, in order: the predictor's batched `predict_many` when
     it has one (one look-up for the whole decision), else one `predict` per job."""

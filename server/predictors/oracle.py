@@ -14,6 +14,7 @@ from hpcdispatch.server.predictors.base import Completion, JobFacts, clamp
 
 class OraclePredictor:
     name: ClassVar[str] = "oracle"
+    job_only: ClassVar[bool] = True  # d_i depends on the job alone
 
     def predict(self, job: JobFacts) -> int:
         if job.actual_duration is None:

@@ -10,6 +10,7 @@ from hpcdispatch.server.predictors.base import Completion, JobFacts, clamp
 
 class WalltimePredictor:
     name: ClassVar[str] = "walltime"
+    job_only: ClassVar[bool] = True  # d_i depends on the job alone
 
     def predict(self, job: JobFacts) -> int:
         return clamp(job.requested_time, job)
