@@ -32,6 +32,7 @@ from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.observability import free_port, scrape_text, value
+from tests.processes import stop_process
 
 METHOD = "/hpcdispatch.v1.DispatcherService/Dispatch"
 SLOTS = 2
@@ -63,12 +64,7 @@ def serve_process(metrics_port: int, log: Path) -> Iterator[str]:
             time.sleep(0.1)
         yield f"127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 30)
 
 
 def _in_progress(metrics_port: int) -> float:

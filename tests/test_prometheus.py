@@ -32,6 +32,7 @@ from tests.observability import (
     small_request,
     substitute_grafana_variables,
 )
+from tests.processes import stop_process
 
 CALLS = 20
 DASHBOARD = Path(__file__).resolve().parent.parent / "deploy/grafana/dashboards/hpcdispatch.json"
@@ -111,12 +112,7 @@ def prometheus(server: RunningServer, tmp_path_factory: pytest.TempPathFactory
             time.sleep(0.25)
         yield api
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 15)
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,7 @@ from hpcdispatch.sim_adapter.swf import CleaningStats, iter_jobs, read_header
 from hpcdispatch.sim_adapter.workload import rule_for_system, system_from_header
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.observability import free_port
+from tests.processes import stop_process
 
 LIMIT = 300  # jobs of the bundled slice per replay
 
@@ -87,11 +88,7 @@ class _ServerProcess:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+            stop_process(self.proc, 10)
 
 
 class _KillingBackend(GrpcBackend):
