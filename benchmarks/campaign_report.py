@@ -20,11 +20,14 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from benchmarks.campaign_cells import CellResult, CellSpec
+from hpcdispatch.server.profiles import DEFAULT_PROFILE
 from hpcdispatch.sim_adapter.adapter import DEFAULT, DISPATCHERS
 
 REFERENCE = "easy"
 NO_SEARCH = ("fcfs", "easy")  # dispatchers a search profile does not apply to
 DEFAULT_CP = "pcp20"  # the service's default dispatcher, whose targets the issue sets
+# A cell runs the default profile when it asks for none ("") or names the server's default.
+DEFAULT_PROFILES = ("", DEFAULT_PROFILE)
 BSLD_TARGET = -0.20  # mean bounded slowdown at least 20 % below EASY's ...
 # ... with utilisation no lower (equal when equal at the 3 decimals the table shows)
 UTIL_TOLERANCE = 0.0005
@@ -223,7 +226,7 @@ def matrix_lines(entries: Sequence[dict[str, Any]]) -> list[str]:
         if entry["status"] != "ok":
             continue
         spec, s = entry["spec"], entry["summary"]
-        if spec["dispatcher"] not in NO_SEARCH and spec["profile"] not in ("", "fast"):
+        if spec["dispatcher"] not in NO_SEARCH and spec["profile"] not in DEFAULT_PROFILES:
             continue  # one profile per dispatcher: the default
         key = (Path(s["trace"]).name, system_label(s), spec["predictor"])
         rows.setdefault(key, {})[spec["dispatcher"]] = (
@@ -251,7 +254,7 @@ def target_lines(entries: Sequence[dict[str, Any]]) -> list[str]:
     for entry in ok:
         spec = entry["spec"]
         ref = easy.get(reference_key(spec))
-        if spec["dispatcher"] != DEFAULT_CP or spec["profile"] not in ("", "fast") or not ref:
+        if spec["dispatcher"] != DEFAULT_CP or spec["profile"] not in DEFAULT_PROFILES or not ref:
             continue
         mine, theirs = entry["summary"], ref["summary"]
         label = f"{spec['trace_file']}, {system_label(mine)}, {spec['predictor']}"

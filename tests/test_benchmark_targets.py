@@ -10,16 +10,17 @@ import pytest
 from benchmarks.campaign_plot import matrix, plot
 from benchmarks.campaign_report import target_lines
 from benchmarks.scale import target_line
+from hpcdispatch.server.profiles import DEFAULT_PROFILE
 
 LLNL = "LLNL-Atlas-2006-2.1-cln.swf.xz"
 
 
 def _entry(dispatcher: str, bsld: float, util: float, decision_s: float,
-           trace: str = LLNL, limit: int | None = None) -> dict[str, Any]:
+           trace: str = LLNL, limit: int | None = None, profile: str = "") -> dict[str, Any]:
     return {
         "status": "ok",
         "spec": {"trace": trace, "trace_file": trace, "system": None, "predictor": "walltime",
-                 "dispatcher": dispatcher, "profile": "", "limit_jobs": limit},
+                 "dispatcher": dispatcher, "profile": profile, "limit_jobs": limit},
         "summary": {"system": {"name": "LLNL"}, "bounded_slowdown": {"mean": bsld},
                     "utilisation": util, "decision_seconds": {"mean": decision_s}},
     }
@@ -44,6 +45,16 @@ def test_a_slowdown_target_below_one_is_not_reachable() -> None:
     lines = target_lines([_entry("easy", 1.1, 0.8, 0.02), _entry("pcp20", 1.0, 0.8, 0.02)])
     assert "not reachable" in lines[0] and "EASY's is 1.10" in lines[0]
     assert lines[1].endswith("**met**")  # 20 ms < 50 ms
+
+
+def test_campaign_targets_judge_the_default_profile_only() -> None:
+    # "" asks for the server's default and DEFAULT_PROFILE names it; "papers" (and the former
+    # default "fast") are other profiles, not judged against the targets.
+    runs = [_entry("easy", 10.0, 0.8, 0.02, limit=1000)]
+    runs += [_entry("pcp20", bsld, 0.8, 0.03, limit=1000, profile=profile)
+             for bsld, profile in ((7.0, DEFAULT_PROFILE), (9.0, "papers"), (9.5, "fast"))]
+    lines = target_lines(runs)
+    assert len(lines) == 2 and "-30.0%" in lines[0]  # the qos cell's verdict and its note
 
 
 def test_scale_target_line() -> None:
