@@ -15,6 +15,11 @@ same case and predictor as the baselines it is compared with:
   after the first, so these are the same trace and machine, not identical snapshots
   (`benchmarks.same_instances` measures that).
 
+Next to the verdicts, each case's *frontier* (`frontier`): every run of a predictor, lowest
+mean first, with what it gives up against EASY's utilisation and longest wait, and the lowest
+mean among the runs that give up neither: whether any measured dispatcher gets its mean
+without the trade the targets rule out.
+
 A verdict is "met", "missed" or "not measured" (no run of the default, or of what it is
 compared with); a verdict from a partial run (`--limit-jobs`, fewer sequences, baselines
 missing) says so and counts apart.
@@ -359,12 +364,97 @@ def case_table(rows: Sequence[Row], case: Case) -> list[str]:
     return lines
 
 
+def gives_up(f: Figures, easy: Figures) -> list[str]:
+    """What run `f` gives up against EASY's run: [] when its utilisation is at least EASY's −
+    0.005 and its longest wait no longer (the issue's two guarantees), else each shortfall."""
+    lost = []
+    if f.util is not None and easy.util is not None and f.util < easy.util - UTIL_TOLERANCE:
+        lost.append(f"utilisation {f.util - easy.util:+.3f}")
+    if f.max_wait is not None and easy.max_wait is not None and f.max_wait > easy.max_wait:
+        lost.append(f"longest wait +{(f.max_wait - easy.max_wait) / 3600:.1f} h")
+    return lost
+
+
+@dataclass(slots=True)
+class Frontier:
+    """Every run of one case and predictor against EASY's two guarantees."""
+
+    predictor: str
+    runs: list[tuple[str, float, list[str]]]  # (run, mean bsld, what it gives up), lowest first
+    best_keeping: str | None  # the lowest mean among the runs that give up nothing (EASY too)
+
+
+def frontier(rows: Sequence[Row], predictor: str) -> Frontier | None:
+    """The runs of `rows` (one case) under `predictor` (baselines, the default, candidates),
+    lowest mean bounded slowdown first, each with what it gives up against EASY; None without
+    EASY's run. It shows whether any measured dispatcher reaches a low mean without paying
+    with utilisation or the longest wait, the trade the issue's targets rule out."""
+    mine = [r for r in rows if r.predictor == predictor]
+    easy = mine[0].baselines.get(REFERENCE) if mine else None
+    if easy is None:
+        return None
+    named: dict[str, Figures] = {}
+    for r in mine:
+        named.update({b: f for b, f in r.baselines.items() if f is not None})
+        if r.mine is not None:
+            named[r.cp_label] = r.mine
+    ranked = sorted(((name, f.bsld, gives_up(f, easy)) for name, f in named.items()
+                     if f.bsld is not None), key=lambda run: run[1])
+    keeping = next((f"{name} {bsld:.2f}" for name, bsld, lost in ranked if not lost), None)
+    return Frontier(predictor, ranked, keeping)
+
+
+def frontiers(rows: Sequence[Row]) -> list[tuple[str, Frontier]]:
+    """(case, frontier) for every case and predictor of `rows` with an EASY run."""
+    found = []
+    for case in dict.fromkeys(r.case for r in rows):
+        mine = [r for r in rows if r.case == case]
+        for predictor in dict.fromkeys(r.predictor for r in mine):
+            f = frontier(mine, predictor)
+            if f is not None:
+                found.append((case, f))
+    return found
+
+
+def frontier_summary(judged: Judged) -> list[str]:
+    """How often the default is the lowest mean that keeps EASY's guarantees, and how often
+    only EASY itself keeps them."""
+    found = frontiers(judged.rows)
+    if not found:
+        return []
+    default = f"default ({judged.default})"
+    mine = sum((f.best_keeping or "").startswith(default + " ") for _, f in found)
+    only_easy = [f"{case}/{f.predictor}" for case, f in found
+                 if [name for name, _, lost in f.runs if not lost] == [REFERENCE]]
+    return [f"- lowest mean among the runs that keep EASY's utilisation (− 0.005) and longest "
+            f"wait: the default in {mine} of {len(found)} (case, predictor); none but EASY "
+            f"keeps both in {len(only_easy)}"
+            + (f" ({', '.join(only_easy)})" if only_easy else "")]
+
+
+def frontier_lines(rows: Sequence[Row]) -> list[str]:
+    """The frontiers of one case's rows as a table."""
+    found = [f for _, f in frontiers(rows)]
+    if not found:
+        return []
+    lines = ["Every run against EASY's guarantees (utilisation ≥ EASY's − 0.005, longest wait "
+             "≤ EASY's), lowest mean bounded slowdown first; what a run gives up is in "
+             "brackets:", "",
+             "| predictor | lowest mean keeping both | runs |", "|---|---|---|"]
+    for f in found:
+        runs = "; ".join(f"{name} {bsld:.2f}" + (f" ({', '.join(lost)})" if lost else "")
+                         for name, bsld, lost in f.runs)
+        lines.append(f"| {f.predictor} | {f.best_keeping or '–'} | {runs} |")
+    return lines
+
+
 def markdown(judged: Judged, cases: Sequence[Case], header: Sequence[str] = ()) -> str:
     lines = ["# Issue #13 targets", "", *header]
     lines += [f"Default CP dispatcher judged: **{judged.default}** (dispatcher@profile the "
               "runs that asked for the server's default resolved to; for runs that did not, "
               "the one given by --default or this checkout's default).", "",
-              "## Summary (default CP dispatcher)", "", *summary_lines(judged), ""]
+              "## Summary (default CP dispatcher)", "", *summary_lines(judged),
+              *frontier_summary(judged), ""]
     for case in cases:
         rows = [r for r in judged.rows if r.case == case.key]
         if not rows:
@@ -382,6 +472,8 @@ def markdown(judged: Judged, cases: Sequence[Case], header: Sequence[str] = ()) 
         if search:
             notes.append(f"CP search limits: {', '.join(search)}")
         lines += ["; ".join(notes) + ".", "", *case_table(rows, case), ""]
+        if ran:
+            lines += [*frontier_lines(rows), ""]
     if judged.unmatched:
         lines += ["Runs that are none of the cases (another trace, system, workload rule or "
                   f"selection), ignored: {len(judged.unmatched)}", ""]
@@ -400,5 +492,8 @@ def document(judged: Judged, meta: dict[str, Any]) -> dict[str, Any]:
                   "runs": {k: asdict(f) if f else None
                            for k, f in {**r.baselines, r.cp: r.mine}.items()},
                   "verdicts": [asdict(v) for v in r.verdicts]} for r in judged.rows],
+        "frontiers": [{"case": case, "predictor": f.predictor, "best_keeping": f.best_keeping,
+                       "runs": [{"run": n, "bsld": b, "gives_up": lost} for n, b, lost in f.runs]}
+                      for case, f in frontiers(judged.rows)],
         "unmatched": judged.unmatched, "duplicates": judged.duplicates,
     }

@@ -12,7 +12,15 @@ import pytest
 from benchmarks.campaign_cells import sequence_summary, simulate_command
 from benchmarks.qos_cases import BASELINES, CASES, case_of
 from benchmarks.qos_targets import cells_for, main, parse_args
-from benchmarks.qos_verdicts import MET, MISSED, NOT_MEASURED, judge, markdown, summary_lines
+from benchmarks.qos_verdicts import (
+    MET,
+    MISSED,
+    NOT_MEASURED,
+    frontiers,
+    judge,
+    markdown,
+    summary_lines,
+)
 
 KTH = {"trace": "../shared/traces/KTH-SP2-1996-2.1-cln.swf.xz",
        "system": {"name": "KTH-SP2-1996-2.1-cln"}, "records": None}
@@ -52,6 +60,33 @@ def test_every_target_met() -> None:
     assert not v["bsld"].partial
     lines = summary_lines(v["judged"])
     assert lines[0].startswith("- mean bounded slowdown ≥ 20 % below the best baseline: **MET**")
+
+
+def test_the_frontier_ranks_every_run_with_what_it_gives_up_against_easy() -> None:
+    runs = [run("easy", 50.0, max_wait_h=10.0), run("easy-sjf", 30.0, max_wait_h=20.0),
+            *(run(b, 60.0, util=0.79) for b in BASELINES[2:]),
+            run("pcp20", 35.0, util=0.797, max_wait_h=9.0, default=True)]
+    judged = verdicts(runs)["judged"]
+    [(case, f)] = frontiers(judged.rows)
+    assert case == "kth" and f.predictor == "walltime"
+    assert [name for name, _, _ in f.runs][:3] == ["easy-sjf", "default (pcp20@fast)", "easy"]
+    assert f.runs[0][2] == ["longest wait +10.0 h"]
+    assert f.runs[-1][2] == ["utilisation -0.010"]
+    assert f.best_keeping == "default (pcp20@fast) 35.00"
+    text = markdown(judged, [CASES["kth"]])
+    row = "| walltime | default (pcp20@fast) 35.00 | easy-sjf 30.00 (longest wait +10.0 h);"
+    assert row in text
+    assert "the default in 1 of 1 (case, predictor); none but EASY keeps both in 0" in text
+
+
+def test_the_frontier_says_when_only_easy_keeps_its_guarantees() -> None:
+    runs = [*baselines(easy=50.0, others=40.0, max_wait_h=1.0),
+            run("pcp20", 35.0, max_wait_h=9.0, default=True)]
+    judged = verdicts(runs)["judged"]
+    [(_, f)] = frontiers(judged.rows)
+    assert f.best_keeping == "easy 50.00"  # every other run waits longer than EASY's 1 h
+    assert "none but EASY keeps both in 1 (kth/walltime)" in markdown(judged, [CASES["kth"]])
+    assert frontiers(verdicts([run("pcp20", 35.0, default=True)])["judged"].rows) == []
 
 
 def test_missed_by_utilisation() -> None:
