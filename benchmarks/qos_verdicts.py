@@ -381,7 +381,7 @@ class Frontier:
 
     predictor: str
     runs: list[tuple[str, float, list[str]]]  # (run, mean bsld, what it gives up), lowest first
-    best_keeping: str | None  # the lowest mean among the runs that give up nothing (EASY too)
+    best_keeping: tuple[str, float] | None  # lowest mean giving up nothing (EASY's run counts)
 
 
 def frontier(rows: Sequence[Row], predictor: str) -> Frontier | None:
@@ -400,7 +400,7 @@ def frontier(rows: Sequence[Row], predictor: str) -> Frontier | None:
             named[r.cp_label] = r.mine
     ranked = sorted(((name, f.bsld, gives_up(f, easy)) for name, f in named.items()
                      if f.bsld is not None), key=lambda run: run[1])
-    keeping = next((f"{name} {bsld:.2f}" for name, bsld, lost in ranked if not lost), None)
+    keeping = next(((name, bsld) for name, bsld, lost in ranked if not lost), None)
     return Frontier(predictor, ranked, keeping)
 
 
@@ -422,8 +422,8 @@ def frontier_summary(judged: Judged) -> list[str]:
     found = frontiers(judged.rows)
     if not found:
         return []
-    default = f"default ({judged.default})"
-    mine = sum((f.best_keeping or "").startswith(default + " ") for _, f in found)
+    default = f"default ({judged.default})"  # the default rows' cp_label
+    mine = sum(f.best_keeping is not None and f.best_keeping[0] == default for _, f in found)
     only_easy = [f"{case}/{f.predictor}" for case, f in found
                  if [name for name, _, lost in f.runs if not lost] == [REFERENCE]]
     return [f"- lowest mean among the runs that keep EASY's utilisation (− 0.005) and longest "
@@ -444,7 +444,8 @@ def frontier_lines(rows: Sequence[Row]) -> list[str]:
     for f in found:
         runs = "; ".join(f"{name} {bsld:.2f}" + (f" ({', '.join(lost)})" if lost else "")
                          for name, bsld, lost in f.runs)
-        lines.append(f"| {f.predictor} | {f.best_keeping or '–'} | {runs} |")
+        best = f"{f.best_keeping[0]} {f.best_keeping[1]:.2f}" if f.best_keeping else "–"
+        lines.append(f"| {f.predictor} | {best} | {runs} |")
     return lines
 
 
@@ -492,7 +493,8 @@ def document(judged: Judged, meta: dict[str, Any]) -> dict[str, Any]:
                   "runs": {k: asdict(f) if f else None
                            for k, f in {**r.baselines, r.cp: r.mine}.items()},
                   "verdicts": [asdict(v) for v in r.verdicts]} for r in judged.rows],
-        "frontiers": [{"case": case, "predictor": f.predictor, "best_keeping": f.best_keeping,
+        "frontiers": [{"case": case, "predictor": f.predictor,
+                       "best_keeping": f.best_keeping[0] if f.best_keeping else None,
                        "runs": [{"run": n, "bsld": b, "gives_up": lost} for n, b, lost in f.runs]}
                       for case, f in frontiers(judged.rows)],
         "unmatched": judged.unmatched, "duplicates": judged.duplicates,

@@ -72,7 +72,7 @@ def test_the_frontier_ranks_every_run_with_what_it_gives_up_against_easy() -> No
     assert [name for name, _, _ in f.runs][:3] == ["easy-sjf", "default (pcp20@fast)", "easy"]
     assert f.runs[0][2] == ["longest wait +10.0 h"]
     assert f.runs[-1][2] == ["utilisation -0.010"]
-    assert f.best_keeping == "default (pcp20@fast) 35.00"
+    assert f.best_keeping == ("default (pcp20@fast)", 35.0)
     text = markdown(judged, [CASES["kth"]])
     row = "| walltime | default (pcp20@fast) 35.00 | easy-sjf 30.00 (longest wait +10.0 h);"
     assert row in text
@@ -84,7 +84,7 @@ def test_the_frontier_says_when_only_easy_keeps_its_guarantees() -> None:
             run("pcp20", 35.0, max_wait_h=9.0, default=True)]
     judged = verdicts(runs)["judged"]
     [(_, f)] = frontiers(judged.rows)
-    assert f.best_keeping == "easy 50.00"  # every other run waits longer than EASY's 1 h
+    assert f.best_keeping == ("easy", 50.0)  # every other run waits longer than EASY's 1 h
     assert "none but EASY keeps both in 1 (kth/walltime)" in markdown(judged, [CASES["kth"]])
     assert frontiers(verdicts([run("pcp20", 35.0, default=True)])["judged"].rows) == []
 
