@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from hpcdispatch.proto_convert import snapshot_from_pb
 from hpcdispatch.server.dispatchers import BY_NAME
-from hpcdispatch.server.dispatchers.cp_dispatch import CpDispatcher
-from hpcdispatch.server.dispatchers.cpsat_attempt import model_size
-from hpcdispatch.server.dispatchers.job_selection import select_for_model
-from hpcdispatch.server.dispatchers.problem import build_problem
-from hpcdispatch.server.dispatchers.stopping import never
+from hpcdispatch.server.dispatchers.cp.cp_dispatch import CpDispatcher
+from hpcdispatch.server.dispatchers.cp.cpsat_attempt import model_size
+from hpcdispatch.server.dispatchers.planning.job_selection import select_for_model
+from hpcdispatch.server.dispatchers.planning.problem import build_problem
+from hpcdispatch.server.dispatchers.planning.stopping import never
+from hpcdispatch.server.dispatchers.profiles import DEFAULT_PROFILE, resolve_settings
 from hpcdispatch.server.pipeline import predict_durations
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
-from hpcdispatch.server.profiles import DEFAULT_PROFILE, resolve_settings
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 

@@ -34,7 +34,6 @@ import structlog
 
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.proto_convert import snapshot_to_pb
-from hpcdispatch.server.app import RunningServer, start_server
 from hpcdispatch.server.config import ServerConfig
 from hpcdispatch.server.logging_config import configure_logging
 from hpcdispatch.server.predictors.base import (
@@ -47,6 +46,7 @@ from hpcdispatch.server.predictors.base import (
 from hpcdispatch.server.predictors.data_driven import resemblance_rules
 from hpcdispatch.server.predictors.knowledge_base import ClusterHistory
 from hpcdispatch.server.predictors.store_sqlite import SqliteStore
+from hpcdispatch.server.rpc.app import RunningServer, start_server
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import homogeneous
 from hpcdispatch.v1 import dispatcher_pb2 as pb

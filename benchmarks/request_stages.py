@@ -26,15 +26,15 @@ from benchmarks.scale_sessions import BUSY_FOR_70_PERCENT_OF_NODES
 from hpcdispatch.proto_convert import snapshot_from_pb, snapshot_to_pb
 from hpcdispatch.server.config import ServerConfig
 from hpcdispatch.server.dispatchers.base import SearchControl
-from hpcdispatch.server.node_table import NodeTables, build_node_table
+from hpcdispatch.server.dispatchers.profiles import PROFILES
+from hpcdispatch.server.intake.node_table import NodeTables, build_node_table
+from hpcdispatch.server.intake.running_job_cache import RunningJobCache
+from hpcdispatch.server.intake.snapshot_intake import take_in
+from hpcdispatch.server.intake.validation import validate_dispatch_request
 from hpcdispatch.server.pipeline import run_decision
 from hpcdispatch.server.predictors.registry import PredictorRegistry
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
-from hpcdispatch.server.profiles import PROFILES
-from hpcdispatch.server.running_job_cache import RunningJobCache
-from hpcdispatch.server.service import DispatcherService
-from hpcdispatch.server.snapshot_intake import take_in
-from hpcdispatch.server.validation import validate_dispatch_request
+from hpcdispatch.server.rpc.dispatch_service import DispatcherService
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import homogeneous
 from hpcdispatch.v1 import dispatcher_pb2 as pb

@@ -36,10 +36,10 @@ from benchmarks.same_instances_sources import (
     capture_replay,
     synthetic_set,
 )
+from hpcdispatch.catalog import DISPATCHER_BY_KIND
 from hpcdispatch.client import DispatcherClient
-from hpcdispatch.server.catalog import DISPATCHER_BY_KIND
-from hpcdispatch.server.embedded import embedded_server
 from hpcdispatch.server.logging_config import configure_logging
+from hpcdispatch.server.rpc.embedded import embedded_server
 from hpcdispatch.sim_adapter.swf import read_header
 from hpcdispatch.sim_adapter.workload import resolve_system
 

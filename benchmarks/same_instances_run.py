@@ -27,8 +27,8 @@ from pathlib import Path
 
 from benchmarks.model_size import model_variables
 from benchmarks.same_instances_sources import InstanceSet
+from hpcdispatch.catalog import CP_DISPATCHER_NAMES, DISPATCHER_NAMES
 from hpcdispatch.client import DispatcherClient
-from hpcdispatch.server.catalog import CP_DISPATCHER_NAMES, DISPATCHER_NAMES
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 CP_DISPATCHERS = CP_DISPATCHER_NAMES

@@ -3,8 +3,8 @@
 A fixed queue of 100 jobs, the machine about 70 % busy, the same instance for every dispatcher,
 sent through a real service on loopback; time is measured at the client (the whole round trip:
 encoding, validation, prediction, model, search, check), after one warm-up request per node
-list (the service indexes a node list once, see server/node_table.py; the warm-up's own time is
-printed as the first row of each size). PCP'19's model grows with the nodes;
+list (the service indexes a node list once, see server/intake/node_table.py; the warm-up's
+own time is printed as the first row of each size). PCP'19's model grows with the nodes;
 past the request deadline its build gives up and the heuristic answers (status HEURISTIC).
 
     python -m benchmarks.scale [--nodes 64,1000,10000,100000] [--seeds 3]
@@ -24,10 +24,10 @@ import grpc
 
 from benchmarks import scale_sessions
 from benchmarks.baseline_server import baseline_server
+from hpcdispatch.catalog import DISPATCHER_NAMES
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.proto_convert import snapshot_to_pb
-from hpcdispatch.server.catalog import DISPATCHER_NAMES
-from hpcdispatch.server.embedded import embedded_server
+from hpcdispatch.server.rpc.embedded import embedded_server
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import homogeneous
 from hpcdispatch.v1 import dispatcher_pb2 as pb

@@ -16,12 +16,12 @@ import statistics
 import time
 
 from benchmarks.scale_sessions import BUSY_FOR_70_PERCENT_OF_NODES
-from hpcdispatch.server.catalog import DISPATCHER_NAMES
+from hpcdispatch.catalog import DISPATCHER_NAMES
 from hpcdispatch.server.dispatchers.base import SearchControl
+from hpcdispatch.server.dispatchers.profiles import PROFILES
 from hpcdispatch.server.pipeline import DecisionResult, run_decision
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
-from hpcdispatch.server.profiles import PROFILES
-from hpcdispatch.server.session_state import SessionState
+from hpcdispatch.server.sessions.state import SessionState
 from hpcdispatch.snapshot import QueuedJob
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import homogeneous

@@ -20,9 +20,9 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 
+from hpcdispatch.catalog import DISPATCHER_NAMES
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.proto_convert import snapshot_to_pb
-from hpcdispatch.server.catalog import DISPATCHER_NAMES
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import homogeneous
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -87,8 +87,8 @@ def measure(
     request.dispatcher = pb.Dispatcher.ValueType(DISPATCHER_NAMES[dispatcher])
     request.predictor = pb.PREDICTOR_WALLTIME
     full_walls = []
-    # Warm-up: builds the node table and checks the running jobs once (server/node_table.py,
-    # server/running_job_cache.py), as a workload manager's previous snapshot would have.
+    # Warm-up: builds the node table and checks the running jobs once (server/intake/node_table.py,
+    # server/intake/running_job_cache.py), as a workload manager's previous snapshot would have.
     first_full = client.dispatch(request, timeout=timeout)
     for _ in range(repeats):
         began = time.perf_counter()

@@ -14,10 +14,10 @@ import argparse
 import statistics
 import time
 
+from hpcdispatch.catalog import CP_DISPATCHER_NAMES, DISPATCHER_NAMES
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.proto_convert import snapshot_to_pb
-from hpcdispatch.server.catalog import CP_DISPATCHER_NAMES, DISPATCHER_NAMES
-from hpcdispatch.server.embedded import embedded_server
+from hpcdispatch.server.rpc.embedded import embedded_server
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS
 from hpcdispatch.v1 import dispatcher_pb2 as pb

@@ -13,9 +13,10 @@ from types import TracebackType
 
 import grpc
 
-from hpcdispatch.client.session import DispatchSession
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
+
+from .session import DispatchSession
 
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 

@@ -14,7 +14,7 @@ import grpc
 from google.protobuf import json_format
 
 from hpcdispatch import __version__
-from hpcdispatch.server.catalog import DISPATCHER_NAMES, PREDICTOR_NAMES
+from hpcdispatch.catalog import DISPATCHER_NAMES, PREDICTOR_NAMES
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 EXAMPLE_SNAPSHOT = "eurora_snapshot.json"
@@ -58,8 +58,8 @@ SERVE_KEYS = (
 def _serve(args: argparse.Namespace) -> int:
     import yaml
 
-    from hpcdispatch.server.app import serve
     from hpcdispatch.server.config import load_config
+    from hpcdispatch.server.rpc.app import serve
 
     try:
         config = load_config(args.config, overrides={k: getattr(args, k) for k in SERVE_KEYS})
@@ -99,7 +99,7 @@ def _add_dispatch(sub: argparse._SubParsersAction) -> None:
 def _embedded_or_remote(target: str | None) -> AbstractContextManager[str]:
     if target:
         return nullcontext(target)
-    from hpcdispatch.server.embedded import embedded_server
+    from hpcdispatch.server.rpc.embedded import embedded_server
 
     return embedded_server()
 

@@ -57,7 +57,7 @@ def queued_job_from_pb(j: pb.QueuedJob) -> QueuedJob:
 def snapshot_from_pb(
     request: pb.DispatchRequest, nodes: tuple[Node, ...] | None = None
 ) -> Snapshot:
-    """Convert a validated request (see hpcdispatch.server.validation) to a Snapshot.
+    """Convert a validated request (see hpcdispatch.server.intake.validation) to a Snapshot.
 
     `nodes` is `nodes_from_pb(request)` when the caller already has it.
     """

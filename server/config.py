@@ -37,7 +37,7 @@ class ServerConfig:
     # walltime | last-two | data-driven | oracle. data-driven: best for pcp20 in every benchmark
     # (BENCHMARKS.md §4); with no completions reported it predicts the requested time.
     default_predictor: str = "data-driven"
-    default_profile: str = "qos"  # qos | papers | fast (server/profiles.py)
+    default_profile: str = "qos"  # qos | papers | fast (server/dispatchers/profiles.py)
     solver_workers: int = 1  # CP-SAT search workers per decision
     predictor_store: str | None = None  # SQLite file of the predictors' knowledge base
     grace_seconds: float = 30.0  # SIGTERM: time in-flight decisions get to finish
@@ -122,8 +122,9 @@ def _port(value: int, allow_zero: bool = True) -> bool:
 
 def config_problems(config: ServerConfig) -> dict[str, str]:
     """Key -> what is wrong with its value; empty when the configuration is valid."""
-    from hpcdispatch.server.catalog import DISPATCHER_NAMES, PREDICTOR_NAMES
-    from hpcdispatch.server.profiles import PROFILES
+    from hpcdispatch.catalog import DISPATCHER_NAMES, PREDICTOR_NAMES
+
+    from .dispatchers.profiles import PROFILES
 
     problems: dict[str, str] = {}
 

@@ -33,12 +33,45 @@ import numpy as np
 import structlog
 
 from hpcdispatch.decision_check import ClusterFacts, SnapshotFacts, check_decision_against
-from hpcdispatch.server.dispatchers import DISPATCHERS
-from hpcdispatch.server.dispatchers.base import Dispatcher, Outcome, SearchControl
-from hpcdispatch.server.dispatchers.problem import NodeIndex, Occupancy, Problem, build_problem
-from hpcdispatch.server.predictors.base import DurationPredictor, JobFacts, predict_many
 from hpcdispatch.snapshot import Decision, JobStart, QueuedJob, RunningJob, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+# The core's names the rooms above use: the pipeline is their one door into the core
+# (`dispatchers/`, `predictors/`); the layering contract in pyproject.toml keeps it so.
+from .dispatchers import DISPATCHERS
+from .dispatchers.base import Dispatcher, Outcome, SearchControl
+from .dispatchers.planning.free_pool import FreePool
+from .dispatchers.planning.problem import (
+    MAX_MODEL_DURATION,
+    NodeIndex,
+    Occupancy,
+    Problem,
+    build_problem,
+    index_nodes,
+    occupancy_of_rows,
+    running_rows,
+)
+from .dispatchers.profiles import DEFAULT_PROFILE, PROFILES, resolve_settings
+from .dispatchers.search_settings import SearchSettings
+from .predictors.base import (
+    Completion,
+    DurationPredictor,
+    JobFacts,
+    depends_on_job_only,
+    predict_many,
+)
+from .predictors.completion_store import StoreUnavailable
+from .predictors.registry import PredictorRegistry
+
+__all__ = [
+    "DEFAULT_PROFILE", "DISPATCHERS", "MAX_MODEL_DURATION", "PROFILES", "STAGES", "Completion",
+    "DecisionAbandoned", "DecisionResult", "Dispatcher", "DurationPredictor", "Durations",
+    "FreePool", "JobFacts", "NodeIndex", "Occupancy", "Outcome", "PredictorRegistry", "Problem",
+    "SearchControl", "SearchSettings", "StoreUnavailable", "build_problem", "corrected_duration",
+    "decision_of", "depends_on_job_only", "index_nodes", "occupancy_of_rows", "predict_durations",
+    "predict_many", "queued_facts", "resolve_settings", "run_decision", "running_facts",
+    "running_rows",
+]
 
 log = structlog.get_logger("hpcdispatch.pipeline")
 
@@ -175,7 +208,7 @@ def run_decision(
 ) -> DecisionResult:
     """Decide which queued jobs of `snapshot` start now, and where; the result is checked.
 
-    `nodes` is the node list's index when the caller keeps one (see server/node_table.py);
+    `nodes` is the node list's index when the caller keeps one (see server/intake/node_table.py);
     `dispatchers` defaults to the registry (tests pass stand-ins). A caller that keeps the
     cluster state between decisions (a session) passes `occupancy`, what the running work of
     `snapshot` makes of the nodes (with `nodes`: its rows are indexed by it), and `facts`, the

@@ -13,14 +13,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
+from hpcdispatch.catalog import ALLOCATOR_NAMES, DISPATCHER_NAMES, PREDICTOR_NAMES
 from hpcdispatch.client import DispatcherClient
-from hpcdispatch.server.catalog import ALLOCATOR_NAMES, DISPATCHER_NAMES, PREDICTOR_NAMES
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 DEFAULT = "default"  # leave the request field unset: the server's default
 
 
-# Names as on the command line: the contract's names (hpcdispatch.server.catalog), and
+# Names as on the command line: the contract's names (hpcdispatch.catalog), and
 # "default" for the server's own choice (the request field left unset).
 DISPATCHERS: dict[str, int] = {DEFAULT: 0, **DISPATCHER_NAMES}  # fcfs, easy, pcp20, ...
 PREDICTORS: dict[str, int] = {DEFAULT: 0, **PREDICTOR_NAMES}  # walltime, last-two, ...
@@ -103,7 +103,7 @@ def service_target(target: str | None = None, **server_options: Any) -> Iterator
     if target:
         yield target
         return
-    from hpcdispatch.server.embedded import embedded_server
+    from hpcdispatch.server.rpc.embedded import embedded_server
 
     with embedded_server(**server_options) as embedded:
         yield embedded

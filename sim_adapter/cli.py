@@ -11,7 +11,7 @@ from typing import Any
 
 import grpc
 
-from hpcdispatch.sim_adapter.adapter import (
+from .adapter import (
     ALLOCATORS,
     DEFAULT,
     DISPATCHERS,
@@ -19,7 +19,7 @@ from hpcdispatch.sim_adapter.adapter import (
     DispatchSettings,
     service_target,
 )
-from hpcdispatch.sim_adapter.workload import UNIT_MODES
+from .workload import UNIT_MODES
 
 DEFAULT_DISPATCHERS = (DEFAULT, "easy")
 
@@ -102,12 +102,12 @@ def _add_report(sub: Any) -> None:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    from hpcdispatch.sim_adapter.outputs import write_summary
-    from hpcdispatch.sim_adapter.replay import RunSpec, bundled_trace, replay, safe_dirname
-    from hpcdispatch.sim_adapter.report import comparison_table
-    from hpcdispatch.sim_adapter.sequences import aggregate_table
-    from hpcdispatch.sim_adapter.simulator import SimulationError
-    from hpcdispatch.sim_adapter.swf import SwfFormatError
+    from .outputs import write_summary
+    from .replay import RunSpec, bundled_trace, replay, safe_dirname
+    from .report import comparison_table
+    from .sequences import aggregate_table
+    from .simulator import SimulationError
+    from .swf import SwfFormatError
 
     trace = args.trace or bundled_trace()
     dispatchers = args.dispatcher or list(DEFAULT_DISPATCHERS)
@@ -184,8 +184,8 @@ def _selections(
     args: argparse.Namespace, trace: Path
 ) -> list[tuple[str, Collection[int] | None, dict[str, int] | None]]:
     """(run name suffix, records to replay, sequence description) per replay of a dispatcher."""
-    from hpcdispatch.sim_adapter.record_window import parse_window
-    from hpcdispatch.sim_adapter.sequences import draw_sequences
+    from .record_window import parse_window
+    from .sequences import draw_sequences
 
     if args.records is not None:
         return [("", parse_window(args.records), None)]
@@ -196,8 +196,8 @@ def _selections(
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from hpcdispatch.sim_adapter.report import comparison_table, find_runs, write_plots
-    from hpcdispatch.sim_adapter.sequences import aggregate_table
+    from .report import comparison_table, find_runs, write_plots
+    from .sequences import aggregate_table
 
     try:
         runs = find_runs(args.runs)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from hpcdispatch.sim_adapter.records import DecisionRecord, JobRecord
+from .records import DecisionRecord, JobRecord
 
 JOB_COLUMNS = (
     "job_id", "user", "submit", "start", "end", "wait", "run", "requested_time", "predicted",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
-from hpcdispatch.sim_adapter.swf import (
+from .swf import (
     CleaningStats,
     SwfFormatError,
     TraceJob,

@@ -11,18 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from hpcdispatch.client import DispatcherClient
-from hpcdispatch.sim_adapter.adapter import (
+
+from .adapter import (
     DEFAULT,
     DISPATCHER_BY_KIND,
     PREDICTOR_BY_KIND,
     DispatchSettings,
     GrpcBackend,
 )
-from hpcdispatch.sim_adapter.outputs import RunRecorder, write_summary
-from hpcdispatch.sim_adapter.record_window import describe, iter_selected_jobs
-from hpcdispatch.sim_adapter.simulator import ReplayOptions, Simulator
-from hpcdispatch.sim_adapter.swf import CleaningStats, iter_jobs, read_header
-from hpcdispatch.sim_adapter.workload import UnitMode, resolve_system, rule_for_system
+from .outputs import RunRecorder, write_summary
+from .record_window import describe, iter_selected_jobs
+from .simulator import ReplayOptions, Simulator
+from .swf import CleaningStats, iter_jobs, read_header
+from .workload import UnitMode, resolve_system, rule_for_system
 
 BUNDLED_TRACE = "KTH-SP2-1996-2.1-cln.slice.swf.xz"
 

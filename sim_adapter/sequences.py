@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from hpcdispatch.sim_adapter.report import fixed_width
-from hpcdispatch.sim_adapter.swf import iter_records
+from .report import fixed_width
+from .swf import iter_records
 
 # RLScheduler's evaluation defaults (its compare script and published tables).
 DEFAULT_LENGTH = 1024

@@ -28,9 +28,6 @@ from tqdm import tqdm
 
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.proto_convert import decision_from_pb, snapshot_to_pb
-from hpcdispatch.sim_adapter.records import DecisionRecord, JobRecord, ReplayObserver
-from hpcdispatch.sim_adapter.swf import TraceJob
-from hpcdispatch.sim_adapter.workload import UnitRule, units_fitting_empty
 from hpcdispatch.snapshot import (
     Decision,
     QueuedJob,
@@ -40,6 +37,10 @@ from hpcdispatch.snapshot import (
 )
 from hpcdispatch.systems import System
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from .records import DecisionRecord, JobRecord, ReplayObserver
+from .swf import TraceJob
+from .workload import UnitRule, units_fitting_empty
 
 NEVER_FITS = "never fits the system"
 

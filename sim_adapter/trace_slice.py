@@ -15,7 +15,7 @@ from __future__ import annotations
 import lzma
 from pathlib import Path
 
-from hpcdispatch.sim_adapter.swf import open_text, parse_record
+from .swf import open_text, parse_record
 
 _COUNT_KEYS = ("; MaxJobs:", "; MaxRecords:")
 

@@ -43,8 +43,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from hpcdispatch.sim_adapter.swf import SwfHeader, TraceJob
 from hpcdispatch.systems import System, homogeneous, load_system
+
+from .swf import SwfHeader, TraceJob
 
 UnitMode = Literal["node", "exclusive", "core"]
 UNIT_MODES: tuple[str, ...] = ("node", "exclusive", "core")

@@ -32,10 +32,13 @@ import structlog
 
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.proto_convert import decision_from_pb, snapshot_to_pb
-from hpcdispatch.slurm_bridge.job_units import UnplaceableError, placement_for, unit_shape
-from hpcdispatch.slurm_bridge.metrics import BridgeMetrics
-from hpcdispatch.slurm_bridge.slurm_cli import SlurmCommandError, SlurmCommands
-from hpcdispatch.slurm_bridge.slurm_json import (
+from hpcdispatch.snapshot import NodeState, Snapshot
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from .job_units import UnplaceableError, placement_for, unit_shape
+from .metrics import BridgeMetrics
+from .slurm_cli import SlurmCommandError, SlurmCommands
+from .slurm_json import (
     ACTIVE_STATES,
     FINISHED_STATES,
     SlurmJob,
@@ -44,7 +47,7 @@ from hpcdispatch.slurm_bridge.slurm_json import (
     parse_jobs,
     parse_nodes,
 )
-from hpcdispatch.slurm_bridge.snapshot_builder import (
+from .snapshot_builder import (
     BuilderSettings,
     BuiltSnapshot,
     InFlight,
@@ -53,8 +56,6 @@ from hpcdispatch.slurm_bridge.snapshot_builder import (
     keep_order,
     node_state,
 )
-from hpcdispatch.snapshot import NodeState, Snapshot
-from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 UNREACHABLE_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 

@@ -7,11 +7,11 @@ import signal
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from hpcdispatch.server.catalog import DISPATCHER_NAMES, PREDICTOR_NAMES
+from hpcdispatch.catalog import DISPATCHER_NAMES, PREDICTOR_NAMES
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 if TYPE_CHECKING:
-    from hpcdispatch.slurm_bridge.bridge import BridgeConfig
+    from .bridge import BridgeConfig
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -61,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def config_from_args(args: argparse.Namespace) -> BridgeConfig:
     """The BridgeConfig the flags give."""
-    from hpcdispatch.slurm_bridge.bridge import BridgeConfig
+    from .bridge import BridgeConfig
 
     return BridgeConfig(
         partitions=frozenset(args.partitions),
@@ -85,10 +85,11 @@ def config_from_args(args: argparse.Namespace) -> BridgeConfig:
 def run(args: argparse.Namespace) -> int:
     """Run the bridge until SIGTERM/SIGINT (or one cycle with --once)."""
     from hpcdispatch.client import DispatcherClient
-    from hpcdispatch.slurm_bridge.bridge import Bridge
-    from hpcdispatch.slurm_bridge.logging_setup import configure_logging
-    from hpcdispatch.slurm_bridge.metrics import BridgeMetrics
-    from hpcdispatch.slurm_bridge.slurm_cli import SlurmCommands
+
+    from .bridge import Bridge
+    from .logging_setup import configure_logging
+    from .metrics import BridgeMetrics
+    from .slurm_cli import SlurmCommands
 
     configure_logging(args.log_format, args.log_level)
     config = config_from_args(args)

@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hpcdispatch.slurm_bridge.slurm_json import SlurmJob
+from .slurm_json import SlurmJob
 
 CORE = "core"
 MEM = "mem"

@@ -25,8 +25,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from hpcdispatch.slurm_bridge.job_units import CORE, MEM, UnitShape, unit_shape
-from hpcdispatch.slurm_bridge.slurm_json import ACTIVE_STATES, SlurmJob, SlurmNode
 from hpcdispatch.snapshot import (
     Node,
     NodeState,
@@ -35,6 +33,9 @@ from hpcdispatch.snapshot import (
     Snapshot,
     UnitAllocation,
 )
+
+from .job_units import CORE, MEM, UnitShape, unit_shape
+from .slurm_json import ACTIVE_STATES, SlurmJob, SlurmNode
 
 UP_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
 DOWN_FLAGS = frozenset({

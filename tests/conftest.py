@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from hpcdispatch.client import DispatcherClient
-from hpcdispatch.server.app import RunningServer, start_server
 from hpcdispatch.server.config import load_config
+from hpcdispatch.server.rpc.app import RunningServer, start_server
 
 
 @pytest.fixture(scope="module")

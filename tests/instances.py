@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from hpcdispatch.server.catalog import DISPATCHER_NAMES
+from hpcdispatch.catalog import DISPATCHER_NAMES
 from hpcdispatch.server.dispatchers.base import Outcome, SearchControl, SearchSettings
-from hpcdispatch.server.dispatchers.problem import Problem, build_problem
+from hpcdispatch.server.dispatchers.planning.problem import Problem, build_problem
 from hpcdispatch.server.pipeline import predict_durations, run_decision
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
 from hpcdispatch.snapshot import (

@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from hpcdispatch.proto_convert import snapshot_to_pb
-from hpcdispatch.server.app import RunningServer, start_server
 from hpcdispatch.server.config import load_config
+from hpcdispatch.server.rpc.app import RunningServer, start_server
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS
 from hpcdispatch.v1 import dispatcher_pb2 as pb

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from hpcdispatch.server.admission import DecisionAdmission, Refused
+from hpcdispatch.server.rpc.admission import DecisionAdmission, Refused
 
 EASY, PCP20 = 2, 5
 

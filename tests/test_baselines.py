@@ -13,8 +13,8 @@ from collections import defaultdict
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from hpcdispatch.server.dispatchers import job_orders
 from hpcdispatch.server.dispatchers.conservative import plan_reservations
+from hpcdispatch.server.dispatchers.planning import job_orders
 from hpcdispatch.snapshot import Snapshot
 from tests.instances import T, decide, node, problem_of, queued, running, started
 from tests.test_decision_property import snapshots

@@ -10,16 +10,17 @@ from typing import Any
 import pytest
 from ortools.sat.python import cp_model
 
-from hpcdispatch.server.dispatchers import BY_NAME, cp_dispatch
+from hpcdispatch.server.dispatchers import BY_NAME
 from hpcdispatch.server.dispatchers.base import SearchControl, SearchSettings
-from hpcdispatch.server.dispatchers.cpsat_attempt import SolutionValues, set_hints
-from hpcdispatch.server.dispatchers.pcp20 import Pcp20Dispatcher
-from hpcdispatch.server.dispatchers.plan import Plan
-from hpcdispatch.server.dispatchers.problem import Job, Problem
-from hpcdispatch.server.dispatchers.reservation import Reservation
-from hpcdispatch.server.dispatchers.stopping import StopCheck
-from hpcdispatch.server.profiles import PROFILES
-from hpcdispatch.server.restart_policy import AttemptResult, run_restart_policy
+from hpcdispatch.server.dispatchers.cp import cp_dispatch
+from hpcdispatch.server.dispatchers.cp.cpsat_attempt import SolutionValues, set_hints
+from hpcdispatch.server.dispatchers.cp.pcp20 import Pcp20Dispatcher
+from hpcdispatch.server.dispatchers.cp.restart_policy import AttemptResult, run_restart_policy
+from hpcdispatch.server.dispatchers.planning.plan import Plan
+from hpcdispatch.server.dispatchers.planning.problem import Job, Problem
+from hpcdispatch.server.dispatchers.planning.reservation import Reservation
+from hpcdispatch.server.dispatchers.planning.stopping import StopCheck
+from hpcdispatch.server.dispatchers.profiles import PROFILES
 from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS

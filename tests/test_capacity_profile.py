@@ -11,8 +11,8 @@ import random
 
 import pytest
 
-from hpcdispatch.server.dispatchers.capacity_profile import CapacityProfile
-from hpcdispatch.server.dispatchers.free_pool import Vec
+from hpcdispatch.server.dispatchers.planning.capacity_profile import CapacityProfile
+from hpcdispatch.server.dispatchers.planning.free_pool import Vec
 
 HORIZON = 80  # seconds simulated by the reference; everything happens before
 

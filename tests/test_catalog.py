@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpcdispatch.cli import build_parser
-from hpcdispatch.server.catalog import (
+from hpcdispatch.catalog import (
     CP_DISPATCHER_NAMES,
     DISPATCHER_NAMES,
     PREDICTOR_NAMES,
@@ -13,8 +12,9 @@ from hpcdispatch.server.catalog import (
     enum_names,
     predictor_kind,
 )
+from hpcdispatch.cli import build_parser
 from hpcdispatch.server.dispatchers import BY_NAME, DISPATCHERS
-from hpcdispatch.server.dispatchers.cp_dispatch import CpDispatcher
+from hpcdispatch.server.dispatchers.cp.cp_dispatch import CpDispatcher
 from hpcdispatch.server.predictors.registry import PredictorRegistry
 from hpcdispatch.sim_adapter.adapter import DEFAULT
 from hpcdispatch.sim_adapter.adapter import DISPATCHERS as SIM_DISPATCHERS

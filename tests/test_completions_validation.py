@@ -11,7 +11,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from hpcdispatch.client import DispatcherClient
-from hpcdispatch.server.app import RunningServer
+from hpcdispatch.server.rpc.app import RunningServer
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 INT64_MAX = 2**63 - 1

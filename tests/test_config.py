@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcdispatch.server.app import start_server
 from hpcdispatch.server.config import ServerConfig, _coerce, config_problems, load_config
+from hpcdispatch.server.rpc.app import start_server
 
 
 def test_the_defaults_are_valid() -> None:

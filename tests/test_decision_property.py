@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hpcdispatch.catalog import DISPATCHER_NAMES
 from hpcdispatch.decision_check import check_decision
-from hpcdispatch.server.catalog import DISPATCHER_NAMES
 from hpcdispatch.server.dispatchers.base import SearchSettings
 from hpcdispatch.snapshot import (
     Node,

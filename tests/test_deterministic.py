@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 from ortools.sat.python import cp_model
 
-from hpcdispatch.server.dispatchers.cpsat_attempt import solve_attempt
-from hpcdispatch.server.profiles import resolve_settings
-from hpcdispatch.server.restart_policy import (
+from hpcdispatch.server.dispatchers.cp.cpsat_attempt import solve_attempt
+from hpcdispatch.server.dispatchers.cp.restart_policy import (
     DETERMINISTIC_SECONDS_PER_MS,
     AttemptResult,
     SearchSettings,
     run_restart_policy,
 )
+from hpcdispatch.server.dispatchers.profiles import resolve_settings
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 RECORDS = "0:200"  # of the bundled KTH-SP2 slice: PCP'20 searches in about 40 decisions

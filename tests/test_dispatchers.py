@@ -7,16 +7,16 @@ import dataclasses
 import pytest
 from ortools.sat.python import cp_model
 
+from hpcdispatch.catalog import CP_DISPATCHER_NAMES, DISPATCHER_NAMES
 from hpcdispatch.decision_check import check_decision
-from hpcdispatch.server.catalog import CP_DISPATCHER_NAMES, DISPATCHER_NAMES
 from hpcdispatch.server.dispatchers import BY_NAME
-from hpcdispatch.server.dispatchers.cp_dispatch import CpDispatcher
-from hpcdispatch.server.dispatchers.cp_schedule import build_schedule_model
-from hpcdispatch.server.dispatchers.cpsat_attempt import SolutionValues, model_size
-from hpcdispatch.server.dispatchers.greedy_schedule import greedy_schedule
-from hpcdispatch.server.dispatchers.problem import later_start_bounds
-from hpcdispatch.server.dispatchers.stopping import never
-from hpcdispatch.server.profiles import DEFAULT_PROFILE, PROFILES, resolve_settings
+from hpcdispatch.server.dispatchers.cp.cp_dispatch import CpDispatcher
+from hpcdispatch.server.dispatchers.cp.cp_schedule import build_schedule_model
+from hpcdispatch.server.dispatchers.cp.cpsat_attempt import SolutionValues, model_size
+from hpcdispatch.server.dispatchers.planning.greedy_schedule import greedy_schedule
+from hpcdispatch.server.dispatchers.planning.problem import later_start_bounds
+from hpcdispatch.server.dispatchers.planning.stopping import never
+from hpcdispatch.server.dispatchers.profiles import DEFAULT_PROFILE, PROFILES, resolve_settings
 from hpcdispatch.snapshot import NodeState, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.instances import FAST, T, decide, node, problem_of, queued, running, started

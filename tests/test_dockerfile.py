@@ -93,7 +93,7 @@ def test_dockerignore_semantics() -> None:
     assert checker.ignored("hpcdispatch.egg-info/PKG-INFO", patterns)
     assert not checker.ignored("docs/keep.png", patterns)
     assert not checker.ignored("server/tests.py", patterns)
-    assert not checker.ignored("server/app.py", patterns)
+    assert not checker.ignored("server/rpc/app.py", patterns)
 
 
 def run_checker(*args: str) -> subprocess.CompletedProcess[str]:

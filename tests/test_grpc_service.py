@@ -17,10 +17,10 @@ from grpc_status import rpc_status
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.proto_convert import decision_from_pb, snapshot_from_pb, snapshot_to_pb
-from hpcdispatch.server.app import RunningServer, start_server
 from hpcdispatch.server.config import load_config
 from hpcdispatch.server.dispatchers import DISPATCHERS
-from hpcdispatch.server.profiles import PROFILES
+from hpcdispatch.server.dispatchers.profiles import PROFILES
+from hpcdispatch.server.rpc.app import RunningServer, start_server
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS, homogeneous
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -296,8 +296,9 @@ def test_an_exceeded_prediction_is_corrected_to_the_requested_time(
 
 
 def test_node_changes_between_snapshots_are_seen(client: DispatcherClient) -> None:
-    # The service reuses its table of a node list it has seen (server/node_table.py): the same
-    # nodes with one state or one capacity changed must be a different table, never the old one.
+    # The service reuses its table of a node list it has seen (server/intake/node_table.py): the
+    # same nodes with one state or one capacity changed must be a
+    # different table, never the old one.
     request = pb.DispatchRequest(time=1_000, dispatcher=pb.DISPATCHER_EASY)
     for i in range(3):
         request.nodes.add(id=f"n{i}", state=pb.NODE_STATE_UP, capacity={"core": 4})
@@ -320,7 +321,7 @@ def test_a_running_job_edited_between_snapshots_is_checked_again(
     client: DispatcherClient,
 ) -> None:
     # The service reuses a running job it checked in the cluster's last snapshot only while the
-    # job's bytes are identical (server/running_job_cache.py); the snapshot-wide checks (node
+    # job's bytes are identical (server/intake/running_job_cache.py); the snapshot-wide checks (node
     # capacity, ids, start times) run on every request.
     request = eurora_request(queued=5, seed=8)
     request.cluster = "edited-between-snapshots"

@@ -16,8 +16,8 @@ MODULES = sorted(
 
 
 def test_the_walk_finds_the_cp_core() -> None:
-    assert {"hpcdispatch.server.restart_policy",
-            "hpcdispatch.server.dispatchers.cpsat_attempt"} <= set(MODULES)
+    assert {"hpcdispatch.server.dispatchers.cp.restart_policy",
+            "hpcdispatch.server.dispatchers.cp.cpsat_attempt"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -14,7 +14,7 @@ import pytest
 
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.server.dispatchers import DISPATCHERS
-from hpcdispatch.server.metrics import SECONDS_BUCKETS, ServiceMetrics, status_label
+from hpcdispatch.server.rpc.metrics import SECONDS_BUCKETS, ServiceMetrics, status_label
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.certificates import CertificateAuthority, Pem
 from tests.instances import Crashing, OverAllocating

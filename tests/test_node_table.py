@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hpcdispatch.server import node_table
-from hpcdispatch.server.node_table import (
+from hpcdispatch.server.intake import node_table
+from hpcdispatch.server.intake.node_table import (
     ALIASES_PER_TABLE,
     NodeTables,
     build_node_table,

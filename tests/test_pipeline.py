@@ -10,10 +10,9 @@ import pytest
 
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.proto_convert import decision_from_pb, snapshot_to_pb
-from hpcdispatch.server.app import ServerConfig, start_server
 from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.server.dispatchers.base import Outcome, SearchControl
-from hpcdispatch.server.dispatchers.problem import Problem
+from hpcdispatch.server.dispatchers.planning.problem import Problem
 from hpcdispatch.server.pipeline import (
     FALLBACK_CHECK_FAILED,
     FALLBACK_DISPATCHER_ERROR,
@@ -23,6 +22,7 @@ from hpcdispatch.server.pipeline import (
 )
 from hpcdispatch.server.predictors.base import Completion, JobFacts
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
+from hpcdispatch.server.rpc.app import ServerConfig, start_server
 from hpcdispatch.snapshot import RunningJob, Snapshot, UnitAllocation
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS

@@ -21,12 +21,12 @@ import psycopg
 import pytest
 
 from hpcdispatch.client import DispatcherClient
-from hpcdispatch.server.app import RunningServer, start_server
 from hpcdispatch.server.config import ServerConfig
 from hpcdispatch.server.predictors.base import Completion, JobFacts
 from hpcdispatch.server.predictors.completion_store import CompletionRow
 from hpcdispatch.server.predictors.migrations import SchemaTooNew
 from hpcdispatch.server.predictors.store_postgres import PostgresStore, redacted
+from hpcdispatch.server.rpc.app import RunningServer, start_server
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.postgres_server import PostgresServer, ensure_postgres
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hpcdispatch.client import DispatcherClient
-from hpcdispatch.server.app import start_server
 from hpcdispatch.server.config import ServerConfig
+from hpcdispatch.server.rpc.app import start_server
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 CLUSTER = "restart-test"

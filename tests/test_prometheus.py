@@ -22,7 +22,7 @@ import grpc
 import pytest
 
 from hpcdispatch.client import DispatcherClient
-from hpcdispatch.server.app import RunningServer
+from hpcdispatch.server.rpc.app import RunningServer
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.observability import (
     dashboard_queries,

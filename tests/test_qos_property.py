@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.server.dispatchers.base import SearchSettings
-from hpcdispatch.server.dispatchers.job_selection import never_fits
+from hpcdispatch.server.dispatchers.planning.job_selection import never_fits
 from hpcdispatch.snapshot import Snapshot
 from tests.instances import T, decide, problem_of
 from tests.test_decision_property import snapshots

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from hpcdispatch.server.dispatchers.base import SearchSettings
-from hpcdispatch.server.restart_policy import AttemptResult, run_restart_policy
+from hpcdispatch.server.dispatchers.cp.restart_policy import AttemptResult, run_restart_policy
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 OPT, FEAS, INF, UNK = (pb.SOLVE_STATUS_OPTIMAL, pb.SOLVE_STATUS_FEASIBLE,

@@ -31,7 +31,7 @@ from benchmarks.same_instances_sources import (
     capture_replay,
     synthetic_set,
 )
-from hpcdispatch.server.embedded import embedded_server
+from hpcdispatch.server.rpc.embedded import embedded_server
 from hpcdispatch.sim_adapter.replay import bundled_trace
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 

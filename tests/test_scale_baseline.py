@@ -14,7 +14,7 @@ import pytest
 from benchmarks import scale_sessions
 from benchmarks.baseline_server import REPO, baseline_server, package_tree
 from benchmarks.scale_sessions import SessionRow, header
-from hpcdispatch.server.embedded import embedded_server
+from hpcdispatch.server.rpc.embedded import embedded_server
 
 ISSUE_12_FILED_AT = "a8b54e1"
 

@@ -14,15 +14,15 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from hpcdispatch.server.dispatchers import problem as problem_module
-from hpcdispatch.server.dispatchers.free_pool import FreePool, Vec, units_per_node
-from hpcdispatch.server.dispatchers.problem import (
+from hpcdispatch.server.dispatchers.planning import problem as problem_module
+from hpcdispatch.server.dispatchers.planning.free_pool import FreePool, Vec, units_per_node
+from hpcdispatch.server.dispatchers.planning.problem import (
     Job,
     Problem,
     RunningBlock,
     build_problem,
 )
-from hpcdispatch.server.dispatchers.reservation import head_nodes, reserve
+from hpcdispatch.server.dispatchers.planning.reservation import head_nodes, reserve
 from hpcdispatch.snapshot import Node, NodeState, QueuedJob, RunningJob, Snapshot, UnitAllocation
 
 SCALE = (8, 16)

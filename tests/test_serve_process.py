@@ -18,8 +18,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.proto_convert import snapshot_to_pb
-from hpcdispatch.server.app import start_server
 from hpcdispatch.server.config import load_config
+from hpcdispatch.server.rpc.app import start_server
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS
 from hpcdispatch.v1 import dispatcher_pb2 as pb

@@ -22,8 +22,8 @@ import pytest
 
 from hpcdispatch.decision_check import SnapshotFacts, check_decision, check_decision_against
 from hpcdispatch.server.dispatchers.base import SearchControl
-from hpcdispatch.server.dispatchers.free_pool import FreePool, Vec
-from hpcdispatch.server.dispatchers.problem import (
+from hpcdispatch.server.dispatchers.planning.free_pool import FreePool, Vec
+from hpcdispatch.server.dispatchers.planning.problem import (
     Occupancy,
     Problem,
     build_problem,
@@ -39,7 +39,7 @@ from hpcdispatch.server.pipeline import (
 )
 from hpcdispatch.server.predictors.base import JobFacts
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
-from hpcdispatch.server.session_state import SessionState
+from hpcdispatch.server.sessions.state import SessionState
 from hpcdispatch.snapshot import (
     Decision,
     JobStart,

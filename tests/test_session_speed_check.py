@@ -14,14 +14,14 @@ import pytest
 
 from hpcdispatch.decision_check import check_decision, check_decision_against
 from hpcdispatch.proto_convert import add_starts, decision_from_pb, snapshot_to_pb
-from hpcdispatch.server.app import RunningServer, start_server
 from hpcdispatch.server.config import load_config
 from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.server.dispatchers.base import SearchControl
 from hpcdispatch.server.pipeline import FALLBACK_CHECK_FAILED, predict_durations, run_decision
 from hpcdispatch.server.predictors.base import JobFacts
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
-from hpcdispatch.server.session_state import SessionState
+from hpcdispatch.server.rpc.app import RunningServer, start_server
+from hpcdispatch.server.sessions.state import SessionState
 from hpcdispatch.snapshot import (
     Decision,
     JobStart,

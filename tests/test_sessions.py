@@ -13,10 +13,10 @@ from grpc_status import rpc_status
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.client.session import delta_between, session_failure
 from hpcdispatch.proto_convert import snapshot_to_pb
-from hpcdispatch.server.app import RunningServer, start_server
 from hpcdispatch.server.config import load_config
-from hpcdispatch.server.session_state import SessionState
-from hpcdispatch.server.session_store import SessionGone, SessionStore
+from hpcdispatch.server.rpc.app import RunningServer, start_server
+from hpcdispatch.server.sessions.state import SessionState
+from hpcdispatch.server.sessions.store import SessionGone, SessionStore
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import homogeneous
 from hpcdispatch.v1 import dispatcher_pb2 as pb

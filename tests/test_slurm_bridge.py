@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.server.config import load_config
-from hpcdispatch.server.validation import validate_dispatch_request
+from hpcdispatch.server.intake.validation import validate_dispatch_request
 from hpcdispatch.slurm_bridge import cli as bridge_cli
 from hpcdispatch.slurm_bridge.bridge import Bridge, BridgeConfig
 from hpcdispatch.slurm_bridge.job_units import (

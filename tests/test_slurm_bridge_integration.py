@@ -33,7 +33,7 @@ from structlog.testing import capture_logs
 from hpcdispatch.client import DispatcherClient, DispatchSession
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.proto_convert import decision_from_pb, snapshot_from_pb
-from hpcdispatch.server.app import RunningServer
+from hpcdispatch.server.rpc.app import RunningServer
 from hpcdispatch.slurm_bridge.bridge import Bridge, BridgeConfig
 from hpcdispatch.slurm_bridge.metrics import BridgeMetrics
 from hpcdispatch.slurm_bridge.slurm_cli import SlurmCommands
@@ -127,7 +127,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[RunningServer]:
-    from hpcdispatch.server.app import ServerConfig, start_server
+    from hpcdispatch.server.rpc.app import ServerConfig, start_server
 
     running = start_server(ServerConfig(listen="127.0.0.1:0", default_dispatcher="easy"))
     try:

@@ -34,8 +34,8 @@ from structlog.testing import capture_logs
 from hpcdispatch.client import DispatcherClient, DispatchSession
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.proto_convert import decision_from_pb, snapshot_from_pb
-from hpcdispatch.server.app import RunningServer, start_server
 from hpcdispatch.server.config import load_config
+from hpcdispatch.server.rpc.app import RunningServer, start_server
 from hpcdispatch.slurm_bridge import cli as bridge_cli
 from hpcdispatch.slurm_bridge.bridge import Bridge, BridgeConfig, DecisionSession
 from hpcdispatch.slurm_bridge.metrics import BridgeMetrics

@@ -1,7 +1,7 @@
-"""Dispatch's one-pass validation and conversion (server/snapshot_intake.py) against the
+"""Dispatch's one-pass validation and conversion (server/intake/snapshot_intake.py) against the
 reference (validate_dispatch_request, then snapshot_from_pb), with running jobs from the cache
-(server/running_job_cache.py): the same snapshots, the same violations, bytes that changed are
-checked again, the cache stays bounded."""
+(server/intake/running_job_cache.py): the same snapshots, the same violations, bytes that
+changed are checked again, the cache stays bounded."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ import pytest
 from hpcdispatch.proto_convert import snapshot_from_pb, snapshot_to_pb
 from hpcdispatch.server.config import ServerConfig
 from hpcdispatch.server.dispatchers.base import SearchControl
-from hpcdispatch.server.node_table import NodeTables
+from hpcdispatch.server.intake.node_table import NodeTables
+from hpcdispatch.server.intake.running_job_cache import RunningJobCache, check_running_job
+from hpcdispatch.server.intake.snapshot_intake import fast_checked_running, take_in
+from hpcdispatch.server.intake.validation import Violation, validate_dispatch_request
 from hpcdispatch.server.pipeline import run_decision
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
-from hpcdispatch.server.running_job_cache import RunningJobCache, check_running_job
-from hpcdispatch.server.snapshot_intake import fast_checked_running, take_in
-from hpcdispatch.server.validation import Violation, validate_dispatch_request
 from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS

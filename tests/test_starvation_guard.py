@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from hpcdispatch.decision_check import check_decision
-from hpcdispatch.server.dispatchers.job_selection import select_for_model
-from hpcdispatch.server.dispatchers.starvation_guard import guarded_job
+from hpcdispatch.server.dispatchers.planning.job_selection import select_for_model
+from hpcdispatch.server.dispatchers.planning.starvation_guard import guarded_job
 from hpcdispatch.snapshot import Snapshot
 from tests.instances import FAST, T, decide, node, problem_of, queued, running, started
 

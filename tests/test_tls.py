@@ -13,9 +13,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from hpcdispatch import cli
 from hpcdispatch.client import DispatcherClient, channel_credentials
-from hpcdispatch.server.app import RunningServer
 from hpcdispatch.server.config import ServerConfig, load_config
-from hpcdispatch.server.tls import server_credentials
+from hpcdispatch.server.rpc.app import RunningServer
+from hpcdispatch.server.rpc.tls import server_credentials
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 from tests.certificates import CertificateAuthority, Pem

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-from hpcdispatch.server.catalog import DISPATCHER_BY_KIND
-from hpcdispatch.server.dispatchers.base import Dispatcher
-from hpcdispatch.server.dispatchers.conservative import ConservativeDispatcher
-from hpcdispatch.server.dispatchers.easy import EasyDispatcher
-from hpcdispatch.server.dispatchers.easy_ordered import (
+from hpcdispatch.catalog import DISPATCHER_BY_KIND
+
+from .base import Dispatcher
+from .conservative import ConservativeDispatcher
+from .cp.hcp19 import Hcp19Dispatcher
+from .cp.pcp19 import Pcp19Dispatcher
+from .cp.pcp20 import Pcp20Dispatcher
+from .easy import EasyDispatcher
+from .easy_ordered import (
     EasyF1Dispatcher,
     EasySjfDispatcher,
     EasyUnicefDispatcher,
     EasyWfp3Dispatcher,
 )
-from hpcdispatch.server.dispatchers.fcfs import FcfsDispatcher
-from hpcdispatch.server.dispatchers.hcp19 import Hcp19Dispatcher
-from hpcdispatch.server.dispatchers.pcp19 import Pcp19Dispatcher
-from hpcdispatch.server.dispatchers.pcp20 import Pcp20Dispatcher
+from .fcfs import FcfsDispatcher
 
 DISPATCHERS: dict[int, Dispatcher] = {
     d.kind: d
@@ -32,7 +33,7 @@ DISPATCHERS: dict[int, Dispatcher] = {
         ConservativeDispatcher(),
     )
 }
-# By the contract's names (hpcdispatch.server.catalog); tests check every enum value has one.
+# By the contract's names (hpcdispatch.catalog); tests check every enum value has one.
 BY_NAME: dict[str, Dispatcher] = {DISPATCHER_BY_KIND[k]: d for k, d in DISPATCHERS.items()}
 
 __all__ = ["BY_NAME", "DISPATCHERS", "Dispatcher"]

@@ -7,9 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
-from hpcdispatch.server.dispatchers.problem import Problem
-from hpcdispatch.server.restart_policy import AttemptRecord, SearchSettings
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from .planning.problem import Problem
+from .search_settings import SearchSettings
 
 __all__ = [
     "HEURISTIC",
@@ -19,6 +20,17 @@ __all__ = [
     "SearchControl",
     "SearchSettings",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One solver attempt as the decision report shows it."""
+
+    time_limit_ms: int  # wall-clock or deterministic milliseconds (SearchSettings.deterministic)
+    status: int  # pb.SolveStatus
+    wall_seconds: float
+    objective: float | None
+    deadline_cut: bool = False  # a deterministic attempt stopped by the wall-clock deadline
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,13 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from hpcdispatch.server.dispatchers.base import HEURISTIC, Outcome, SearchControl
-from hpcdispatch.server.dispatchers.job_orders import fcfs
-from hpcdispatch.server.dispatchers.job_selection import never_fits
-from hpcdispatch.server.dispatchers.node_profile import NodeProfile
-from hpcdispatch.server.dispatchers.problem import Job, Problem
-from hpcdispatch.server.dispatchers.stopping import StopCheck, Stopped, never
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from .base import HEURISTIC, Outcome, SearchControl
+from .planning.job_orders import fcfs
+from .planning.job_selection import never_fits
+from .planning.node_profile import NodeProfile
+from .planning.problem import Job, Problem
+from .planning.stopping import StopCheck, Stopped, never
 
 
 @dataclass(slots=True)

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hpcdispatch.server.dispatchers.base import HEURISTIC, Outcome, SearchControl
-from hpcdispatch.server.dispatchers.job_orders import fcfs
-from hpcdispatch.server.dispatchers.problem import Job, Problem
-from hpcdispatch.server.dispatchers.reservation import place_around_reservation, reserve
-from hpcdispatch.server.dispatchers.stopping import Stopped, every_few
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from .base import HEURISTIC, Outcome, SearchControl
+from .planning.job_orders import fcfs
+from .planning.problem import Job, Problem
+from .planning.reservation import place_around_reservation, reserve
+from .planning.stopping import Stopped, every_few
 
 
 class EasyDispatcher:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hpcdispatch.server.dispatchers import job_orders
-from hpcdispatch.server.dispatchers.easy import EasyDispatcher
-from hpcdispatch.server.dispatchers.problem import Job, Problem
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from .easy import EasyDispatcher
+from .planning import job_orders
+from .planning.problem import Job, Problem
 
 
 class EasySjfDispatcher(EasyDispatcher):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hpcdispatch.server.dispatchers.base import HEURISTIC, Outcome, SearchControl
-from hpcdispatch.server.dispatchers.job_selection import never_fits, submit_order
-from hpcdispatch.server.dispatchers.problem import Problem
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from .base import HEURISTIC, Outcome, SearchControl
+from .planning.job_selection import never_fits, submit_order
+from .planning.problem import Problem
 
 
 class FcfsDispatcher:

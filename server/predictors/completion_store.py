@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from hpcdispatch.server.predictors.base import Completion
-from hpcdispatch.server.predictors.job_keys import name_prefix, request_shape
+from .base import Completion
+from .job_keys import name_prefix, request_shape
 
 
 class StoreUnavailable(Exception):

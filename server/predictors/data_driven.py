@@ -23,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from hpcdispatch.server.predictors.base import Completion, JobFacts, clamp
-from hpcdispatch.server.predictors.history_index import FilterKey, HistoryFilter, HistoryIndex
-from hpcdispatch.server.predictors.job_keys import name_prefix, request_shape
-from hpcdispatch.server.predictors.knowledge_base import ClusterHistory
+from .base import Completion, JobFacts, clamp
+from .history_index import FilterKey, HistoryFilter, HistoryIndex
+from .job_keys import name_prefix, request_shape
+from .knowledge_base import ClusterHistory
 
 
 def rule_keys(job: JobFacts) -> list[FilterKey]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hpcdispatch.server.predictors.completion_store import StoredCompletion
+from .completion_store import StoredCompletion
 
 DEPTH = 2  # last_two reads two; data_driven one
 

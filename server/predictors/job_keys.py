@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 
-from hpcdispatch.server.predictors.base import JobFacts
+from .base import JobFacts
 
 _EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
 _TRAILING_COUNTER = re.compile(r"[0-9._\-]+$")

@@ -23,14 +23,14 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
-from hpcdispatch.server.predictors.base import Completion
-from hpcdispatch.server.predictors.completion_store import (
+from .base import Completion
+from .completion_store import (
     CompletionStore,
     StoreUnavailable,
     completion_rows,
 )
-from hpcdispatch.server.predictors.history_index import HistoryFilter, HistoryIndex
-from hpcdispatch.server.predictors.store_location import open_store
+from .history_index import HistoryFilter, HistoryIndex
+from .store_location import open_store
 
 DEFAULT_REFRESH_SECONDS = 1.0
 DEFAULT_RETRY_SECONDS = 5.0

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from hpcdispatch.server.predictors.base import Completion, JobFacts, clamp
-from hpcdispatch.server.predictors.history_index import HistoryFilter
-from hpcdispatch.server.predictors.knowledge_base import ClusterHistory
+from .base import Completion, JobFacts, clamp
+from .history_index import HistoryFilter
+from .knowledge_base import ClusterHistory
 
 
 class LastTwoPredictor:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from hpcdispatch.server.predictors.base import Completion, JobFacts, clamp
+from .base import Completion, JobFacts, clamp
 
 
 class OraclePredictor:

@@ -12,17 +12,18 @@ import threading
 from collections.abc import Callable, Iterable
 from types import TracebackType
 
-from hpcdispatch.server.predictors.base import Completion, DurationPredictor
-from hpcdispatch.server.predictors.data_driven import DataDrivenPredictor
-from hpcdispatch.server.predictors.knowledge_base import (
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from .base import Completion, DurationPredictor
+from .data_driven import DataDrivenPredictor
+from .knowledge_base import (
     ClusterHistory,
     FallbackListener,
     KnowledgeBase,
 )
-from hpcdispatch.server.predictors.last_two import LastTwoPredictor
-from hpcdispatch.server.predictors.oracle import OraclePredictor
-from hpcdispatch.server.predictors.walltime import WalltimePredictor
-from hpcdispatch.v1 import dispatcher_pb2 as pb
+from .last_two import LastTwoPredictor
+from .oracle import OraclePredictor
+from .walltime import WalltimePredictor
 
 Factory = Callable[[ClusterHistory], DurationPredictor]  # a cluster's history -> predictor
 

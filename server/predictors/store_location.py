@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from hpcdispatch.server.predictors.completion_store import CompletionStore
-from hpcdispatch.server.predictors.store_postgres import PostgresStore, is_postgres_url
-from hpcdispatch.server.predictors.store_sqlite import SqliteStore
+from .completion_store import CompletionStore
+from .store_postgres import PostgresStore, is_postgres_url
+from .store_sqlite import SqliteStore
 
 
 def open_store(location: str | None) -> CompletionStore:

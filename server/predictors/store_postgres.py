@@ -29,12 +29,12 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
-from hpcdispatch.server.predictors.completion_store import (
+from .completion_store import (
     CompletionRow,
     StoredCompletion,
     StoreUnavailable,
 )
-from hpcdispatch.server.predictors.migrations import (
+from .migrations import (
     MIGRATIONS,
     SCHEMA_VERSION_POSTGRES,
     Migration,

@@ -17,13 +17,13 @@ import threading
 import time
 from collections.abc import Sequence
 
-from hpcdispatch.server.predictors.completion_store import (
+from .completion_store import (
     CompletionRow,
     StoredCompletion,
     StoreUnavailable,
 )
-from hpcdispatch.server.predictors.history_index import HistoryFilter
-from hpcdispatch.server.predictors.migrations import (
+from .history_index import HistoryFilter
+from .migrations import (
     MIGRATIONS,
     SCHEMA_VERSION_SQLITE,
     Migration,

@@ -1,0 +1,203 @@
+"""EASY's protection: a reservation for one blocked job, and what others may use meanwhile.
+
+The head (a job that cannot start at t) gets the earliest time τ at which enough units fit node
+by node, given the predicted ends of the running work and of the jobs already started at t, on
+the nodes that leave the most of what is free now to the others (`head_nodes`).
+A job that starts now and runs past τ may only use `limit`: on each node, what is free now and
+also left free at τ by the head's units. Used by EASY, and by the CP dispatchers' `protect_head`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from .free_pool import FreePool, Vec, units_per_node
+from .problem import Job, Problem, stable_order
+from .stopping import StopCheck, never, stop_if
+
+
+@dataclass(slots=True)
+class Reservation:
+    job: Job
+    start: int  # τ, relative to t
+    at_start: FreePool  # free at τ with the head's units taken
+    limit: FreePool  # per node: min(free now, at_start)
+    # Start of the head's block in the pooled view after t: τ, or later where that view
+    # releases running work later than the node-level τ saw it (see Problem.pooled_releases).
+    pooled_start: int
+
+    def copy(self) -> Reservation:
+        return Reservation(
+            self.job, self.start, self.at_start.copy(), self.limit.copy(), self.pooled_start
+        )
+
+    def block(self) -> tuple[int, int, Vec]:
+        """The head's block in the pooled view after t: (start, duration, demand)."""
+        return self.pooled_start, self.job.duration, self.job.demand()
+
+    def runs_past(self, job: Job) -> bool:
+        """Whether `job`, started now, is still running at τ (and so must stay in `limit`)."""
+        return job.duration > self.start
+
+    def take(self, free_now: FreePool, nodes: list[int], job: Job) -> None:
+        """Record that `job` starts now on `nodes`, already taken from `free_now`."""
+        if self.runs_past(job):
+            self.at_start.take_all(nodes, job.req)
+        for n in set(nodes):
+            self.limit.set(n, tuple(map(min, free_now.free[n], self.at_start.free[n])))
+
+
+def place_around_reservation(
+    free_now: FreePool, reservation: Reservation | None, job: Job, first_fit: bool = False
+) -> list[int] | None:
+    """Place `job` at t (taking from `free_now`) without touching the head's reservation."""
+    if reservation is not None and reservation.runs_past(job):
+        nodes = reservation.limit.choose(job.req, job.units, first_fit)
+        if nodes is None:
+            return None
+        free_now.take_all(nodes, job.req)
+    else:
+        nodes = free_now.place(job.req, job.units, first_fit)
+        if nodes is None:
+            return None
+    if reservation is not None:
+        reservation.take(free_now, nodes, job)
+    return nodes
+
+
+def head_nodes(at_start: FreePool, free_now: FreePool, head: Job) -> list[int]:
+    """Nodes for the head's units at τ (one entry per unit), keeping `limit` as large as it can.
+
+    What a node has free now and the head takes at τ is lost to every job that would start now
+    and run past τ. So nodes with nothing free now come first, then the others by how little
+    they have free now; within each, best fit at τ (the pool's own rule), then node order.
+    """
+    with_free: set[int] = set().union(*free_now.groups.values())
+    fitting = sorted(
+        ((at_start.score(vec), units_per_node(vec, head.req), nodes)
+         for vec, nodes in at_start.groups.items() if units_per_node(vec, head.req) > 0),
+        key=lambda group: group[0],
+    )
+    chosen: list[int] = []
+    for _, k, nodes in fitting:  # nodes with nothing free now
+        need = head.units - len(chosen)
+        for n in heapq.nsmallest(-(-need // k), nodes - with_free):
+            chosen.extend([n] * min(k, head.units - len(chosen)))
+        if len(chosen) == head.units:
+            return chosen
+    partial = sorted(
+        (free_now.score(free_now.free[n]), score, n, k)
+        for score, k, nodes in fitting for n in nodes & with_free
+    )
+    for _, _, n, k in partial:
+        chosen.extend([n] * min(k, head.units - len(chosen)))
+        if len(chosen) == head.units:
+            return chosen
+    raise AssertionError("head_nodes called where the head does not fit")
+
+
+def reserve(
+    problem: Problem,
+    free_now: FreePool,
+    head: Job,
+    started: Iterable[tuple[Job, list[int]]] = (),
+    should_stop: StopCheck = never,
+) -> Reservation:
+    """Reserve for `head` given `free_now` (free at t after the jobs in `started` took theirs).
+
+    Raises Stopped when `should_stop()` turns true.
+    """
+    stop_if(should_stop, "head reservation")
+    events = problem.release_events()
+    # The jobs started at t release their units at their d_j, after the running work ending
+    # then (the order inside one end does not change what is free once it has passed).
+    extra = [(job.duration, n, job.req) for job, nodes in started for n in nodes]
+    ends, nodes, amounts = events.ends, events.nodes, events.amounts
+    if extra:
+        ends = np.concatenate((ends, np.fromiter((e for e, _, _ in extra), dtype=np.int64)))
+        nodes = np.concatenate((nodes, np.fromiter((n for _, n, _ in extra), dtype=np.int64)))
+        amounts = np.concatenate(
+            (amounts, np.asarray([a for _, _, a in extra], dtype=np.int64).reshape(
+                len(extra), len(problem.resources)))
+        )
+        order = stable_order(ends)
+        ends, nodes, amounts = ends[order], nodes[order], amounts[order]
+    last = _first_release_fitting(free_now, head, ends, nodes, amounts)
+    stop_if(should_stop, "head reservation")
+    # The pool at τ: what is free now plus every release up to τ, given in release order.
+    pool = free_now.copy()
+    for n, given in zip(nodes[: last + 1].tolist(), amounts[: last + 1].tolist(), strict=True):
+        pool.give(n, tuple(given))
+    end = int(ends[last])
+    placed = head_nodes(pool, free_now, head)
+    pool.take_all(placed, head.req)
+    # Away from the head's nodes, at τ holds at least what is free now (releases only add).
+    limit = free_now.copy()
+    for n in set(placed):
+        limit.set(n, tuple(map(min, free_now.free[n], pool.free[n])))
+    pooled_start = problem.pooled_profile().earliest_start(head.demand(), head.duration, end)
+    return Reservation(head, end, pool, limit, pooled_start)
+
+
+def _units(free: npt.NDArray[np.int64], req: Vec) -> npt.NDArray[np.int64]:
+    """units_per_node of `req` for each row of `free`."""
+    used = [r for r, q in enumerate(req) if q > 0]
+    if not used:
+        return np.zeros(len(free), dtype=np.int64)
+    result: npt.NDArray[np.int64] = np.min(
+        free[:, used] // np.asarray([req[r] for r in used], dtype=np.int64), axis=1
+    )
+    return result
+
+
+def _first_release_fitting(
+    free_now: FreePool,
+    head: Job,
+    ends: npt.NDArray[np.int64],
+    nodes: npt.NDArray[np.int64],
+    amounts: npt.NDArray[np.int64],
+) -> int:
+    """Index of the last release of the earliest end at which the head fits node by node.
+
+    One sweep over the releases in order: the pooled free amounts (a cheap necessary
+    condition) and the units of the head that fit, each kept as a running sum of what every
+    release adds (on its node, units after it minus units before it).
+    """
+    if not len(ends):
+        raise AssertionError("a job that fits an empty system must fit once all work ends")
+    # Pooled and unit counts of the pool as it is now (groups hold its eligible, non-empty
+    # nodes; releases only touch eligible nodes).
+    pooled_now = np.zeros(amounts.shape[1], dtype=np.int64)
+    units_now = 0
+    for vec, group in free_now.groups.items():
+        pooled_now += np.asarray(vec, dtype=np.int64) * len(group)
+        units_now += units_per_node(vec, head.req) * len(group)
+    pooled = pooled_now + np.cumsum(amounts, axis=0)
+    # Per node, free before and after each of its releases, in release order.
+    by_node = stable_order(nodes)
+    sorted_nodes = nodes[by_node]
+    node_ids, first = np.unique(sorted_nodes, return_index=True)
+    base = np.asarray([free_now.free[n] for n in node_ids.tolist()], dtype=np.int64).reshape(
+        len(node_ids), amounts.shape[1]
+    )
+    running = np.cumsum(amounts[by_node], axis=0)
+    segment = np.searchsorted(node_ids, sorted_nodes)
+    before_segment = np.vstack((np.zeros((1, amounts.shape[1]), dtype=np.int64), running))[first]
+    after = base[segment] + running - before_segment[segment]
+    gained = np.empty(len(ends), dtype=np.int64)
+    gained[by_node] = _units(after, head.req) - _units(after - amounts[by_node], head.req)
+    units = units_now + np.cumsum(gained)
+    # The pool is checked once every release of an end has been given.
+    boundary = np.flatnonzero(np.append(ends[1:] != ends[:-1], True))
+    fits = np.all(pooled[boundary] >= np.asarray(head.demand(), dtype=np.int64), axis=1) & (
+        units[boundary] >= head.units
+    )
+    hits = np.flatnonzero(fits)
+    if not len(hits):
+        raise AssertionError("a job that fits an empty system must fit once all work ends")
+    return int(boundary[hits[0]])

@@ -1,0 +1,34 @@
+"""What a decision's search may do: the restart policy's δ, δmax, k, the window m, and the
+profile's service-level steps. Named profiles of these settings are in `profiles.py`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSettings:
+    """The restart policy's δ, δmax (ms) and k, and the window m of the papers' reductions
+    (at most m jobs, the highest-priority ones that fit now, enter a model)."""
+
+    profile: str
+    delta_ms: int
+    delta_max_ms: int
+    k: int
+    window: int
+    stall_ms: int = 0  # end an attempt this long after its last improvement; 0 = never
+    protect_head: bool = False  # EASY-like reservation for the oldest job that cannot start
+    # δ and δmax counted in deterministic time (DETERMINISTIC_SECONDS_PER_MS), one worker, a
+    # fixed seed, no stall rule.
+    deterministic: bool = False
+    # Starvation guard (`dispatchers.starvation_guard`): once the oldest queued job has waited
+    # this many seconds, it gets EASY's head treatment (it starts now if it fits, else it holds
+    # the reservation). 0 = off.
+    starvation_wait_s: int = 0
+    # The heuristic plan also tries the list schedules in SJF, F1 and WFP3 order
+    # (`dispatchers.list_orders`), so the search starts from the best of five, not two.
+    more_orders: bool = False
+    # After the decision, every other queued job that fits now on what is still free, without
+    # touching the head's reservation, starts now; the plan's later starts hold nothing
+    # (`dispatchers.work_conservation`).
+    work_conserving: bool = False

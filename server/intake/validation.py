@@ -1,0 +1,335 @@
+"""Snapshot validation: every problem found, each named by its field path.
+
+The service turns the violations into INVALID_ARGUMENT with a google.rpc.BadRequest. Field paths
+use the proto field names, e.g. `queued_jobs[3].unit_request["gpu"]`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from ..config import ServerConfig
+from ..pipeline import PROFILES, resolve_settings
+
+MAX_REPORTED = 100  # violations listed in one error
+# Bounds that keep every model's arithmetic (weights × horizon × jobs) inside 64-bit integers.
+MAX_TIME = 2**40  # |t|, submit and start times, seconds
+MAX_DURATION = 2**31  # requested, expected and actual durations (about 68 years), seconds
+MAX_AMOUNT = 2**40  # one node's capacity or one unit's request of a resource type
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    field: str
+    description: str
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.items: list[Violation] = []
+
+    def add(self, field: str, description: str) -> None:
+        if len(self.items) < MAX_REPORTED:
+            self.items.append(Violation(field, description))
+
+    @property
+    def full(self) -> bool:
+        return len(self.items) >= MAX_REPORTED
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCheck:
+    """The node list's own violations, and each valid node id's capacity."""
+
+    capacity: dict[str, dict[str, int]]
+    violations: tuple[Violation, ...]
+
+
+def check_sizes(request: pb.DispatchRequest, config: ServerConfig) -> list[Violation]:
+    """The size limits alone: a snapshot beyond them is not inspected further."""
+    out = _Collector()
+    _check_sizes(request, config, out)
+    return out.items
+
+
+def check_nodes(request: pb.DispatchRequest) -> NodeCheck:
+    out = _Collector()
+    capacity = _check_nodes(request, out)
+    return NodeCheck(capacity, tuple(out.items))
+
+
+def validate_dispatch_request(
+    request: pb.DispatchRequest,
+    config: ServerConfig,
+    known_predictors: list[int],
+    nodes: NodeCheck | None = None,
+) -> list[Violation]:
+    """Every violation of `request`; `nodes` is `check_nodes(request)` if the caller has it."""
+    out = _Collector()
+    _check_sizes(request, config, out)
+    if out.items:
+        return out.items  # a snapshot beyond the limits is not inspected further
+    _check_options(request, known_predictors, config.default_profile, out)
+    node_check = nodes if nodes is not None else check_nodes(request)
+    for violation in node_check.violations:
+        out.add(violation.field, violation.description)
+    capacity = node_check.capacity
+    ids: Counter[str] = Counter()
+    _check_running(request, capacity, ids, out)
+    _check_queued(request, {r for cap in capacity.values() for r in cap}, ids, config, out)
+    return out.items
+
+
+def _check_time(value: int, path: str, out: _Collector) -> None:
+    if abs(value) > MAX_TIME:
+        out.add(path, f"{value} is beyond ±2^40 seconds")
+
+
+def _check_duration(value: int, path: str, out: _Collector) -> None:
+    if value <= 0:
+        out.add(path, "must be > 0 seconds")
+    elif value > MAX_DURATION:
+        out.add(path, f"{value} s is longer than 2^31 s")
+
+
+def _check_sizes(request: pb.DispatchRequest, config: ServerConfig, out: _Collector) -> None:
+    _check_time(request.time, "time", out)
+    if len(request.nodes) > config.max_nodes:
+        out.add("nodes", f"{len(request.nodes)} nodes exceed the limit of {config.max_nodes}")
+    jobs = len(request.running_jobs) + len(request.queued_jobs)
+    if jobs > config.max_jobs:
+        out.add("queued_jobs", f"{jobs} running + queued jobs exceed the limit of "
+                f"{config.max_jobs}")
+
+
+def _check_options(
+    request: pb.DispatchRequest, predictors: list[int], default_profile: str, out: _Collector
+) -> None:
+    if request.dispatcher not in pb.Dispatcher.values():
+        out.add("dispatcher", f"unknown dispatcher value {request.dispatcher}")
+    if request.predictor != pb.PREDICTOR_UNSPECIFIED and request.predictor not in predictors:
+        out.add("predictor", f"unknown or unavailable predictor value {request.predictor}")
+    if request.allocator not in pb.Allocator.values():
+        out.add("allocator", f"unknown allocator value {request.allocator}")
+    search = request.search
+    if search.profile and search.profile not in PROFILES:
+        out.add("search.profile", f"unknown profile {search.profile!r}; one of "
+                f"{sorted(PROFILES)}")
+    for name in ("delta_ms", "delta_max_ms", "k", "window"):
+        if search.HasField(name) and getattr(search, name) < 1:
+            out.add(f"search.{name}", "must be >= 1")
+    if search.HasField("stall_ms") and search.stall_ms < 0:
+        out.add("search.stall_ms", "must be >= 0")
+    if search.HasField("starvation_wait_s") and search.starvation_wait_s < 0:
+        out.add("search.starvation_wait_s", "must be >= 0")
+    if search.profile in PROFILES or not search.profile:
+        # δ <= δmax once the profile's defaults fill what the request leaves unset.
+        resolved = resolve_settings(search, default_profile)
+        if resolved.delta_max_ms < resolved.delta_ms:
+            out.add("search.delta_max_ms", f"δmax {resolved.delta_max_ms} ms is below "
+                    f"δ {resolved.delta_ms} ms")
+
+
+_NODE_STATES = (pb.NODE_STATE_UP, pb.NODE_STATE_DOWN, pb.NODE_STATE_DRAINED)
+
+
+def _check_nodes(request: pb.DispatchRequest, out: _Collector) -> dict[str, dict[str, int]]:
+    capacity: dict[str, dict[str, int]] = {}
+    if not request.nodes:
+        out.add("nodes", "a snapshot needs at least one node")
+    for i, node in enumerate(request.nodes):
+        node_id, cap = node.id, dict(node.capacity)
+        if not node_id:
+            out.add(f"nodes[{i}].id", "must not be empty")
+        elif node_id in capacity:
+            out.add(f"nodes[{i}].id", f"duplicate node id {node_id!r}")
+        else:
+            capacity[node_id] = cap
+        if node.state not in _NODE_STATES:
+            out.add(f"nodes[{i}].state", "must be NODE_STATE_UP, NODE_STATE_DOWN or "
+                    "NODE_STATE_DRAINED")
+        if not cap:
+            out.add(f"nodes[{i}].capacity", "must name at least one resource type")
+        elif "" in cap or min(cap.values()) <= 0 or max(cap.values()) > MAX_AMOUNT:
+            for resource, amount in cap.items():
+                if not resource:
+                    out.add(f"nodes[{i}].capacity", "resource type names must not be empty")
+                if not 0 < amount <= MAX_AMOUNT:
+                    out.add(f'nodes[{i}].capacity["{resource}"]',
+                            f"must be > 0 and <= 2^40, got {amount}")
+        if out.full:
+            break
+    return capacity
+
+
+def _check_running(
+    request: pb.DispatchRequest,
+    capacity: dict[str, dict[str, int]],
+    ids: Counter[str],
+    out: _Collector,
+) -> None:
+    usage: dict[str, Counter[str]] = {}  # node -> held by the running jobs so far
+    reported: set[tuple[str, str]] = set()
+
+    def held_on(node_id: str) -> Counter[str]:
+        return usage.setdefault(node_id, Counter())
+
+    for i, job in enumerate(request.running_jobs):
+        _check_id(job.id, "running_jobs", i, ids, out)
+        check_running_job(job, f"running_jobs[{i}]", request.time, capacity.get, held_on,
+                          reported, out)
+        if out.full:
+            return
+
+
+def check_running_job(
+    job: pb.RunningJob,
+    path: str,
+    t: int,
+    capacity_of: Callable[[str], Mapping[str, int] | None],
+    held_on: Callable[[str], Counter[str]],
+    reported: set[tuple[str, str]],
+    out: _Collector,
+) -> None:
+    """One running job (a snapshot's, or one a session delta starts) at time t: its times,
+    and each unit on a known node, within what the node has once the jobs before it hold
+    theirs. `capacity_of(node)`: the node's capacity (None: unknown node); `held_on(node)`:
+    what is held on it so far, added to here; `reported`: (node, resource) pairs already said
+    to be over capacity, so each is said once."""
+    if job.start_time > t:
+        out.add(f"{path}.start_time", f"{job.start_time} is after the snapshot time {t}")
+    _check_time(job.start_time, f"{path}.start_time", out)
+    _check_duration(job.requested_time, f"{path}.requested_time", out)
+    if job.HasField("expected_duration"):
+        _check_duration(job.expected_duration, f"{path}.expected_duration", out)
+    if not job.units:
+        out.add(f"{path}.units", "a running job holds at least one unit")
+    for u, unit in enumerate(job.units):
+        node_id = unit.node_id
+        node_cap = capacity_of(node_id)
+        if node_cap is None:
+            out.add(f"{path}.units[{u}].node_id", f"unknown node {node_id!r}")
+            continue
+        for resource, amount in unit.amounts.items():
+            if amount <= 0:
+                if amount < 0:
+                    out.add(f'{path}.units[{u}].amounts["{resource}"]',
+                            f"must be >= 0, got {amount}")
+                continue
+            cap = node_cap.get(resource)
+            if cap is None:
+                out.add(f'{path}.units[{u}].amounts["{resource}"]',
+                        f"node {node_id!r} has no resource {resource!r}")
+                continue
+            held = held_on(node_id)
+            held[resource] += amount
+            if held[resource] > cap and (node_id, resource) not in reported:
+                reported.add((node_id, resource))
+                out.add(f"{path}.units[{u}]",
+                        f"running jobs hold {held[resource]} {resource!r} on node "
+                        f"{node_id!r}, more than its capacity {cap}")
+
+
+def _check_queued(
+    request: pb.DispatchRequest,
+    known_types: AbstractSet[str],
+    ids: Counter[str],
+    config: ServerConfig,
+    out: _Collector,
+) -> None:
+    """The queued jobs; `known_types`: the resource types some valid node has."""
+    for i, job in enumerate(request.queued_jobs):
+        path = f"queued_jobs[{i}]"
+        _check_id(job.id, "queued_jobs", i, ids, out)
+        if job.submit_time > request.time:
+            out.add(f"{path}.submit_time", f"{job.submit_time} is after the snapshot time "
+                    f"{request.time}")
+        _check_units(job.units, f"{path}.units", config.max_units, out)
+        _check_time(job.submit_time, f"{path}.submit_time", out)
+        _check_duration(job.requested_time, f"{path}.requested_time", out)
+        _check_unit_request(job.unit_request, f"{path}.unit_request", known_types, out)
+        if job.HasField("actual_duration"):
+            _check_duration(job.actual_duration, f"{path}.actual_duration", out)
+        elif request.predictor == pb.PREDICTOR_ORACLE and not job.HasField("actual_duration"):
+            out.add(f"{path}.actual_duration", "the ORACLE predictor needs every queued job's "
+                    "actual duration")
+        if out.full:
+            return
+
+
+def _check_id(job_id: str, kind: str, i: int, ids: Counter[str], out: _Collector) -> None:
+    if not job_id:
+        out.add(f"{kind}[{i}].id", "must not be empty")
+        return
+    ids[job_id] += 1
+    if ids[job_id] == 2:
+        out.add(f"{kind}[{i}].id", f"duplicate job id {job_id!r}")
+
+
+def _check_units(units: int, path: str, max_units: int, out: _Collector) -> None:
+    """rn_i: at least one unit, at most the server's `max_units`."""
+    if units < 1:
+        out.add(path, f"must be >= 1, got {units}")
+    elif units > max_units:
+        out.add(path, f"{units} units exceed the limit of {max_units}")
+
+
+def _check_unit_request(
+    unit_request: Mapping[str, int], path: str,
+    known_types: AbstractSet[str] | None, out: _Collector,
+) -> None:
+    """One unit's request: named resource types, each amount in (0, 2^40]; with `known_types`,
+    only types some node has."""
+    if not unit_request:
+        out.add(path, "must request at least one resource type")
+    for resource, amount in unit_request.items():
+        if not 0 < amount <= MAX_AMOUNT:
+            out.add(f'{path}["{resource}"]', f"must be > 0 and <= 2^40, got {amount}")
+        elif not resource:
+            out.add(path, "resource type names must not be empty")
+        elif known_types is not None and resource not in known_types:
+            out.add(f'{path}["{resource}"]', f"no node has resource type {resource!r}")
+
+
+def validate_completions(
+    request: pb.ReportCompletionsRequest, config: ServerConfig
+) -> list[Violation]:
+    """Every violation of a completion report, checked as strictly as a snapshot's queued jobs.
+
+    A finished job needs its id and user (the predictors key on them), 1..`max_units` units, a
+    unit request like a queued job's, a requested time in (0, 2^31] s, start and end times
+    within ±2^40 s, and an actual run time (end - start) in [0, 2^31] s. The report is
+    all-or-nothing: the service stores none of it when any completion is invalid.
+    """
+    out = _Collector()
+    if len(request.completions) > config.max_jobs:
+        out.add("completions", f"{len(request.completions)} completions exceed the limit of "
+                f"{config.max_jobs} per report")
+        return out.items
+    for i, completion in enumerate(request.completions):
+        path = f"completions[{i}]"
+        if not completion.job_id:
+            out.add(f"{path}.job_id", "must not be empty")
+        if not completion.user:
+            out.add(f"{path}.user", "must not be empty")
+        _check_units(completion.units, f"{path}.units", config.max_units, out)
+        _check_unit_request(completion.unit_request, f"{path}.unit_request", None, out)
+        _check_duration(completion.requested_time, f"{path}.requested_time", out)
+        _check_time(completion.start_time, f"{path}.start_time", out)
+        _check_time(completion.end_time, f"{path}.end_time", out)
+        if completion.end_time < completion.start_time:
+            out.add(f"{path}.end_time", f"{completion.end_time} is before start_time "
+                    f"{completion.start_time}")
+        elif abs(completion.start_time) <= MAX_TIME and abs(completion.end_time) <= MAX_TIME:
+            run_time = completion.end_time - completion.start_time
+            if run_time > MAX_DURATION:
+                out.add(f"{path}.end_time", f"run time {run_time} s (end_time - start_time) is "
+                        "longer than 2^31 s")
+        if out.full:
+            break
+    return out.items

@@ -1,0 +1,166 @@
+"""The gRPC server: DispatcherService with health, reflection, keepalive, metrics, request ids,
+optional TLS / mutual TLS, and graceful stop."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from concurrent import futures
+from dataclasses import dataclass, field
+from types import FrameType
+
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
+
+from ..config import ServerConfig, validate_config
+from ..logging_config import configure_logging
+from ..pipeline import PredictorRegistry
+from .decode_errors import DecodeErrorInterceptor
+from .dispatch_service import DispatcherService
+from .draining import Drain
+from .metrics import ServiceMetrics
+from .metrics_http import BasicAuth, MetricsTls
+from .request_id import RequestIdInterceptor
+from .session_service import SessionServicer
+from .tls import identity_interceptors, server_credentials, tls_mode
+
+__all__ = ["RunningServer", "ServerConfig", "serve", "start_server"]
+
+log = structlog.get_logger("hpcdispatch.server")
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["DispatcherService"].full_name
+SESSION_SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SessionService"].full_name
+
+
+@dataclass
+class RunningServer:
+    server: grpc.Server
+    port: int
+    health: health.HealthServicer
+    config: ServerConfig
+    predictors: PredictorRegistry
+    metrics: ServiceMetrics | None = None
+    metrics_port: int | None = None  # bound /metrics port; None when metrics are off
+    drain: Drain = field(default_factory=Drain)  # DispatcherService calls in flight
+
+    @property
+    def target(self) -> str:
+        host = self.config.listen.rsplit(":", 1)[0]
+        return f"{host}:{self.port}"
+
+    def stop(self, grace: float | None = None) -> None:
+        """Drain, then stop: in-flight calls get `grace` seconds (default grace_seconds).
+
+        Health turns NOT_SERVING and new decisions are answered UNAVAILABLE while the server
+        still answers (probes read NOT_SERVING, not a refused connection); once no
+        DispatcherService call is in flight, or the grace period is over, the server stops.
+        """
+        grace = self.config.grace_seconds if grace is None else grace
+        began = time.monotonic()
+        self.health.enter_graceful_shutdown()
+        self.drain.start()
+        idle = self.drain.wait_idle(grace)
+        log.info("drained", idle=idle, in_flight=self.drain.in_flight,
+                 waited_s=round(time.monotonic() - began, 3))
+        self.server.stop(max(0.0, grace - (time.monotonic() - began))).wait()
+        if self.metrics is not None:
+            self.metrics.stop_http()
+        close = getattr(self.predictors, "close", None)
+        if close is not None:
+            close()
+
+
+def start_server(config: ServerConfig) -> RunningServer:
+    """Start serving in background threads; returns once the port is bound."""
+    options = [
+        ("grpc.max_receive_message_length", config.max_message_bytes),
+        ("grpc.max_send_message_length", config.max_message_bytes),
+        ("grpc.keepalive_time_ms", 60_000),
+        ("grpc.keepalive_timeout_ms", 20_000),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+    ]
+    validate_config(config)
+    credentials = server_credentials(config)
+    metrics = ServiceMetrics()
+    drain = Drain()
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=config.workers),
+        options=options,
+        # Outermost first. DecodeErrorInterceptor innermost: the others see (and count) its
+        # refusals; the identity check (mTLS with tls_client_identities) before anything counts.
+        interceptors=[
+            metrics.interceptor(), RequestIdInterceptor(), *identity_interceptors(config),
+            drain.interceptor(), DecodeErrorInterceptor(),
+        ],
+    )
+    predictors = PredictorRegistry(
+        store_path=config.predictor_store,
+        on_store_fallback=metrics.count_predictor_store_fallback,
+    )
+    dispatcher_service = DispatcherService(config, predictors, metrics)
+    pb_grpc.add_DispatcherServiceServicer_to_server(dispatcher_service, server)
+    pb_grpc.add_SessionServiceServicer_to_server(SessionServicer(dispatcher_service), server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, SESSION_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME),
+        server,
+    )
+    if credentials is None:
+        port = server.add_insecure_port(config.listen)
+    else:
+        port = server.add_secure_port(config.listen, credentials)
+    if port == 0:
+        raise OSError(f"cannot listen on {config.listen}")
+    metrics_port = None
+    if config.metrics_port:
+        host = config.metrics_host or config.listen.rsplit(":", 1)[0].strip("[]")
+        metrics_port = metrics.start_http(host, config.metrics_port, *metrics_security(config))
+    server.start()
+    for name in ("", SERVICE_NAME, SESSION_SERVICE_NAME):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("serving", listen=config.listen, port=port, workers=config.workers,
+             default_dispatcher=config.default_dispatcher, profile=config.default_profile,
+             transport=tls_mode(config), metrics_port=metrics_port)
+    return RunningServer(server, port, health_servicer, config, predictors, metrics, metrics_port,
+                         drain)
+
+
+def metrics_security(config: ServerConfig) -> tuple[MetricsTls | None, BasicAuth | None]:
+    """HTTPS and basic auth of /metrics, as configured (each None when off)."""
+    tls = None
+    if config.metrics_tls_cert and config.metrics_tls_key:
+        tls = MetricsTls(config.metrics_tls_cert, config.metrics_tls_key,
+                         config.metrics_tls_client_ca)
+    auth = None
+    if config.metrics_basic_auth_user and config.metrics_basic_auth_password_hash:
+        auth = BasicAuth(config.metrics_basic_auth_user, config.metrics_basic_auth_password_hash)
+    return tls, auth
+
+
+def serve(config: ServerConfig) -> None:
+    """Configure logging, serve until SIGTERM or SIGINT; then stop gracefully."""
+    configure_logging(config.log_format, config.log_level)
+    running = start_server(config)
+    stopping = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("stopping", signal=signal.Signals(signum).name, grace_s=config.grace_seconds)
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    # Wait in short slices: Python runs a signal's handler in the main thread, and a signal
+    # the kernel delivers to another thread (gRPC's, CP-SAT's) does not wake a main thread
+    # blocked in an untimed wait, so SIGTERM could go unhandled for good.
+    while not stopping.wait(timeout=0.2):
+        pass
+    running.stop()
+    log.info("stopped")

@@ -1,0 +1,335 @@
+"""Prometheus metrics: conventional gRPC server metrics and the dispatcher's own.
+
+Each server owns a CollectorRegistry (several servers can run in one process, as in tests) and
+serves it on an HTTP port of its own. Names follow Prometheus conventions: the app prefix
+`hpcdispatch_`, base units, counters ending in `_total`, no job ids as labels.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+from wsgiref.simple_server import WSGIServer
+
+import grpc
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from hpcdispatch import __version__
+from hpcdispatch.catalog import DISPATCHER_BY_KIND, PREDICTOR_BY_KIND
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from .metrics_http import BasicAuth, MetricsTls, start_metrics_http
+from .rpc_wrap import (
+    CLIENT_STREAM,
+    UNARY,
+    Around,
+    AroundInterceptor,
+    split_method,
+)
+
+__all__ = ["SECONDS_BUCKETS", "MetricsInterceptor", "ServiceMetrics", "status_label"]
+
+# Decision and RPC latency: 1 ms .. 60 s (the client library's defaults stop at 10 s).
+SECONDS_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
+)
+ATTEMPT_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 8, 10, 16, 32)
+MODEL_SIZE_BUCKETS = (10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000)
+# Predictor error, seconds: 1 s .. 2 days.
+ERROR_BUCKETS = (1, 10, 60, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400, 172800)
+# Started jobs whose predicted duration is kept until their completion is reported.
+DEFAULT_PREDICTION_MEMORY = 100_000
+
+# Go's names of status codes (as the conventional grpc_code label has them).
+_GO_CODE_NAMES = {grpc.StatusCode.OK: "OK", grpc.StatusCode.CANCELLED: "Canceled"}
+
+
+def code_label(code: grpc.StatusCode) -> str:
+    """grpc.StatusCode.INVALID_ARGUMENT -> "InvalidArgument"."""
+    return _GO_CODE_NAMES.get(code) or "".join(w.capitalize() for w in code.name.split("_"))
+
+
+def status_label(status: int) -> str:
+    """pb.SOLVE_STATUS_OPTIMAL -> "optimal"."""
+    name = pb.SolveStatus.Name(pb.SolveStatus.ValueType(status))
+    return name.removeprefix("SOLVE_STATUS_").lower()
+
+
+def dispatcher_label(kind: int) -> str:
+    return DISPATCHER_BY_KIND.get(kind, "unknown")
+
+
+def predictor_label(kind: int) -> str:
+    return PREDICTOR_BY_KIND.get(kind, "unknown")
+
+
+class ServiceMetrics:
+    """All metrics of one server, in its own registry."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        prediction_memory: int = DEFAULT_PREDICTION_MEMORY,
+    ) -> None:
+        self.registry = CollectorRegistry() if registry is None else registry
+        r = self.registry
+        rpc = ("grpc_service", "grpc_method", "grpc_type")
+        self.rpc_started = Counter(
+            "grpc_server_started_total", "RPCs started on the server.", rpc, registry=r)
+        self.rpc_handled = Counter(
+            "grpc_server_handled_total", "RPCs completed on the server, whatever their status.",
+            (*rpc, "grpc_code"), registry=r)
+        self.rpc_seconds = Histogram(
+            "grpc_server_handling_seconds", "Time to handle an RPC until it completes.",
+            rpc, buckets=SECONDS_BUCKETS, registry=r)
+        self.build_info = Gauge(
+            "hpcdispatch_build_info", "Version of the running server (value 1).", ("version",),
+            registry=r)
+        self.build_info.labels(__version__).set(1)
+        d = ("dispatcher",)
+        self.build_seconds = Histogram(
+            "hpcdispatch_decision_build_seconds", "Time to build the decision's model.", d,
+            buckets=SECONDS_BUCKETS, registry=r)
+        self.solve_seconds = Histogram(
+            "hpcdispatch_decision_solve_seconds", "Time spent searching (all attempts).", d,
+            buckets=SECONDS_BUCKETS, registry=r)
+        self.decision_seconds = Histogram(
+            "hpcdispatch_decision_seconds",
+            "Time from request to answer of a decision (validation, prediction, model, search, "
+            "check).", d, buckets=SECONDS_BUCKETS, registry=r)
+        self.attempts = Histogram(
+            "hpcdispatch_decision_attempts", "Solver attempts per decision.", d,
+            buckets=ATTEMPT_BUCKETS, registry=r)
+        self.decisions = Counter(
+            "hpcdispatch_decisions_total", "Decisions answered, by final solver status.",
+            (*d, "status"), registry=r)
+        self.model_variables = Histogram(
+            "hpcdispatch_model_variables", "Variables of the decision's model.", d,
+            buckets=MODEL_SIZE_BUCKETS, registry=r)
+        self.model_constraints = Histogram(
+            "hpcdispatch_model_constraints", "Constraints of the decision's model.", d,
+            buckets=MODEL_SIZE_BUCKETS, registry=r)
+        self.jobs_considered = Counter(
+            "hpcdispatch_jobs_considered_total", "Queued jobs that entered a decision's model.",
+            d, registry=r)
+        self.jobs_started = Counter(
+            "hpcdispatch_jobs_started_total", "Jobs a decision started.", d, registry=r)
+        self.queue_depth = Gauge(
+            "hpcdispatch_queue_depth", "Queued jobs in the latest snapshot.", registry=r)
+        self.running_jobs = Gauge(
+            "hpcdispatch_running_jobs", "Running jobs in the latest snapshot.", registry=r)
+        self.decisions_in_progress = Gauge(
+            "hpcdispatch_decisions_in_progress",
+            "Decisions being computed now (at most decision_concurrency).", registry=r)
+        self.decisions_waiting = Gauge(
+            "hpcdispatch_decisions_waiting",
+            "Decisions waiting for a slot in the admission queue.", registry=r)
+        self.decisions_refused = Counter(
+            "hpcdispatch_decisions_refused_total",
+            "Decisions refused by admission control (reason: deadline = could not be ready "
+            "before the caller's deadline, threads = all decision threads busy, cancelled = "
+            "the caller left while waiting).", ("reason",), registry=r)
+        self.decisions_abandoned = Counter(
+            "hpcdispatch_decisions_abandoned_total",
+            "Admitted decisions given up part-way because the caller left or the deadline "
+            "passed, by the stage they had reached.", ("stage",), registry=r)
+        self.fallbacks = Counter(
+            "hpcdispatch_fallback_decisions_total",
+            "Decisions answered by the checked-safe fallback instead of the dispatcher asked "
+            "for.", (*d, "reason"), registry=r)
+        self.check_failures = Counter(
+            "hpcdispatch_decision_check_failures_total",
+            "Decisions that failed the independent check (the fallback's included).", d,
+            registry=r)
+        self.predictor_error = Histogram(
+            "hpcdispatch_predictor_absolute_error_seconds",
+            "Absolute difference between a started job's predicted and actual duration.",
+            ("predictor",), buckets=ERROR_BUCKETS, registry=r)
+        self.predictions_pending = Gauge(
+            "hpcdispatch_predictions_pending",
+            "Started jobs whose prediction waits for their completion report.", registry=r)
+        self.predictor_store_fallbacks = Counter(
+            "hpcdispatch_predictor_store_fallbacks_total",
+            "Prediction batches made without reading the predictors' knowledge base, which was "
+            "unavailable (from the history read before; the requested time where none).",
+            ("cluster",), registry=r)
+        self.predictions_evicted = Counter(
+            "hpcdispatch_predictions_evicted_total",
+            "Predictions dropped unmatched because the bounded memory was full.", registry=r)
+        self.sessions_open = Gauge(
+            "hpcdispatch_sessions_open", "Sessions held in memory (SessionService).", registry=r)
+        self.session_failures = Counter(
+            "hpcdispatch_session_failures_total",
+            "Session calls answered FAILED_PRECONDITION, each a resync for the caller (reason: "
+            "a SessionFailure name in lower case, e.g. sequence_gap).", ("reason",), registry=r)
+        self.sessions_forgotten = Counter(
+            "hpcdispatch_sessions_forgotten_total",
+            "Sessions dropped by the server (why: expired = idle too long, evicted = beyond "
+            "max_sessions).", ("why",), registry=r)
+        self.session_decision_seconds = Histogram(
+            "hpcdispatch_session_decision_seconds",
+            "Time from request to answer of a session call that decides (delta, decision).",
+            d, buckets=SECONDS_BUCKETS, registry=r)
+        self._memory = prediction_memory
+        self._predictions: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._http: WSGIServer | None = None
+        self._http_thread: threading.Thread | None = None
+
+    # -- decisions ----------------------------------------------------------------------------
+
+    def observe_decision(
+        self, report: pb.DecisionReport, queued: int, running: int, started: int
+    ) -> None:
+        """Record one answered decision from its report."""
+        name = dispatcher_label(report.dispatcher)
+        self.build_seconds.labels(name).observe(report.build_seconds)
+        self.solve_seconds.labels(name).observe(report.solve_seconds)
+        self.decision_seconds.labels(name).observe(report.total_seconds)
+        self.attempts.labels(name).observe(len(report.attempts))
+        self.decisions.labels(name, status_label(report.status)).inc()
+        self.model_variables.labels(name).observe(report.model_variables)
+        self.model_constraints.labels(name).observe(report.model_constraints)
+        self.jobs_considered.labels(name).inc(len(report.considered_job_ids))
+        self.jobs_started.labels(name).inc(started)
+        self.queue_depth.set(queued)
+        self.running_jobs.set(running)
+
+    def count_fallback(self, dispatcher: int, reason: str) -> None:
+        """reason: "dispatcher_error" or "check_failed" (a small fixed set, never free text)."""
+        self.fallbacks.labels(dispatcher_label(dispatcher), reason).inc()
+
+    def count_check_failure(self, dispatcher: int) -> None:
+        self.check_failures.labels(dispatcher_label(dispatcher)).inc()
+
+    def count_refused(self, reason: str) -> None:
+        """reason: "deadline", "threads" or "cancelled"."""
+        self.decisions_refused.labels(reason).inc()
+
+    def count_session_failure(self, reason: int) -> None:
+        """reason: a pb.SessionFailure value."""
+        name = pb.SessionFailure.Name(pb.SessionFailure.ValueType(reason))
+        self.session_failures.labels(name.removeprefix("SESSION_FAILURE_").lower()).inc()
+
+    def count_abandoned(self, stage: str) -> None:
+        """stage: one of the pipeline's fixed stage names."""
+        self.decisions_abandoned.labels(stage).inc()
+
+    def count_predictor_store_fallback(self, cluster: str) -> None:
+        """A prediction batch went on without the (unavailable) knowledge base."""
+        self.predictor_store_fallbacks.labels(cluster).inc()
+
+    # -- predictor error ----------------------------------------------------------------------
+
+    def remember_predictions(
+        self, cluster: str, predictor: int, starts: Iterable[tuple[str, int]]
+    ) -> None:
+        """Keep (job id, predicted duration) of started jobs; the oldest go when memory is full."""
+        name = predictor_label(predictor)
+        with self._lock:
+            predictions = self._predictions
+            for job_id, duration in starts:
+                key = (cluster, job_id)
+                if key in predictions:  # a new key goes to the end by itself
+                    predictions.move_to_end(key)
+                predictions[key] = (name, duration)
+            evicted = 0
+            while len(predictions) > self._memory:
+                predictions.popitem(last=False)
+                evicted += 1
+            self.predictions_pending.set(len(predictions))
+        if evicted:
+            self.predictions_evicted.inc(evicted)
+
+    def observe_completions(
+        self, cluster: str, completions: Iterable[tuple[str, int, int]]
+    ) -> int:
+        """(job id, start, end) of finished jobs; returns how many matched a prediction."""
+        matched = []
+        with self._lock:
+            for job_id, start, end in completions:
+                found = self._predictions.pop((cluster, job_id), None)
+                if found is not None:
+                    matched.append((found[0], abs((end - start) - found[1])))
+            self.predictions_pending.set(len(self._predictions))
+        for predictor, error in matched:
+            self.predictor_error.labels(predictor).observe(error)
+        return len(matched)
+
+    # -- exposition ---------------------------------------------------------------------------
+
+    def exposition(self) -> bytes:
+        """The registry in Prometheus' text format."""
+        return generate_latest(self.registry)
+
+    def start_http(
+        self, host: str, port: int, tls: MetricsTls | None = None, auth: BasicAuth | None = None
+    ) -> int:
+        """Serve /metrics on host:port (port 0: a free one), over HTTPS with `tls`, behind basic
+        auth with `auth`; returns the bound port."""
+        self._http, self._http_thread = start_metrics_http(self.registry, host, port, tls, auth)
+        return int(self._http.server_port)
+
+    def stop_http(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None
+
+    def interceptor(self) -> MetricsInterceptor:
+        return MetricsInterceptor(self)
+
+
+class MetricsInterceptor(AroundInterceptor):
+    """grpc_server_started_total, grpc_server_handled_total, grpc_server_handling_seconds."""
+
+    def __init__(self, metrics: ServiceMetrics) -> None:
+        self.metrics = metrics
+
+    def around_for(self, details: grpc.HandlerCallDetails) -> Around:
+        service, method = split_method(details.method)
+        m = self.metrics
+
+        def around(
+            kind: str, request: Any, context: grpc.ServicerContext, call: Callable[[], Any]
+        ) -> Any:
+            labels = (service, method, kind)
+            m.rpc_started.labels(*labels).inc()
+            began = time.perf_counter()
+
+            def finish(raised: bool) -> None:
+                code = _code_of(context)
+                if code is None:
+                    code = grpc.StatusCode.UNKNOWN if raised else grpc.StatusCode.OK
+                m.rpc_handled.labels(*labels, code_label(code)).inc()
+                m.rpc_seconds.labels(*labels).observe(time.perf_counter() - began)
+
+            if kind in (UNARY, CLIENT_STREAM):
+                try:
+                    result = call()
+                except BaseException:
+                    finish(raised=True)
+                    raise
+                finish(raised=False)
+                return result
+            return _measured_stream(call, finish)
+
+        return around
+
+
+def _code_of(context: grpc.ServicerContext) -> grpc.StatusCode | None:
+    """The code set by abort() / set_code() (ServicerContext.code(); not in the stubs)."""
+    code = getattr(context, "code", None)
+    return code() if callable(code) else None
+
+
+def _measured_stream(call: Callable[[], Any], finish: Callable[[bool], None]) -> Iterator[Any]:
+    try:
+        yield from call()
+    except BaseException:
+        finish(True)
+        raise
+    finish(False)

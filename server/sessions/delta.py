@@ -1,0 +1,308 @@
+"""Checking a session delta against the session's state, before any of it is applied.
+
+Two kinds of problems, answered differently:
+- the delta cannot apply to this state (a sequence gap, time going backwards, a job the state
+  does not hold or already holds): a `SessionFailure`, answered FAILED_PRECONDITION so the
+  caller re-sends a full snapshot;
+- the delta is wrong in itself (a field a snapshot would have rejected, e.g. a job over a node's
+  capacity): `Violation`s naming each field of the UpdateSessionRequest, answered
+  INVALID_ARGUMENT.
+Each job and node field is checked as `server/intake/validation.py` checks a full snapshot, against
+the state after the delta (changes apply in the order node_changes, ended, cancelled,
+submitted, started), so a session never holds what Dispatch would reject.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from hpcdispatch.proto_convert import snapshot_from_pb
+from hpcdispatch.snapshot import NodeState, QueuedJob, RunningJob
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from ..config import ServerConfig
+from ..intake.validation import (
+    MAX_AMOUNT,
+    Violation,
+    _check_duration,
+    _check_options,
+    _check_time,
+    _check_unit_request,
+    _check_units,
+    _Collector,
+    check_running_job,
+)
+from .state import SessionState
+
+_NOTHING: Mapping[str, int] = {}
+
+_STATES = {
+    pb.NODE_STATE_UP: NodeState.UP,
+    pb.NODE_STATE_DOWN: NodeState.DOWN,
+    pb.NODE_STATE_DRAINED: NodeState.DRAINED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Why the delta cannot apply to the session (FAILED_PRECONDITION)."""
+
+    reason: int  # pb.SessionFailure
+    message: str
+
+
+@dataclass(slots=True)
+class CheckedDelta:
+    """A delta in domain terms, ready to apply when `violations` and `failure` are empty."""
+
+    violations: list[Violation] = field(default_factory=list)
+    failure: Failure | None = None
+    node_changes: list[tuple[str, NodeState, dict[str, int] | None]] = field(
+        default_factory=list)
+    submitted: tuple[QueuedJob, ...] = ()
+    started: tuple[RunningJob, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and self.failure is None
+
+
+def options_request(request: pb.UpdateSessionRequest) -> pb.DispatchRequest:
+    """The decision options of an update, in a DispatchRequest without jobs or nodes."""
+    options = pb.DispatchRequest(
+        time=request.time, dispatcher=request.dispatcher, predictor=request.predictor,
+        allocator=request.allocator,
+    )
+    options.search.CopyFrom(request.search)
+    return options
+
+
+def check_delta(
+    state: SessionState, request: pb.UpdateSessionRequest, config: ServerConfig,
+    predictors: list[int],
+) -> CheckedDelta:
+    out = CheckedDelta()
+    failure = _precondition(state, request)
+    if failure is not None:
+        out.failure = failure
+        return out
+    problems = _Collector()
+    _check_time(request.time, "time", problems)
+    _check_options(options_request(request), predictors, config.default_profile, problems)
+    capacity = _check_node_changes(state, request, config, problems, out)
+    _check_lists(request, problems)
+    failure = _job_conflicts(state, request)
+    if failure is not None:
+        out.failure = failure
+        return out
+    _check_submitted(state, request, capacity, config, problems)
+    _check_started(state, request, capacity, problems)
+    out.violations = problems.items
+    if out.ok:
+        converted = snapshot_from_pb(pb.DispatchRequest(
+            time=request.time, running_jobs=request.started, queued_jobs=request.submitted,
+        ), nodes=())
+        out.submitted, out.started = converted.queued, converted.running
+    return out
+
+
+def _precondition(state: SessionState, request: pb.UpdateSessionRequest) -> Failure | None:
+    if request.sequence != state.sequence + 1:
+        return Failure(pb.SESSION_FAILURE_SEQUENCE_GAP,
+                       f"sequence {request.sequence} does not follow the session's "
+                       f"{state.sequence}; open a new session with a full snapshot")
+    if request.time < state.time:
+        return Failure(pb.SESSION_FAILURE_TIME_BACKWARDS,
+                       f"time {request.time} is before the session's time {state.time}")
+    return None
+
+
+def _job_conflicts(state: SessionState, request: pb.UpdateSessionRequest) -> Failure | None:
+    """Ids the state does not hold (ended, cancelled) or already holds (submitted, started)."""
+    for job_id in request.ended_job_ids:
+        if job_id not in state.running:
+            return Failure(pb.SESSION_FAILURE_UNKNOWN_JOB,
+                           f"ended job {job_id!r} is not running in the session")
+    for job_id in request.cancelled_job_ids:
+        if job_id not in state.queued:
+            return Failure(pb.SESSION_FAILURE_UNKNOWN_JOB,
+                           f"cancelled job {job_id!r} is not queued in the session")
+    ended, cancelled = set(request.ended_job_ids), set(request.cancelled_job_ids)
+    for job in request.submitted:
+        if (job.id in state.queued and job.id not in cancelled) or (
+                job.id in state.running and job.id not in ended):
+            return Failure(pb.SESSION_FAILURE_JOB_CONFLICT,
+                           f"submitted job {job.id!r} is already in the session")
+    for started in request.started:
+        if started.id in state.running and started.id not in ended:
+            return Failure(pb.SESSION_FAILURE_JOB_CONFLICT,
+                           f"started job {started.id!r} is already running in the session")
+    return None
+
+
+def _check_lists(request: pb.UpdateSessionRequest, out: _Collector) -> None:
+    """Empty and repeated ids within one list of the delta."""
+    lists = (
+        ("ended_job_ids", list(request.ended_job_ids)),
+        ("cancelled_job_ids", list(request.cancelled_job_ids)),
+        ("submitted", [j.id for j in request.submitted]),
+        ("started", [j.id for j in request.started]),
+    )
+    for name, ids in lists:
+        seen: set[str] = set()
+        suffix = "" if name.endswith("_ids") else ".id"
+        for i, job_id in enumerate(ids):
+            if not job_id:
+                out.add(f"{name}[{i}]{suffix}", "must not be empty")
+            elif job_id in seen:
+                out.add(f"{name}[{i}]{suffix}", f"duplicate job id {job_id!r}")
+            seen.add(job_id)
+
+
+def _check_node_changes(
+    state: SessionState, request: pb.UpdateSessionRequest, config: ServerConfig,
+    out: _Collector, result: CheckedDelta,
+) -> dict[str, dict[str, int]]:
+    """Capacities of the nodes the delta touches (changed or used), after the delta."""
+    capacity: dict[str, dict[str, int]] = {}
+    seen: set[str] = set()
+    added = 0
+    for i, change in enumerate(request.node_changes):
+        path = f"node_changes[{i}]"
+        cap = dict(change.capacity)
+        if not change.id:
+            out.add(f"{path}.id", "must not be empty")
+            continue
+        if change.id in seen:
+            out.add(f"{path}.id", f"duplicate node id {change.id!r}")
+            continue
+        seen.add(change.id)
+        known = change.id in state.position
+        added += not known
+        if change.state not in _STATES:
+            out.add(f"{path}.state", "must be NODE_STATE_UP, NODE_STATE_DOWN or "
+                    "NODE_STATE_DRAINED")
+        if not cap and not known:
+            out.add(f"{path}.capacity", "a new node must name at least one resource type")
+        for resource, amount in cap.items():
+            if not resource:
+                out.add(f"{path}.capacity", "resource type names must not be empty")
+            if not 0 < amount <= MAX_AMOUNT:
+                out.add(f'{path}.capacity["{resource}"]', f"must be > 0 and <= 2^40, got {amount}")
+        if cap:
+            capacity[change.id] = cap
+        if change.state in _STATES:
+            result.node_changes.append((change.id, _STATES[change.state], cap or None))
+    if len(state.nodes) + added > config.max_nodes:
+        out.add("node_changes", f"{len(state.nodes) + added} nodes exceed the limit of "
+                f"{config.max_nodes}")
+    released = _ended_usage(state, list(request.ended_job_ids))
+    for i, change in enumerate(request.node_changes):
+        new_cap = capacity.get(change.id)
+        if new_cap is None or change.id not in state.position:
+            continue
+        held = _held_after_ended(state, change.id, released)
+        for resource, amount in held.items():
+            if amount > new_cap.get(resource, 0):
+                out.add(f"node_changes[{i}].capacity",
+                        f"running jobs hold {amount} {resource!r} on node {change.id!r}, more "
+                        f"than the new capacity {new_cap.get(resource, 0)}")
+    return capacity
+
+
+def _ended_usage(state: SessionState, ended: list[str]) -> dict[str, Counter[str]]:
+    """What the ended jobs release, per node."""
+    released: dict[str, Counter[str]] = {}
+    for job_id in ended:
+        job = state.running.get(job_id)
+        for unit in job.units if job is not None else ():
+            released.setdefault(unit.node_id, Counter()).update(unit.amounts)
+    return released
+
+
+def _held_after_ended(
+    state: SessionState, node_id: str, released: dict[str, Counter[str]]
+) -> Counter[str]:
+    """What running jobs hold on the node once the ended ones are gone (a new Counter)."""
+    held: Counter[str] = Counter(state.used.get(node_id, _NOTHING))
+    gone = released.get(node_id)
+    if gone:
+        held.subtract(gone)
+    return held
+
+
+def _node_capacity(
+    state: SessionState, node_id: str, changed: dict[str, dict[str, int]]
+) -> Mapping[str, int] | None:
+    """The node's capacity after the delta (read only); None for an unknown node."""
+    if node_id in changed:
+        return changed[node_id]
+    at = state.position.get(node_id)
+    return None if at is None else state.nodes[at].capacity
+
+
+def _check_submitted(
+    state: SessionState, request: pb.UpdateSessionRequest,
+    changed: dict[str, dict[str, int]], config: ServerConfig, out: _Collector,
+) -> None:
+    types = state.resource_types if not changed else (
+        {r for n in state.nodes if n.id not in changed for r in n.capacity}
+        | {r for cap in changed.values() for r in cap}
+    )
+    submitted_ids = {j.id for j in request.submitted}
+    jobs = (len(state.running) + len(state.queued) + len(request.submitted)
+            + sum(1 for j in request.started
+                  if j.id not in state.queued and j.id not in submitted_ids)
+            - len(request.ended_job_ids) - len(request.cancelled_job_ids))
+    if jobs > config.max_jobs:
+        out.add("submitted", f"{jobs} running + queued jobs exceed the limit of "
+                f"{config.max_jobs}")
+    for i, job in enumerate(request.submitted):
+        path = f"submitted[{i}]"
+        if job.submit_time > request.time:
+            out.add(f"{path}.submit_time",
+                    f"{job.submit_time} is after the snapshot time {request.time}")
+        _check_units(job.units, f"{path}.units", config.max_units, out)
+        _check_time(job.submit_time, f"{path}.submit_time", out)
+        _check_duration(job.requested_time, f"{path}.requested_time", out)
+        _check_unit_request(job.unit_request, f"{path}.unit_request", types, out)
+        if job.HasField("actual_duration"):
+            _check_duration(job.actual_duration, f"{path}.actual_duration", out)
+        elif request.predictor == pb.PREDICTOR_ORACLE:
+            out.add(f"{path}.actual_duration", "the ORACLE predictor needs every queued job's "
+                    "actual duration")
+        if out.full:
+            return
+    if request.predictor == pb.PREDICTOR_ORACLE and request.decide:
+        started = {j.id for j in request.started}
+        cancelled = set(request.cancelled_job_ids)
+        for waiting in state.queued.values():
+            if waiting.actual_duration is None and waiting.id not in started | cancelled:
+                out.add("predictor", f"the ORACLE predictor needs every queued job's actual "
+                        f"duration; queued job {waiting.id!r} has none")
+                return
+
+
+def _check_started(
+    state: SessionState, request: pb.UpdateSessionRequest,
+    changed: dict[str, dict[str, int]], out: _Collector,
+) -> None:
+    released = _ended_usage(state, list(request.ended_job_ids))
+    held: dict[str, Counter[str]] = {}  # node -> held after ended and the starts so far
+    reported: set[tuple[str, str]] = set()
+
+    def capacity_of(node_id: str) -> Mapping[str, int] | None:
+        return _node_capacity(state, node_id, changed)
+
+    def held_on(node_id: str) -> Counter[str]:
+        if node_id not in held:
+            held[node_id] = _held_after_ended(state, node_id, released)
+        return held[node_id]
+
+    for i, job in enumerate(request.started):
+        check_running_job(job, f"started[{i}]", request.time, capacity_of, held_on, reported,
+                          out)
+        if out.full:
+            return
