@@ -1,1 +1,18 @@
-"""The hpcdispatch gRPC service."""
+"""The hpcdispatch gRPC service, in rooms whose imports point down.
+
+- `rpc/`: the gRPC edge, the only code that imports grpc (both servicers, admission, draining,
+  errors, interceptors, TLS, metrics, the app, the embedded server).
+- `sessions/`: a session's state (deltas, running work, state, store).
+- `intake/`: request validation and conversion, the node table, the running-job cache.
+- `pipeline.py`: the one door into the core (predict → problem → dispatch → independent
+  check → fallback), then `config.py`.
+- the core: `dispatchers/` (baselines and registry on top; `cp/` the CP models, CP-SAT
+  machinery and restart policy; `planning/` the problem, free pool, capacity profiles,
+  reservations, list schedules) and `predictors/`.
+
+The rule: rpc > sessions > intake > pipeline > config > dispatchers | predictors; nothing under
+`dispatchers/` imports the rest of the server; the client side (`client/`, `slurm_bridge/`,
+`sim_adapter/`) takes the contract's names from `hpcdispatch.catalog`, not from here. Enforced by
+the import-linter contracts in pyproject.toml (`[tool.importlinter]`), run by
+`scripts/typecheck.sh` in CI.
+"""
