@@ -119,6 +119,9 @@ class Decided:
 
 
 class DecisionFront:
+    """The server's decisions, Dispatch's and the sessions': their threads and admission, how
+    they are made, counted and answered."""
+
     def __init__(
         self, config: ServerConfig, predictors: PredictorRegistry, metrics: ServiceMetrics,
     ) -> None:
