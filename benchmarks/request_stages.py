@@ -34,7 +34,8 @@ from hpcdispatch.server.intake.validation import validate_dispatch_request
 from hpcdispatch.server.pipeline import run_decision
 from hpcdispatch.server.predictors.registry import PredictorRegistry
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
-from hpcdispatch.server.rpc.dispatch_service import DispatcherService
+from hpcdispatch.server.rpc.decision_front import DecisionFront
+from hpcdispatch.server.rpc.metrics import ServiceMetrics
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import homogeneous
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -73,10 +74,10 @@ def timed(times: dict[str, list[float]], stage: str, call: Callable[[], T]) -> T
 
 def one_step(
     times: dict[str, list[float]], request: pb.DispatchRequest, tables: NodeTables,
-    cache: RunningJobCache, service: DispatcherService,
+    cache: RunningJobCache, front: DecisionFront,
 ) -> None:
     """Every stage, before and after, on one snapshot; both give the same Snapshot."""
-    config = service.config
+    config = front.config
     kinds: list[int] = [pb.PREDICTOR_WALLTIME, pb.PREDICTOR_ORACLE]
     timed(times, "node table digest, before", lambda: old_node_list_digest(request))
     table = timed(times, "node table, after (hit)", lambda: tables.get(request))
@@ -84,12 +85,13 @@ def one_step(
         request, config, kinds, table.check))
     assert not violations, violations[:3]
     old = timed(times, "convert, before", lambda: snapshot_from_pb(request, table.nodes))
+    # `take_in` gets the node table itself: a hit, as timed above.
     intake = timed(times, "validate + convert, after (cached running jobs)",
-                   lambda: take_in(request, config, kinds, table, cache))
+                   lambda: take_in(request, config, kinds, tables, cache))
     assert intake.snapshot == old, "the two paths disagree"
     control = SearchControl(settings=PROFILES["fast"][0], deadline=time.monotonic() + 120)
     result = run_decision(old, pb.DISPATCHER_EASY, WalltimePredictor(), control, table.index)
-    timed(times, "answer", lambda: service.answer(
+    timed(times, "answer", lambda: front.answer(
         old, result, pb.DISPATCHER_EASY, pb.PREDICTOR_WALLTIME, control.settings, "default",
         time.monotonic()))
 
@@ -108,14 +110,14 @@ def main() -> None:
     kinds: list[int] = [pb.PREDICTOR_WALLTIME, pb.PREDICTOR_ORACLE]
     tables, cache = NodeTables(), RunningJobCache()
     times: dict[str, list[float]] = {}
-    table = timed(times, "node table, first request of the list", lambda: tables.get(base))
+    timed(times, "node table, first request of the list", lambda: tables.get(base))
     timed(times, "running jobs, first request (all checked)",
-          lambda: take_in(base, config, kinds, table, cache))
+          lambda: take_in(base, config, kinds, tables, cache))
     with PredictorRegistry() as registry:
-        service = DispatcherService(config, registry)
+        front = DecisionFront(config, registry, ServiceMetrics())
         for step in range(1, args.repeats + 1):
             base = next_snapshot(base, step)
-            one_step(times, base, tables, cache, service)
+            one_step(times, base, tables, cache, front)
         for step in range(args.repeats):  # one node changes state: a new node list
             changed = pb.DispatchRequest()
             changed.nodes.extend(base.nodes)

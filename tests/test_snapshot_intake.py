@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 
 import pytest
@@ -15,11 +16,13 @@ import pytest
 from hpcdispatch.proto_convert import snapshot_from_pb, snapshot_to_pb
 from hpcdispatch.server.config import ServerConfig
 from hpcdispatch.server.dispatchers.base import SearchControl
+from hpcdispatch.server.intake import snapshot_intake, validation
+from hpcdispatch.server.intake.decision_options import DecisionOptions
 from hpcdispatch.server.intake.node_table import NodeTables
 from hpcdispatch.server.intake.running_job_cache import RunningJobCache, check_running_job
 from hpcdispatch.server.intake.snapshot_intake import fast_checked_running, take_in
 from hpcdispatch.server.intake.validation import Violation, validate_dispatch_request
-from hpcdispatch.server.pipeline import run_decision
+from hpcdispatch.server.pipeline import resolve_settings, run_decision
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
 from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.synthetic import synthetic_snapshot
@@ -50,10 +53,10 @@ class Intake:
         self.cache = cache if cache is not None else RunningJobCache()
 
     def violations(self, request: pb.DispatchRequest) -> list[Violation]:
-        return take_in(request, CONFIG, KINDS, self.tables.get(request), self.cache).violations
+        return take_in(request, CONFIG, KINDS, self.tables, self.cache).violations
 
     def snapshot(self, request: pb.DispatchRequest) -> Snapshot | None:
-        intake = take_in(request, CONFIG, KINDS, self.tables.get(request), self.cache)
+        intake = take_in(request, CONFIG, KINDS, self.tables, self.cache)
         assert intake.violations == [], intake.violations[:3]
         return intake.snapshot
 
@@ -198,18 +201,72 @@ def test_random_snapshots_give_the_reference_s_violations_and_snapshot(seed: int
             rng.choice(MUTATIONS)(request, rng)
         expected = reference(request)
         table = warm.tables.get(request)
-        fast = fast_checked_running(request, CONFIG, KINDS, table, warm.cache)
+        fast = fast_checked_running(request, CONFIG, table, warm.cache)
         assert (fast is None) == bool(expected), expected[:3]  # the fast verdict is exact
         for intake in (warm, Intake()):  # cache warm from earlier snapshots, and cold
-            got = take_in(request, CONFIG, KINDS, intake.tables.get(request), intake.cache)
+            got = take_in(request, CONFIG, KINDS, intake.tables, intake.cache)
             assert got.violations == expected
             assert got.snapshot == (None if expected else snapshot_from_pb(request))
+        uncached = take_in(request, CONFIG, KINDS, warm.tables, None)  # an OpenSession's way
+        assert uncached.violations == expected
+        assert uncached.snapshot == (None if expected else snapshot_from_pb(request))
         lookups += len(request.running_jobs)
         valid, invalid = valid + (not expected), invalid + bool(expected)
         if rng.random() < 0.3 and not expected:
             base = request  # the cluster moves on
     assert valid >= 5 and invalid >= 20, (valid, invalid)
     assert warm.cache.hits > lookups // 2  # most jobs came from the cache
+
+
+# -- one intake call: sizes checked once, settings resolved once ------------------------------
+
+def test_a_snapshot_taken_in_carries_its_node_index_and_decision_options() -> None:
+    request = eurora()
+    request.cluster, request.predictor = "east", pb.PREDICTOR_WALLTIME
+    request.allocator = pb.ALLOCATOR_FIRST_FIT
+    request.search.profile, request.search.k = "fast", 3
+    intake = Intake()
+    got = take_in(request, CONFIG, KINDS, intake.tables, intake.cache)
+    assert got.violations == [] and got.options is not None
+    assert got.nodes is intake.tables.get(request).index
+    assert got.options == DecisionOptions(
+        dispatcher=pb.DISPATCHER_UNSPECIFIED, predictor=pb.PREDICTOR_WALLTIME, first_fit=True,
+        settings=resolve_settings(request.search, CONFIG.default_profile), cluster="east")
+    assert got.options.settings.k == 3
+    request.ClearField("cluster")
+    got = take_in(request, CONFIG, KINDS, intake.tables, None)
+    assert got.options is not None and got.options.cluster == "default"
+    request.search.profile = "no such profile"
+    refused = take_in(request, CONFIG, KINDS, intake.tables, intake.cache)
+    assert refused.options is None and refused.snapshot is None
+    assert [v.field for v in refused.violations] == ["search.profile"]
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_take_in_checks_the_sizes_and_resolves_the_settings_once(
+    cached: bool, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: Counter[str] = Counter()
+
+    def counted(name: str, function: Callable[..., object]) -> Callable[..., object]:
+        def call(*args: object, **kwargs: object) -> object:
+            calls[name] += 1
+            return function(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(snapshot_intake, "check_sizes",
+                        counted("sizes", snapshot_intake.check_sizes))
+    monkeypatch.setattr(validation, "resolve_settings",
+                        counted("settings", validation.resolve_settings))
+    intake = Intake()
+    request = eurora()
+    for bad in (False, True):  # a valid snapshot, then one only the reference path reports
+        if bad:
+            request.running_jobs[1].units[0].amounts["core"] = 10_000
+        calls.clear()
+        got = take_in(request, CONFIG, KINDS, intake.tables, intake.cache if cached else None)
+        assert bool(got.violations) == bad
+        assert calls == {"sizes": 1, "settings": 1}
 
 
 # -- the cache itself ---------------------------------------------------------------------------

@@ -1,9 +1,12 @@
-"""A Dispatch request validated and converted in one pass, the running jobs from a cache.
+"""A full snapshot (a Dispatch's, an OpenSession's) checked and converted in one pass, the
+running jobs from a cache.
 
-`take_in` gives either the request's Snapshot or its violations, exactly those of
+`take_in` is the one intake call of a snapshot: the size limits, then the options (resolved to
+the decision's search settings once), then everything else. It gives either the request's
+Snapshot, node index and decision options, or its violations, exactly those of
 `validate_dispatch_request` (server/intake/validation.py), which stays the reference:
 
-1. the size limits, the node table's own violations and the options, as there;
+1. the size limits, the options and the node table's own violations, as there;
 2. each running job's own checks and its conversion come from the RunningJobCache (checked
    once while its bytes stay the same); the checks that depend on the whole snapshot are done
    for the whole snapshot at once: unique job ids over running and queued jobs, no start after
@@ -11,16 +14,17 @@
    type (numpy sums) within the node's capacity (a type the node lacks has capacity 0);
 3. the queued jobs (a few thousand at most, unlike the running ones) are checked as there.
 
-Anything found on this path makes `take_in` return the reference's own violations (the same
+Anything found on this path makes `take_in` report the reference's own violations (the same
 fields, descriptions and order): the fast path decides only *whether* the snapshot is valid,
 never what to report. Should the reference find nothing where this path found something, the
-reference wins and the snapshot is converted the reference's way.
+reference wins and the snapshot is converted the reference's way. Without a cache (an
+OpenSession's snapshot, kept by its session instead) the reference's way is the only one.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from itertools import chain
@@ -34,15 +38,17 @@ from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
-from .node_table import NodeCapacity, NodeTable
+from ..pipeline import NodeIndex
+from .decision_options import DecisionOptions
+from .node_table import NodeCapacity, NodeTable, NodeTables
 from .running_job_cache import CheckedRunningJob, RunningJobCache
 from .validation import (
     Violation,
-    _check_options,
-    _check_queued,
-    _check_sizes,
-    _Collector,
-    validate_dispatch_request,
+    Violations,
+    check_contents,
+    check_options,
+    check_queued,
+    check_sizes,
 )
 
 log = structlog.get_logger("hpcdispatch.server")
@@ -54,50 +60,67 @@ MAX_HELD = 2**22
 
 @dataclass(frozen=True, slots=True)
 class Intake:
-    """A request's snapshot (no violations) or its violations (no snapshot)."""
+    """A snapshot taken in: its violations, or (none) what its decision needs."""
 
-    snapshot: Snapshot | None
     violations: list[Violation]
+    snapshot: Snapshot | None = None
+    nodes: NodeIndex | None = None  # the snapshot's nodes as the Problem indexes them
+    options: DecisionOptions | None = None
 
 
 def take_in(
     request: pb.DispatchRequest,
     config: ServerConfig,
     known_predictors: list[int],
-    table: NodeTable,
-    cache: RunningJobCache,
+    tables: NodeTables,
+    cache: RunningJobCache | None,
 ) -> Intake:
-    """Validate and convert `request`, whose node list `table` is (NodeTables.get(request))."""
-    sizes = _Collector()
-    _check_sizes(request, config, sizes)
-    if sizes.items:
-        return Intake(None, sizes.items)  # a snapshot beyond the limits is not inspected further
-    running = fast_checked_running(request, config, known_predictors, table, cache)
-    if running is None or table.nodes is None:
-        return _reference(request, config, known_predictors, table)
-    return Intake(Snapshot(
-        time=request.time,
-        nodes=table.nodes,
-        running=tuple(e.job for e in running),
-        queued=tuple(map(queued_job_from_pb, request.queued_jobs)),
-    ), [])
+    """Check and convert `request` once; its node list from `tables`, its running jobs from
+    `cache` when given (each cluster's last running jobs, checked)."""
+    out = Violations()
+    check_sizes(request, config, out)
+    if out.items:
+        return Intake(out.items)  # a snapshot beyond the limits is not inspected further
+    table = tables.get(request)
+    settings = check_options(request, known_predictors, config.default_profile, out)
+    snapshot = None
+    if cache is not None and not out.items:
+        running = fast_checked_running(request, config, table, cache)
+        if running is not None and table.nodes is not None:
+            snapshot = Snapshot(
+                time=request.time,
+                nodes=table.nodes,
+                running=tuple(e.job for e in running),
+                queued=tuple(map(queued_job_from_pb, request.queued_jobs)),
+            )
+    if snapshot is None:  # the reference's verdict, and its conversion should it find nothing
+        check_contents(request, config, table.check, out)
+        if out.items:
+            return Intake(out.items)
+        if cache is not None:
+            log.warning("snapshot refused by the fast checks but valid; converted the "
+                        "reference way", running=len(request.running_jobs),
+                        queued=len(request.queued_jobs))
+        snapshot = snapshot_from_pb(request, table.nodes)
+    assert settings is not None and table.index is not None  # no violations: both known
+    return Intake([], snapshot, table.index,
+                  DecisionOptions.of(request, settings, request.cluster))
 
 
 def fast_checked_running(
     request: pb.DispatchRequest,
     config: ServerConfig,
-    known_predictors: list[int],
     table: NodeTable,
     cache: RunningJobCache,
 ) -> list[CheckedRunningJob] | None:
-    """The running jobs, checked and converted, when nothing is wrong with `request` (within
-    the size limits); None as soon as anything is (the reference then says what)."""
+    """The running jobs, checked and converted, when nothing is wrong with `request` beyond its
+    sizes and options (checked before); None as soon as anything is (the reference then says
+    what)."""
     if table.check.violations or table.capacity is None:
         return None
-    out = _Collector()
-    _check_options(request, known_predictors, config.default_profile, out)
+    out = Violations()
     queued_ids: Counter[str] = Counter()
-    _check_queued(request, table.capacity.resource_index.keys(), queued_ids, config, out)
+    check_queued(request, table.capacity.resource_index.keys(), queued_ids, config, out)
     if out.items:
         return None
     found = cache.lookup(request.cluster or "default", request.running_jobs)
@@ -156,14 +179,20 @@ def _running_fit(
     return not bool((total > matrix.reshape(-1)).any())
 
 
-def _reference(
-    request: pb.DispatchRequest, config: ServerConfig, known_predictors: list[int],
-    table: NodeTable,
-) -> Intake:
-    """The reference validation's verdict, and its conversion should it find nothing."""
-    violations = validate_dispatch_request(request, config, known_predictors, table.check)
-    if violations:
-        return Intake(None, violations)
-    log.warning("snapshot refused by the fast checks but valid; converted the reference way",
-                running=len(request.running_jobs), queued=len(request.queued_jobs))
-    return Intake(snapshot_from_pb(request, table.nodes), [])
+class SnapshotIntake:
+    """The server's intake of full snapshots, Dispatch's and OpenSession's: the node tables they
+    share, and the running-job cache of Dispatch (a session keeps its running jobs itself)."""
+
+    def __init__(self, config: ServerConfig, known_predictors: Callable[[], list[int]]) -> None:
+        self.config = config
+        self.known_predictors = known_predictors  # the predictor kinds the server has now
+        self.node_tables = NodeTables()
+        self.running_jobs = RunningJobCache()  # each cluster's last running jobs, checked
+
+    def dispatch(self, request: pb.DispatchRequest) -> Intake:
+        return take_in(request, self.config, self.known_predictors(), self.node_tables,
+                       self.running_jobs)
+
+    def session(self, request: pb.DispatchRequest) -> Intake:
+        """An OpenSession's snapshot: checked and converted the reference way."""
+        return take_in(request, self.config, self.known_predictors(), self.node_tables, None)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
-from ..pipeline import PROFILES, resolve_settings
+from ..pipeline import PROFILES, SearchSettings, resolve_settings
 
 MAX_REPORTED = 100  # violations listed in one error
 # Bounds that keep every model's arithmetic (weights × horizon × jobs) inside 64-bit integers.
@@ -29,7 +29,9 @@ class Violation:
     description: str
 
 
-class _Collector:
+class Violations:
+    """The violations found so far, in the order found; at most MAX_REPORTED are kept."""
+
     def __init__(self) -> None:
         self.items: list[Violation] = []
 
@@ -50,15 +52,8 @@ class NodeCheck:
     violations: tuple[Violation, ...]
 
 
-def check_sizes(request: pb.DispatchRequest, config: ServerConfig) -> list[Violation]:
-    """The size limits alone: a snapshot beyond them is not inspected further."""
-    out = _Collector()
-    _check_sizes(request, config, out)
-    return out.items
-
-
 def check_nodes(request: pb.DispatchRequest) -> NodeCheck:
-    out = _Collector()
+    out = Violations()
     capacity = _check_nodes(request, out)
     return NodeCheck(capacity, tuple(out.items))
 
@@ -69,36 +64,46 @@ def validate_dispatch_request(
     known_predictors: list[int],
     nodes: NodeCheck | None = None,
 ) -> list[Violation]:
-    """Every violation of `request`; `nodes` is `check_nodes(request)` if the caller has it."""
-    out = _Collector()
-    _check_sizes(request, config, out)
+    """Every violation of `request`, the reference the fast intake agrees with
+    (server/intake/snapshot_intake.py); `nodes` is `check_nodes(request)` if the caller has it."""
+    out = Violations()
+    check_sizes(request, config, out)
     if out.items:
         return out.items  # a snapshot beyond the limits is not inspected further
-    _check_options(request, known_predictors, config.default_profile, out)
-    node_check = nodes if nodes is not None else check_nodes(request)
-    for violation in node_check.violations:
-        out.add(violation.field, violation.description)
-    capacity = node_check.capacity
-    ids: Counter[str] = Counter()
-    _check_running(request, capacity, ids, out)
-    _check_queued(request, {r for cap in capacity.values() for r in cap}, ids, config, out)
+    check_options(request, known_predictors, config.default_profile, out)
+    check_contents(request, config, nodes if nodes is not None else check_nodes(request), out)
     return out.items
 
 
-def _check_time(value: int, path: str, out: _Collector) -> None:
+def check_contents(
+    request: pb.DispatchRequest, config: ServerConfig, nodes: NodeCheck, out: Violations
+) -> None:
+    """What follows the sizes and the options: the node list's own violations (`nodes`), the
+    running jobs on those nodes, the queued jobs, and job ids unique over both."""
+    for violation in nodes.violations:
+        out.add(violation.field, violation.description)
+    capacity = nodes.capacity
+    ids: Counter[str] = Counter()
+    _check_running(request, capacity, ids, out)
+    check_queued(request, {r for cap in capacity.values() for r in cap}, ids, config, out)
+
+
+def check_time(value: int, path: str, out: Violations) -> None:
     if abs(value) > MAX_TIME:
         out.add(path, f"{value} is beyond ±2^40 seconds")
 
 
-def _check_duration(value: int, path: str, out: _Collector) -> None:
+def check_duration(value: int, path: str, out: Violations) -> None:
     if value <= 0:
         out.add(path, "must be > 0 seconds")
     elif value > MAX_DURATION:
         out.add(path, f"{value} s is longer than 2^31 s")
 
 
-def _check_sizes(request: pb.DispatchRequest, config: ServerConfig, out: _Collector) -> None:
-    _check_time(request.time, "time", out)
+def check_sizes(request: pb.DispatchRequest, config: ServerConfig, out: Violations) -> None:
+    """The size limits (nodes, jobs) and the snapshot's time: a snapshot beyond them is not
+    inspected further."""
+    check_time(request.time, "time", out)
     if len(request.nodes) > config.max_nodes:
         out.add("nodes", f"{len(request.nodes)} nodes exceed the limit of {config.max_nodes}")
     jobs = len(request.running_jobs) + len(request.queued_jobs)
@@ -107,9 +112,12 @@ def _check_sizes(request: pb.DispatchRequest, config: ServerConfig, out: _Collec
                 f"{config.max_jobs}")
 
 
-def _check_options(
-    request: pb.DispatchRequest, predictors: list[int], default_profile: str, out: _Collector
-) -> None:
+def check_options(
+    request: pb.DispatchRequest | pb.UpdateSessionRequest, predictors: list[int],
+    default_profile: str, out: Violations,
+) -> SearchSettings | None:
+    """The decision options of a snapshot or a session delta (dispatcher, predictor, allocator,
+    search); returns the search settings they resolve to (None for an unknown profile)."""
     if request.dispatcher not in pb.Dispatcher.values():
         out.add("dispatcher", f"unknown dispatcher value {request.dispatcher}")
     if request.predictor != pb.PREDICTOR_UNSPECIFIED and request.predictor not in predictors:
@@ -127,18 +135,20 @@ def _check_options(
         out.add("search.stall_ms", "must be >= 0")
     if search.HasField("starvation_wait_s") and search.starvation_wait_s < 0:
         out.add("search.starvation_wait_s", "must be >= 0")
-    if search.profile in PROFILES or not search.profile:
-        # δ <= δmax once the profile's defaults fill what the request leaves unset.
-        resolved = resolve_settings(search, default_profile)
-        if resolved.delta_max_ms < resolved.delta_ms:
-            out.add("search.delta_max_ms", f"δmax {resolved.delta_max_ms} ms is below "
-                    f"δ {resolved.delta_ms} ms")
+    if search.profile and search.profile not in PROFILES:
+        return None
+    # δ <= δmax once the profile's defaults fill what the request leaves unset.
+    resolved = resolve_settings(search, default_profile)
+    if resolved.delta_max_ms < resolved.delta_ms:
+        out.add("search.delta_max_ms", f"δmax {resolved.delta_max_ms} ms is below "
+                f"δ {resolved.delta_ms} ms")
+    return resolved
 
 
 _NODE_STATES = (pb.NODE_STATE_UP, pb.NODE_STATE_DOWN, pb.NODE_STATE_DRAINED)
 
 
-def _check_nodes(request: pb.DispatchRequest, out: _Collector) -> dict[str, dict[str, int]]:
+def _check_nodes(request: pb.DispatchRequest, out: Violations) -> dict[str, dict[str, int]]:
     capacity: dict[str, dict[str, int]] = {}
     if not request.nodes:
         out.add("nodes", "a snapshot needs at least one node")
@@ -171,7 +181,7 @@ def _check_running(
     request: pb.DispatchRequest,
     capacity: dict[str, dict[str, int]],
     ids: Counter[str],
-    out: _Collector,
+    out: Violations,
 ) -> None:
     usage: dict[str, Counter[str]] = {}  # node -> held by the running jobs so far
     reported: set[tuple[str, str]] = set()
@@ -194,7 +204,7 @@ def check_running_job(
     capacity_of: Callable[[str], Mapping[str, int] | None],
     held_on: Callable[[str], Counter[str]],
     reported: set[tuple[str, str]],
-    out: _Collector,
+    out: Violations,
 ) -> None:
     """One running job (a snapshot's, or one a session delta starts) at time t: its times,
     and each unit on a known node, within what the node has once the jobs before it hold
@@ -203,10 +213,10 @@ def check_running_job(
     to be over capacity, so each is said once."""
     if job.start_time > t:
         out.add(f"{path}.start_time", f"{job.start_time} is after the snapshot time {t}")
-    _check_time(job.start_time, f"{path}.start_time", out)
-    _check_duration(job.requested_time, f"{path}.requested_time", out)
+    check_time(job.start_time, f"{path}.start_time", out)
+    check_duration(job.requested_time, f"{path}.requested_time", out)
     if job.HasField("expected_duration"):
-        _check_duration(job.expected_duration, f"{path}.expected_duration", out)
+        check_duration(job.expected_duration, f"{path}.expected_duration", out)
     if not job.units:
         out.add(f"{path}.units", "a running job holds at least one unit")
     for u, unit in enumerate(job.units):
@@ -235,34 +245,43 @@ def check_running_job(
                         f"{node_id!r}, more than its capacity {cap}")
 
 
-def _check_queued(
+def check_queued(
     request: pb.DispatchRequest,
     known_types: AbstractSet[str],
     ids: Counter[str],
     config: ServerConfig,
-    out: _Collector,
+    out: Violations,
 ) -> None:
     """The queued jobs; `known_types`: the resource types some valid node has."""
+    oracle = request.predictor == pb.PREDICTOR_ORACLE
     for i, job in enumerate(request.queued_jobs):
         path = f"queued_jobs[{i}]"
         _check_id(job.id, "queued_jobs", i, ids, out)
-        if job.submit_time > request.time:
-            out.add(f"{path}.submit_time", f"{job.submit_time} is after the snapshot time "
-                    f"{request.time}")
-        _check_units(job.units, f"{path}.units", config.max_units, out)
-        _check_time(job.submit_time, f"{path}.submit_time", out)
-        _check_duration(job.requested_time, f"{path}.requested_time", out)
-        _check_unit_request(job.unit_request, f"{path}.unit_request", known_types, out)
-        if job.HasField("actual_duration"):
-            _check_duration(job.actual_duration, f"{path}.actual_duration", out)
-        elif request.predictor == pb.PREDICTOR_ORACLE and not job.HasField("actual_duration"):
-            out.add(f"{path}.actual_duration", "the ORACLE predictor needs every queued job's "
-                    "actual duration")
+        check_queued_job(job, path, request.time, known_types, config.max_units, oracle, out)
         if out.full:
             return
 
 
-def _check_id(job_id: str, kind: str, i: int, ids: Counter[str], out: _Collector) -> None:
+def check_queued_job(
+    job: pb.QueuedJob, path: str, t: int, known_types: AbstractSet[str], max_units: int,
+    oracle: bool, out: Violations,
+) -> None:
+    """One queued job (a snapshot's, or one a session delta submits) at time t, all but its
+    id; `oracle`: the ORACLE predictor is asked for, which needs its actual duration."""
+    if job.submit_time > t:
+        out.add(f"{path}.submit_time", f"{job.submit_time} is after the snapshot time {t}")
+    check_units(job.units, f"{path}.units", max_units, out)
+    check_time(job.submit_time, f"{path}.submit_time", out)
+    check_duration(job.requested_time, f"{path}.requested_time", out)
+    check_unit_request(job.unit_request, f"{path}.unit_request", known_types, out)
+    if job.HasField("actual_duration"):
+        check_duration(job.actual_duration, f"{path}.actual_duration", out)
+    elif oracle:
+        out.add(f"{path}.actual_duration", "the ORACLE predictor needs every queued job's "
+                "actual duration")
+
+
+def _check_id(job_id: str, kind: str, i: int, ids: Counter[str], out: Violations) -> None:
     if not job_id:
         out.add(f"{kind}[{i}].id", "must not be empty")
         return
@@ -271,7 +290,7 @@ def _check_id(job_id: str, kind: str, i: int, ids: Counter[str], out: _Collector
         out.add(f"{kind}[{i}].id", f"duplicate job id {job_id!r}")
 
 
-def _check_units(units: int, path: str, max_units: int, out: _Collector) -> None:
+def check_units(units: int, path: str, max_units: int, out: Violations) -> None:
     """rn_i: at least one unit, at most the server's `max_units`."""
     if units < 1:
         out.add(path, f"must be >= 1, got {units}")
@@ -279,9 +298,9 @@ def _check_units(units: int, path: str, max_units: int, out: _Collector) -> None
         out.add(path, f"{units} units exceed the limit of {max_units}")
 
 
-def _check_unit_request(
+def check_unit_request(
     unit_request: Mapping[str, int], path: str,
-    known_types: AbstractSet[str] | None, out: _Collector,
+    known_types: AbstractSet[str] | None, out: Violations,
 ) -> None:
     """One unit's request: named resource types, each amount in (0, 2^40]; with `known_types`,
     only types some node has."""
@@ -306,7 +325,7 @@ def validate_completions(
     within ±2^40 s, and an actual run time (end - start) in [0, 2^31] s. The report is
     all-or-nothing: the service stores none of it when any completion is invalid.
     """
-    out = _Collector()
+    out = Violations()
     if len(request.completions) > config.max_jobs:
         out.add("completions", f"{len(request.completions)} completions exceed the limit of "
                 f"{config.max_jobs} per report")
@@ -317,11 +336,11 @@ def validate_completions(
             out.add(f"{path}.job_id", "must not be empty")
         if not completion.user:
             out.add(f"{path}.user", "must not be empty")
-        _check_units(completion.units, f"{path}.units", config.max_units, out)
-        _check_unit_request(completion.unit_request, f"{path}.unit_request", None, out)
-        _check_duration(completion.requested_time, f"{path}.requested_time", out)
-        _check_time(completion.start_time, f"{path}.start_time", out)
-        _check_time(completion.end_time, f"{path}.end_time", out)
+        check_units(completion.units, f"{path}.units", config.max_units, out)
+        check_unit_request(completion.unit_request, f"{path}.unit_request", None, out)
+        check_duration(completion.requested_time, f"{path}.requested_time", out)
+        check_time(completion.start_time, f"{path}.start_time", out)
+        check_time(completion.end_time, f"{path}.end_time", out)
         if completion.end_time < completion.start_time:
             out.add(f"{path}.end_time", f"{completion.end_time} is before start_time "
                     f"{completion.start_time}")

@@ -19,8 +19,10 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 
 from ..config import ServerConfig, validate_config
+from ..intake.snapshot_intake import SnapshotIntake
 from ..logging_config import configure_logging
 from ..pipeline import PredictorRegistry
+from .decision_front import DecisionFront
 from .decode_errors import DecodeErrorInterceptor
 from .dispatch_service import DispatcherService
 from .draining import Drain
@@ -45,7 +47,7 @@ class RunningServer:
     health: health.HealthServicer
     config: ServerConfig
     predictors: PredictorRegistry
-    metrics: ServiceMetrics | None = None
+    metrics: ServiceMetrics
     metrics_port: int | None = None  # bound /metrics port; None when metrics are off
     drain: Drain = field(default_factory=Drain)  # DispatcherService calls in flight
 
@@ -69,8 +71,7 @@ class RunningServer:
         log.info("drained", idle=idle, in_flight=self.drain.in_flight,
                  waited_s=round(time.monotonic() - began, 3))
         self.server.stop(max(0.0, grace - (time.monotonic() - began))).wait()
-        if self.metrics is not None:
-            self.metrics.stop_http()
+        self.metrics.stop_http()
         close = getattr(self.predictors, "close", None)
         if close is not None:
             close()
@@ -104,9 +105,10 @@ def start_server(config: ServerConfig) -> RunningServer:
         store_path=config.predictor_store,
         on_store_fallback=metrics.count_predictor_store_fallback,
     )
-    dispatcher_service = DispatcherService(config, predictors, metrics)
-    pb_grpc.add_DispatcherServiceServicer_to_server(dispatcher_service, server)
-    pb_grpc.add_SessionServiceServicer_to_server(SessionServicer(dispatcher_service), server)
+    front = DecisionFront(config, predictors, metrics)
+    intake = SnapshotIntake(config, predictors.kinds)
+    pb_grpc.add_DispatcherServiceServicer_to_server(DispatcherService(front, intake), server)
+    pb_grpc.add_SessionServiceServicer_to_server(SessionServicer(front, intake), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

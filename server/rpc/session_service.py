@@ -1,8 +1,8 @@
 """SessionService: open a session with a full snapshot, then decide on deltas (the contract's
 "Sessions" section in dispatcher.proto).
 
-A session call that decides goes through the same admission control, decision threads,
-pipeline (`run_decision`), independent check and metrics as Dispatch; only the snapshot comes
+A session call that decides goes through the same decision front as Dispatch (admission
+control, decision threads, pipeline, independent check, metrics, answer); only the snapshot comes
 from the session's memory instead of the request, with what the running work makes of the nodes
 (kept by the session as deltas apply, instead of recomputed from every running job) and the
 facts the independent check reads. The delta is checked before a decision slot
@@ -23,16 +23,17 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from hpcdispatch.proto_convert import snapshot_from_pb
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 
-from ..intake.validation import Violation, check_sizes, validate_dispatch_request
-from ..pipeline import run_decision
-from ..sessions.delta import check_delta, options_request
+from ..intake.decision_options import DecisionOptions
+from ..intake.snapshot_intake import SnapshotIntake
+from ..intake.validation import Violation
+from ..pipeline import DurationPredictor
+from ..sessions.delta import check_delta
 from ..sessions.state import SessionState
 from ..sessions.store import SessionGone, SessionStore
-from .dispatch_service import DecisionSlot, DispatcherService, predictor_name
+from .decision_front import DecisionFront, DecisionSlot, Situation, predictor_name
 from .errors import abort_invalid_argument
 from .metrics import dispatcher_label, status_label
 
@@ -64,20 +65,20 @@ def abort_failed_precondition(
 
 
 class SessionServicer(pb_grpc.SessionServiceServicer):
-    """The session RPCs over a DispatcherService (its admission, predictors and metrics)."""
+    """The session RPCs, deciding through the decision front Dispatch uses."""
 
-    def __init__(self, service: DispatcherService, store: SessionStore | None = None) -> None:
-        self.service = service
-        self.config = service.config
-        self.metrics = service.metrics
-        metrics = self.metrics
+    def __init__(
+        self, front: DecisionFront, intake: SnapshotIntake, store: SessionStore | None = None,
+    ) -> None:
+        self.front = front
+        self.intake = intake
+        self.config = front.config
+        self.metrics = metrics = front.metrics
         self.store = store if store is not None else SessionStore(
             self.config.max_sessions, self.config.session_idle_seconds,
-            on_forget=None if metrics is None
-            else (lambda why: metrics.sessions_forgotten.labels(why).inc()),
+            on_forget=lambda why: metrics.sessions_forgotten.labels(why).inc(),
         )
-        if metrics is not None:
-            metrics.sessions_open.set_function(lambda: len(self.store))
+        metrics.sessions_open.set_function(lambda: len(self.store))
 
     # -- RPCs ----------------------------------------------------------------------------------
 
@@ -86,29 +87,21 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
     ) -> pb.OpenSessionResponse:
         received = time.monotonic()
         full = request.snapshot
-        violations = check_sizes(full, self.config)
-        table = None
-        if not violations:
-            table = self.service.node_tables.get(full)
-            violations = validate_dispatch_request(
-                full, self.config, self.service.predictors.kinds(), table.check
-            )
-        if violations:
+        intake = self.intake.session(full)
+        if intake.violations:
             self._reject(context, "invalid snapshot", [
-                Violation(f"snapshot.{v.field}", v.description) for v in violations
+                Violation(f"snapshot.{v.field}", v.description) for v in intake.violations
             ])
-        assert table is not None and table.nodes is not None and table.index is not None
-        state = SessionState(full.cluster or "default", snapshot_from_pb(full, table.nodes),
-                             table.index)
+        snapshot, nodes, options = intake.snapshot, intake.nodes, intake.options
+        assert snapshot is not None and nodes is not None and options is not None
+        state = SessionState(options.cluster, snapshot, nodes)
         session = self.store.open(state)
         log.info("session opened", session=session.id, cluster=state.cluster,
                  nodes=len(state.nodes), running=len(state.running), queued=len(state.queued))
         response = pb.OpenSessionResponse(session_id=session.id, sequence=0)
         if request.decide:
-            with session.lock, self.service.decision_slot(
-                full.dispatcher, context, received
-            ) as slot:
-                response.decision.CopyFrom(self._decide(state, full, slot, received))
+            with session.lock, self.front.slot(full.dispatcher, context, received) as slot:
+                response.decision.CopyFrom(self._decide(state, options, slot, received))
         return response
 
     def UpdateSession(
@@ -122,7 +115,7 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
             raise AssertionError("unreachable") from None  # pragma: no cover
         with session.lock:
             state = session.state
-            checked = check_delta(state, request, self.config, self.service.predictors.kinds())
+            checked = check_delta(state, request, self.config, self.front.predictors.kinds())
             if checked.failure is not None:
                 self._fail(context, checked.failure.reason, checked.failure.message, session.id)
             if checked.violations:
@@ -141,9 +134,9 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
             if not request.decide:
                 apply()
                 return pb.UpdateSessionResponse(sequence=state.sequence)
-            options = options_request(request)
-            options.cluster = state.cluster
-            with self.service.decision_slot(request.dispatcher, context, received) as slot:
+            options = checked.options
+            assert options is not None  # set: the delta is ok
+            with self.front.slot(request.dispatcher, context, received) as slot:
                 apply()
                 decision = self._decide(state, options, slot, received)
             return pb.UpdateSessionResponse(sequence=state.sequence, decision=decision)
@@ -159,8 +152,7 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
 
     def _fail(self, context: grpc.ServicerContext, reason: int, message: str,
               session_id: str) -> None:
-        if self.metrics is not None:
-            self.metrics.count_session_failure(reason)
+        self.metrics.count_session_failure(reason)
         log.info("session resync asked", reason=failure_name(reason), session=session_id,
                  detail=message)
         abort_failed_precondition(context, reason, message, session_id)
@@ -174,37 +166,31 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
     # -- deciding ------------------------------------------------------------------------------
 
     def _decide(
-        self, state: SessionState, options: pb.DispatchRequest, slot: DecisionSlot,
+        self, state: SessionState, options: DecisionOptions, slot: DecisionSlot,
         received: float,
     ) -> pb.DispatchResponse:
-        service = self.service
-        kind = slot.kind
-        predictor_kind = options.predictor or service.default_predictor
-        control = service.search_control(options, slot)
-        predictor = service.predictors.predictor(state.cluster, predictor_kind)
-        built = time.monotonic()
-        snapshot = state.snapshot(predictor_kind, predictor)
-        occupancy = state.occupancy(predictor_kind, predictor)
-        snapshot_seconds = time.monotonic() - built
-        result = run_decision(snapshot, kind, predictor, control, state.node_index(),
-                              occupancy=occupancy, facts=state,
-                              queued_durations=partial(state.queued_durations, predictor_kind,
-                                                       predictor))
-        response = service.answer(snapshot, result, kind, predictor_kind, control.settings,
-                                  state.cluster, received)
-        report = response.report
-        if self.metrics is not None:
-            self.metrics.session_decision_seconds.labels(dispatcher_label(kind)).observe(
-                report.total_seconds)
+        """Decide on the session's state as it is now (its snapshot with the durations of the
+        predictor asked for, its occupancy, its facts for the check)."""
+
+        def situation(predictor_kind: int, predictor: DurationPredictor) -> Situation:
+            return Situation(
+                snapshot=state.snapshot(predictor_kind, predictor), nodes=state.node_index(),
+                occupancy=state.occupancy(predictor_kind, predictor), facts=state,
+                queued_durations=partial(state.queued_durations, predictor_kind, predictor),
+            )
+
+        decided = self.front.decide_built(situation, options, slot, received)
+        response, result, snapshot = decided.response, decided.result, decided.situation.snapshot
+        report, kind = response.report, slot.kind
+        self.metrics.session_decision_seconds.labels(dispatcher_label(kind)).observe(
+            report.total_seconds)
         log.info(
             "session decision", dispatcher=dispatcher_label(kind),
-            status=status_label(report.status), predictor=predictor_name(predictor_kind),
+            status=status_label(report.status), predictor=predictor_name(decided.predictor),
             sequence=state.sequence, queued=len(snapshot.queued), running=len(snapshot.running),
             started=len(response.starts), total_s=round(report.total_seconds, 4),
-            snapshot_s=round(snapshot_seconds, 4),
+            snapshot_s=round(decided.situation_seconds, 4),
             stages={k: round(v, 4) for k, v in result.stage_seconds.items()},
             fallback=result.fallback_reason or None,
         )
         return response
-
-

@@ -7,9 +7,10 @@ Two kinds of problems, answered differently:
 - the delta is wrong in itself (a field a snapshot would have rejected, e.g. a job over a node's
   capacity): `Violation`s naming each field of the UpdateSessionRequest, answered
   INVALID_ARGUMENT.
-Each job and node field is checked as `server/intake/validation.py` checks a full snapshot, against
-the state after the delta (changes apply in the order node_changes, ended, cancelled,
-submitted, started), so a session never holds what Dispatch would reject.
+Each job and node field is checked as `server/intake/validation.py` checks a full snapshot (with
+its checks of the options, of one queued job and of one running job), against the state after
+the delta (changes apply in the order node_changes, ended, cancelled, submitted, started), so a
+session never holds what Dispatch would reject.
 """
 
 from __future__ import annotations
@@ -18,21 +19,20 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from hpcdispatch.proto_convert import snapshot_from_pb
+from hpcdispatch.proto_convert import queued_job_from_pb, running_job_from_pb
 from hpcdispatch.snapshot import NodeState, QueuedJob, RunningJob
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
+from ..intake.decision_options import DecisionOptions
 from ..intake.validation import (
     MAX_AMOUNT,
     Violation,
-    _check_duration,
-    _check_options,
-    _check_time,
-    _check_unit_request,
-    _check_units,
-    _Collector,
+    Violations,
+    check_options,
+    check_queued_job,
     check_running_job,
+    check_time,
 )
 from .state import SessionState
 
@@ -63,20 +63,11 @@ class CheckedDelta:
         default_factory=list)
     submitted: tuple[QueuedJob, ...] = ()
     started: tuple[RunningJob, ...] = ()
+    options: DecisionOptions | None = None  # the decision's options, when the delta is ok
 
     @property
     def ok(self) -> bool:
         return not self.violations and self.failure is None
-
-
-def options_request(request: pb.UpdateSessionRequest) -> pb.DispatchRequest:
-    """The decision options of an update, in a DispatchRequest without jobs or nodes."""
-    options = pb.DispatchRequest(
-        time=request.time, dispatcher=request.dispatcher, predictor=request.predictor,
-        allocator=request.allocator,
-    )
-    options.search.CopyFrom(request.search)
-    return options
 
 
 def check_delta(
@@ -88,9 +79,9 @@ def check_delta(
     if failure is not None:
         out.failure = failure
         return out
-    problems = _Collector()
-    _check_time(request.time, "time", problems)
-    _check_options(options_request(request), predictors, config.default_profile, problems)
+    problems = Violations()
+    check_time(request.time, "time", problems)
+    settings = check_options(request, predictors, config.default_profile, problems)
     capacity = _check_node_changes(state, request, config, problems, out)
     _check_lists(request, problems)
     failure = _job_conflicts(state, request)
@@ -101,10 +92,10 @@ def check_delta(
     _check_started(state, request, capacity, problems)
     out.violations = problems.items
     if out.ok:
-        converted = snapshot_from_pb(pb.DispatchRequest(
-            time=request.time, running_jobs=request.started, queued_jobs=request.submitted,
-        ), nodes=())
-        out.submitted, out.started = converted.queued, converted.running
+        assert settings is not None  # a known profile, or it would be a violation
+        out.submitted = tuple(map(queued_job_from_pb, request.submitted))
+        out.started = tuple(map(running_job_from_pb, request.started))
+        out.options = DecisionOptions.of(request, settings, state.cluster)
     return out
 
 
@@ -142,7 +133,7 @@ def _job_conflicts(state: SessionState, request: pb.UpdateSessionRequest) -> Fai
     return None
 
 
-def _check_lists(request: pb.UpdateSessionRequest, out: _Collector) -> None:
+def _check_lists(request: pb.UpdateSessionRequest, out: Violations) -> None:
     """Empty and repeated ids within one list of the delta."""
     lists = (
         ("ended_job_ids", list(request.ended_job_ids)),
@@ -163,7 +154,7 @@ def _check_lists(request: pb.UpdateSessionRequest, out: _Collector) -> None:
 
 def _check_node_changes(
     state: SessionState, request: pb.UpdateSessionRequest, config: ServerConfig,
-    out: _Collector, result: CheckedDelta,
+    out: Violations, result: CheckedDelta,
 ) -> dict[str, dict[str, int]]:
     """Capacities of the nodes the delta touches (changed or used), after the delta."""
     capacity: dict[str, dict[str, int]] = {}
@@ -245,7 +236,7 @@ def _node_capacity(
 
 def _check_submitted(
     state: SessionState, request: pb.UpdateSessionRequest,
-    changed: dict[str, dict[str, int]], config: ServerConfig, out: _Collector,
+    changed: dict[str, dict[str, int]], config: ServerConfig, out: Violations,
 ) -> None:
     types = state.resource_types if not changed else (
         {r for n in state.nodes if n.id not in changed for r in n.capacity}
@@ -259,20 +250,10 @@ def _check_submitted(
     if jobs > config.max_jobs:
         out.add("submitted", f"{jobs} running + queued jobs exceed the limit of "
                 f"{config.max_jobs}")
+    oracle = request.predictor == pb.PREDICTOR_ORACLE
     for i, job in enumerate(request.submitted):
-        path = f"submitted[{i}]"
-        if job.submit_time > request.time:
-            out.add(f"{path}.submit_time",
-                    f"{job.submit_time} is after the snapshot time {request.time}")
-        _check_units(job.units, f"{path}.units", config.max_units, out)
-        _check_time(job.submit_time, f"{path}.submit_time", out)
-        _check_duration(job.requested_time, f"{path}.requested_time", out)
-        _check_unit_request(job.unit_request, f"{path}.unit_request", types, out)
-        if job.HasField("actual_duration"):
-            _check_duration(job.actual_duration, f"{path}.actual_duration", out)
-        elif request.predictor == pb.PREDICTOR_ORACLE:
-            out.add(f"{path}.actual_duration", "the ORACLE predictor needs every queued job's "
-                    "actual duration")
+        check_queued_job(job, f"submitted[{i}]", request.time, types, config.max_units, oracle,
+                         out)
         if out.full:
             return
     if request.predictor == pb.PREDICTOR_ORACLE and request.decide:
@@ -287,7 +268,7 @@ def _check_submitted(
 
 def _check_started(
     state: SessionState, request: pb.UpdateSessionRequest,
-    changed: dict[str, dict[str, int]], out: _Collector,
+    changed: dict[str, dict[str, int]], out: Violations,
 ) -> None:
     released = _ended_usage(state, list(request.ended_job_ids))
     held: dict[str, Counter[str]] = {}  # node -> held after ended and the starts so far

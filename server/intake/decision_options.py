@@ -1,0 +1,31 @@
+"""What a request asks of its decision, once checked: the options a Dispatch, an OpenSession's
+snapshot and an UpdateSession carry alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from ..pipeline import SearchSettings
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionOptions:
+    dispatcher: int  # pb.Dispatcher; 0 (unspecified): the server's default
+    predictor: int  # pb.Predictor; 0 (unspecified): the server's default
+    first_fit: bool  # pb.ALLOCATOR_FIRST_FIT asked for
+    settings: SearchSettings  # the search options over their profile's defaults
+    cluster: str  # "default" when the request names none
+
+    @staticmethod
+    def of(
+        request: pb.DispatchRequest | pb.UpdateSessionRequest, settings: SearchSettings,
+        cluster: str,
+    ) -> DecisionOptions:
+        """`request`'s options (checked), with the settings its search options resolve to."""
+        return DecisionOptions(
+            dispatcher=request.dispatcher, predictor=request.predictor,
+            first_fit=request.allocator == pb.ALLOCATOR_FIRST_FIT, settings=settings,
+            cluster=cluster or "default",
+        )

@@ -1,0 +1,276 @@
+"""The decision front both servicers decide through: a decision slot (a decision thread and
+admission), the search control under the slot's deadline, the pipeline (`run_decision`), the
+metrics of the decision, and its wire answer.
+
+Dispatch hands it the snapshot it took in, a session the snapshot, occupancy and facts it keeps;
+either way the decision is made, checked, counted and answered the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import grpc
+import structlog
+
+from hpcdispatch.catalog import PREDICTOR_BY_KIND, dispatcher_kind, predictor_kind
+from hpcdispatch.decision_check import ClusterFacts
+from hpcdispatch.proto_convert import add_starts
+from hpcdispatch.snapshot import Snapshot
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from ..config import ServerConfig
+from ..intake.decision_options import DecisionOptions
+from ..pipeline import (
+    PROFILES,
+    DecisionAbandoned,
+    DecisionResult,
+    DurationPredictor,
+    NodeIndex,
+    Occupancy,
+    Outcome,
+    PredictorRegistry,
+    Problem,
+    SearchControl,
+    SearchSettings,
+    run_decision,
+)
+from .admission import DecisionAdmission, Refused
+from .metrics import ServiceMetrics
+
+log = structlog.get_logger("hpcdispatch.server")
+
+# Time kept back from the caller's deadline for stopping the solver, checking and answering:
+# a tenth of the time left, at least DEADLINE_MARGIN_SECONDS (50 ms was too little on a loaded
+# 2-core machine: a 2.5 s deadline was exceeded while the decision was being finished).
+DEADLINE_MARGIN_SECONDS = 0.2
+DEADLINE_MARGIN_SHARE = 0.1
+
+
+def predictor_name(kind: int) -> str:
+    return PREDICTOR_BY_KIND.get(kind, str(kind))
+
+
+def cpu_count() -> int:
+    """CPUs this process may run on (its affinity, which containers and taskset restrict)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def deadline_margin(left: float) -> float:
+    """Seconds kept back from a caller's `left` seconds: a tenth, at least
+    DEADLINE_MARGIN_SECONDS, but never more than half, so that a short deadline (a small
+    cluster's plugin may give 100 ms) still leaves the decision some time."""
+    return min(max(DEADLINE_MARGIN_SECONDS, DEADLINE_MARGIN_SHARE * left), 0.5 * max(left, 0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionSlot:
+    """The deadline and the cancellation of one admitted decision."""
+
+    kind: int  # the dispatcher asked for (the server's default when unset)
+    deadline: float  # time.monotonic() by which the decision must be ready
+    cancelled: Callable[[], bool]  # the caller has gone
+
+    @staticmethod
+    def of(kind: int, context: grpc.ServicerContext, received: float,
+           max_seconds: float) -> DecisionSlot:
+        """Keep back from the caller's deadline (read on arrival) the time to stop the
+        solver, check and answer; `max_seconds` when the caller sets no deadline."""
+        left = context.time_remaining()
+        budget = max_seconds if left is None else min(left - deadline_margin(left), max_seconds)
+        return DecisionSlot(kind, received + max(budget, 0.0), lambda: not context.is_active())
+
+    def stopped(self) -> bool:
+        """The slot's time is up or its caller gone (as its SearchControl would say)."""
+        return self.deadline - time.monotonic() <= 0 or self.cancelled()
+
+
+@dataclass(frozen=True, slots=True)
+class Situation:
+    """What a decision is made on: the snapshot and its node index; a session adds what it keeps
+    between decisions (see `run_decision`): the running work's occupancy, the facts the check
+    reads, the queued jobs' durations."""
+
+    snapshot: Snapshot
+    nodes: NodeIndex
+    occupancy: Occupancy | None = None
+    facts: ClusterFacts | None = None
+    queued_durations: Callable[[], dict[str, int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A decision answered: the wire answer and how it was reached."""
+
+    response: pb.DispatchResponse
+    result: DecisionResult
+    situation: Situation
+    predictor: int  # the predictor kind used
+    settings: SearchSettings
+    situation_seconds: float  # to build the situation (a session's snapshot), 0 when given
+
+
+class DecisionFront:
+    """The server's decisions, Dispatch's and the sessions': their threads and admission, how
+    they are made, counted and answered."""
+
+    def __init__(
+        self, config: ServerConfig, predictors: PredictorRegistry, metrics: ServiceMetrics,
+    ) -> None:
+        if config.default_profile not in PROFILES:
+            raise ValueError(f"unknown default profile {config.default_profile!r}")
+        self.config = config
+        self.predictors = predictors
+        self.metrics = metrics
+        self.default_dispatcher = dispatcher_kind(config.default_dispatcher)
+        self.default_predictor = predictor_kind(config.default_predictor)
+        # Decisions may hold all worker threads but one, which stays for health checks,
+        # DescribeService and completion reports; of those, `decision_concurrency` compute at
+        # once and the others wait in the admission queue while their deadline allows.
+        self.decision_threads = max(1, config.workers - 1)
+        self._decision_threads = threading.BoundedSemaphore(self.decision_threads)
+        self.admission = DecisionAdmission(
+            min(config.decision_concurrency or cpu_count(), self.decision_threads)
+        )
+        metrics.decisions_waiting.set_function(lambda: self.admission.waiting)
+
+    @contextmanager
+    def slot(
+        self, dispatcher: int, context: grpc.ServicerContext, received: float
+    ) -> Iterator[DecisionSlot]:
+        """A decision thread and an admission slot for one decision; aborts the call with
+        RESOURCE_EXHAUSTED when refused, CANCELLED or DEADLINE_EXCEEDED when the decision is
+        abandoned."""
+        # A liveness probe must not wait behind a queue of decisions: beyond workers - 1
+        # threads, a decision is refused at once (clients retry it with backoff).
+        if not self._decision_threads.acquire(blocking=False):
+            log.warning("decision refused: all decision threads busy",
+                        threads=self.decision_threads)
+            self.metrics.count_refused("threads")
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"{self.decision_threads} decisions in progress or waiting, the "
+                          "server's limit (workers - 1); retry with backoff")
+        try:
+            slot = DecisionSlot.of(dispatcher or self.default_dispatcher, context, received,
+                                   self.config.max_decision_seconds)
+            try:
+                admitted = self.admission.enter(slot.kind, slot.deadline, slot.cancelled)
+            except Refused as refused:
+                self.metrics.count_refused("cancelled" if refused.cancelled else "deadline")
+                log.warning("decision refused", reason=str(refused), dispatcher=slot.kind,
+                            waiting=self.admission.waiting)
+                context.abort(grpc.StatusCode.CANCELLED if refused.cancelled
+                              else grpc.StatusCode.RESOURCE_EXHAUSTED, str(refused))
+            self.metrics.decisions_in_progress.inc()
+            finished = False
+            try:
+                yield slot
+                finished = True
+            except DecisionAbandoned as abandoned:
+                self.metrics.count_abandoned(abandoned.stage)
+                log.warning("decision abandoned", stage=abandoned.stage,
+                            cancelled=abandoned.cancelled)
+                context.abort(grpc.StatusCode.CANCELLED if abandoned.cancelled
+                              else grpc.StatusCode.DEADLINE_EXCEEDED, str(abandoned))
+            finally:
+                self.admission.leave(admitted, measure=finished)
+                self.metrics.decisions_in_progress.dec()
+        finally:
+            self._decision_threads.release()
+
+    def control(self, options: DecisionOptions, slot: DecisionSlot) -> SearchControl:
+        """The search settings, allocator and solver workers asked for, under the slot's
+        deadline and cancellation."""
+        return SearchControl(
+            settings=options.settings,
+            deadline=slot.deadline,
+            first_fit=options.first_fit,
+            workers=self.config.solver_workers,
+            cancelled=slot.cancelled,
+        )
+
+    def decide(
+        self, situation: Situation, options: DecisionOptions, slot: DecisionSlot,
+        received: float,
+    ) -> Decided:
+        """Decide on a snapshot taken in (Dispatch): abandoned at once when the slot's time is
+        already up or its caller gone."""
+        if slot.stopped():
+            raise DecisionAbandoned("convert", cancelled=slot.cancelled())
+        return self.decide_built(lambda kind, predictor: situation, options, slot, received)
+
+    def decide_built(
+        self, build: Callable[[int, DurationPredictor], Situation], options: DecisionOptions,
+        slot: DecisionSlot, received: float,
+    ) -> Decided:
+        """Decide on the situation `build(predictor kind, predictor)` gives (a session's, whose
+        snapshot carries the durations of the predictor asked for), check, count, answer."""
+        kind, predictor_kind_ = slot.kind, options.predictor or self.default_predictor
+        control = self.control(options, slot)
+        predictor = self.predictors.predictor(options.cluster, predictor_kind_)
+        built = time.monotonic()
+        situation = build(predictor_kind_, predictor)
+        situation_seconds = time.monotonic() - built
+        result = run_decision(situation.snapshot, kind, predictor, control, situation.nodes,
+                              occupancy=situation.occupancy, facts=situation.facts,
+                              queued_durations=situation.queued_durations)
+        response = self.answer(situation.snapshot, result, kind, predictor_kind_,
+                               control.settings, options.cluster, received)
+        return Decided(response, result, situation, predictor_kind_, control.settings,
+                       situation_seconds)
+
+    def answer(
+        self, snapshot: Snapshot, result: DecisionResult, kind: int, predictor_kind: int,
+        settings: SearchSettings, cluster: str, received: float,
+    ) -> pb.DispatchResponse:
+        """The wire answer of a checked decision, counted in the metrics."""
+        for failed in result.check_failures:
+            self.metrics.count_check_failure(failed)
+        if result.fallback_code:
+            self.metrics.count_fallback(kind, result.fallback_code)
+        response = pb.DispatchResponse(time=snapshot.time)
+        starts = result.decision.starts
+        add_starts(response, starts, {q.id: q.unit_request for q in snapshot.queued})
+        report = response.report
+        _report(report, kind, predictor_kind, settings, result.problem, result.outcome)
+        report.fallback_reason = result.fallback_reason
+        report.total_seconds = time.monotonic() - received
+        self.metrics.observe_decision(
+            report, len(snapshot.queued), len(snapshot.running), len(response.starts)
+        )
+        self.metrics.remember_predictions(
+            cluster, predictor_kind, ((s.job_id, s.expected_duration) for s in starts))
+        return response
+
+
+def _report(
+    report: pb.DecisionReport, kind: int, predictor: int, settings: SearchSettings,
+    problem: Problem, outcome: Outcome,
+) -> None:
+    report.dispatcher = pb.Dispatcher.ValueType(kind)
+    report.predictor = pb.Predictor.ValueType(predictor)
+    report.profile = settings.profile
+    report.status = pb.SolveStatus.ValueType(outcome.status)
+    report.model_variables = outcome.variables
+    report.model_constraints = outcome.constraints
+    report.build_seconds = outcome.build_seconds
+    report.solve_seconds = outcome.solve_seconds
+    for a in outcome.attempts:
+        attempt = report.attempts.add(
+            time_limit_ms=a.time_limit_ms, status=a.status, wall_seconds=a.wall_seconds
+        )
+        if a.objective is not None:
+            attempt.objective = a.objective
+    if outcome.objective is not None:
+        report.objective = outcome.objective
+    report.considered_job_ids.extend(problem.jobs[i].id for i in outcome.considered)
+    for i, reason in outcome.skipped:
+        report.skipped_jobs.add(job_id=problem.jobs[i].id, reason=reason)
