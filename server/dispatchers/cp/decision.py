@@ -35,11 +35,13 @@ class Next(Enum):
 
 
 class Abandoned(Exception):
-    """The deadline passed or the caller left before a plan existed: nothing starts."""
+    """The caller left, or the deadline passed before any plan existed: nothing starts."""
 
 
 @dataclass(slots=True)
 class Decision:
+    """One decision at t of `dispatcher` on `problem`, as its steps have taken it so far."""
+
     dispatcher: CpDispatcher
     problem: Problem
     control: SearchControl
