@@ -12,7 +12,7 @@ from ortools.sat.python import cp_model
 
 from hpcdispatch.server.dispatchers import BY_NAME
 from hpcdispatch.server.dispatchers.base import SearchControl, SearchSettings
-from hpcdispatch.server.dispatchers.cp import cp_dispatch
+from hpcdispatch.server.dispatchers.cp import policy_attempt
 from hpcdispatch.server.dispatchers.cp.cpsat_attempt import SolutionValues, set_hints
 from hpcdispatch.server.dispatchers.cp.pcp20 import Pcp20Dispatcher
 from hpcdispatch.server.dispatchers.cp.restart_policy import AttemptResult, run_restart_policy
@@ -80,13 +80,13 @@ def test_the_watchdog_stops_the_search_when_the_caller_leaves(
     """The caller leaves 50 ms into the first (1 s) attempt: the watchdog, which asks
     `cancelled()` every few ms, stops the search, and no other attempt starts."""
     cancelled = Flag()
-    real_solve_attempt = cp_dispatch.solve_attempt
+    real_solve_attempt = policy_attempt.solve_attempt
 
     def leave_soon(*args: Any, **kwargs: Any) -> Any:
         threading.Timer(0.05, lambda: setattr(cancelled, "value", True)).start()
         return real_solve_attempt(*args, **kwargs)
 
-    monkeypatch.setattr(cp_dispatch, "solve_attempt", leave_soon)
+    monkeypatch.setattr(policy_attempt, "solve_attempt", leave_soon)
     control = SearchControl(PAPERS, time.monotonic() + 60, cancelled=cancelled)
     outcome = BY_NAME[name].decide(_kit_problem(), control)
     assert cancelled.value

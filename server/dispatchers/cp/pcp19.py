@@ -22,24 +22,21 @@ from ..planning.greedy_schedule import total_slowdown
 from ..planning.job_selection import submit_order
 from ..planning.node_schedule import node_list_schedule
 from ..planning.plan import Plan
-from ..planning.problem import Job, Problem
-from ..planning.reservation import Reservation
-from ..planning.stopping import StopCheck, Stopped, never, stop_if
+from ..planning.problem import Job
+from ..planning.stopping import Stopped, stop_if
 from .cp_dispatch import CpDispatcher
-from .cp_schedule import build_schedule_model
 from .cpsat_attempt import SolutionValues
+from .formulation import Formulation, ModelInputs
 
 # (job, its interval [s_i, s_i + d_i), c[i][n]) of every job that may use node n
 _OnNode = list[tuple[Job, cp_model.IntervalVar, cp_model.IntVar]]
 
 
-class Pcp19Formulation:
-    def __init__(
-        self, problem: Problem, jobs: list[Job], should_stop: StopCheck = never
-    ) -> None:
-        self.problem, self.jobs, self.should_stop = problem, jobs, should_stop
-        self.schedule = build_schedule_model(problem, jobs, pooled=True)
-        self.model = self.schedule.model
+class Pcp19Formulation(Formulation):
+    """The scheduling model plus c[i][n], the units of job i on node n, with one cumulative
+    per node and resource type."""
+
+    def add_allocation(self, inputs: ModelInputs) -> None:
         self.count: dict[int, dict[int, cp_model.IntVar]] = {}
         on_node = self._unit_counts()
         self._node_cumulatives(on_node)
@@ -124,22 +121,10 @@ class Pcp19Formulation:
                 plan.unit_nodes[job.index] = [n for n, k in counts.items() for _ in range(k)]
         return plan
 
-    def allocate(self, plan: Plan, first_fit: bool) -> dict[int, list[int]]:
-        return plan.placements()
-
 
 class Pcp19Dispatcher(CpDispatcher):
     name: ClassVar[str] = "pcp19"
     kind: ClassVar[int] = pb.DISPATCHER_PCP19
     heuristic_in_model: ClassVar[bool] = False
     protects_head: ClassVar[bool] = False  # the papers' node-level model, unchanged
-
-    def formulate(
-        self,
-        problem: Problem,
-        jobs: list[Job],
-        should_stop: StopCheck,
-        heuristic: Plan,
-        reservation: Reservation | None,
-    ) -> Pcp19Formulation:
-        return Pcp19Formulation(problem, jobs, should_stop)
+    formulation: ClassVar[type[Formulation]] = Pcp19Formulation

@@ -32,11 +32,10 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 from ..planning.free_pool import FreePool, units_per_node
 from ..planning.plan import Plan
 from ..planning.problem import Job, Problem
-from ..planning.reservation import Reservation
-from ..planning.stopping import StopCheck, never, stop_if
+from ..planning.stopping import stop_if
 from .cp_dispatch import CpDispatcher
-from .cp_schedule import build_schedule_model
 from .cpsat_attempt import SolutionValues
+from .formulation import Formulation, ModelInputs
 
 
 class ResourceLines:
@@ -103,24 +102,14 @@ class _Link:
     offsets: dict[int, cp_model.IntVar]
 
 
-class Pcp20Formulation:
+class Pcp20Formulation(Formulation):
     """The PCP'20 model of `jobs` at t: the scheduling model (s_i, now_i, the objective over
     q_i and d_i, the pooled cumulatives after t) plus one position y per unit and resource
     type for the jobs that start now."""
 
-    def __init__(
-        self,
-        problem: Problem,
-        jobs: list[Job],
-        lines: ResourceLines,
-        heuristic: Plan,
-        reservation: Reservation | None = None,
-        should_stop: StopCheck = never,
-    ) -> None:
-        self.problem, self.lines, self.reservation = problem, lines, reservation
-        blocks = (reservation.block(),) if reservation is not None else ()
-        self.schedule = build_schedule_model(problem, jobs, True, blocks)
-        self.model = self.schedule.model
+    def add_allocation(self, inputs: ModelInputs) -> None:
+        problem, reservation = self.problem, self.reservation
+        self.lines = lines = ResourceLines(problem)
         self._free_now = np.asarray(problem.free_now.free, dtype=np.int64)
         self._limit = (
             np.asarray(reservation.limit.free, dtype=np.int64) if reservation is not None
@@ -139,9 +128,9 @@ class Pcp20Formulation:
         # The same-node link variables of each multi-resource unit, to hint them too.
         self.links: dict[tuple[int, int], list[_Link]] = {}
         boxes: dict[int, list[cp_model.IntervalVar]] = defaultdict(list)
-        for job, now in zip(jobs, self.schedule.now_literals, strict=True):
-            stop_if(should_stop, "PCP'20 model")
-            self._add_positions(job, now, heuristic.unit_nodes.get(job.index, []), boxes)
+        for job, now in zip(self.jobs, self.schedule.now_literals, strict=True):
+            stop_if(self.should_stop, "PCP'20 model")
+            self._add_positions(job, now, inputs.heuristic.unit_nodes.get(job.index, []), boxes)
         self._add_no_overlap(boxes)
         self._add_allocation_search()
 
@@ -257,9 +246,6 @@ class Pcp20Formulation:
             links.append(_Link(g, chosen[i] if chosen else None, k, offsets))
         return links
 
-    def own_list_schedule(self) -> Plan | None:
-        return None  # the shared heuristic plan is a solution of this model
-
     def hint(self, plan: Plan) -> list[tuple[cp_model.IntVar, int]]:
         """A complete hint: starts, now literals, every position and every link variable."""
         hints = self.schedule.start_hints(plan.start_offsets)
@@ -318,9 +304,6 @@ class Pcp20Formulation:
                 ]
         return plan
 
-    def allocate(self, plan: Plan, first_fit: bool) -> dict[int, list[int]]:
-        return plan.placements()
-
 
 class Pcp20Dispatcher(CpDispatcher):
     name: ClassVar[str] = "pcp20"
@@ -328,15 +311,4 @@ class Pcp20Dispatcher(CpDispatcher):
     # Positions are per unit: beyond this many units CP-SAT spends longer loading the model
     # than a decision may take (it ignores stop requests while loading).
     max_model_units: ClassVar[int | None] = 1024
-
-    def formulate(
-        self,
-        problem: Problem,
-        jobs: list[Job],
-        should_stop: StopCheck,
-        heuristic: Plan,
-        reservation: Reservation | None,
-    ) -> Pcp20Formulation:
-        return Pcp20Formulation(
-            problem, jobs, ResourceLines(problem), heuristic, reservation, should_stop
-        )
+    formulation: ClassVar[type[Formulation]] = Pcp20Formulation

@@ -1,0 +1,98 @@
+"""The state one CP decision's steps share (`decision_steps`), and how a step ends it.
+
+Each step reads what earlier steps left here and adds its own part: the window, the guarded
+job, the head's reservation, the heuristic plan, the model, the restart policy's result, the
+chosen plan and its placements; the `Outcome` is filled in as they go.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from ..base import Outcome, SearchControl, SearchSettings
+from ..planning.job_selection import Selection
+from ..planning.plan import Plan
+from ..planning.problem import Job, Problem
+from ..planning.reservation import Reservation
+from ..planning.starvation_guard import Guarded
+from .formulation import Formulation
+from .restart_policy import PolicyResult
+
+if TYPE_CHECKING:
+    from .cp_dispatch import CpDispatcher
+
+
+class Next(Enum):
+    """What follows a step: the next step that applies, or the end of the decision."""
+
+    GO_ON = "go on"
+    DONE = "done"
+
+
+class Abandoned(Exception):
+    """The caller left, or the deadline passed before any plan existed: nothing starts."""
+
+
+@dataclass(slots=True)
+class Decision:
+    """One decision at t of `dispatcher` on `problem`, as its steps have taken it so far."""
+
+    dispatcher: CpDispatcher
+    problem: Problem
+    control: SearchControl
+    outcome: Outcome = field(
+        default_factory=lambda: Outcome(placements={}, status=pb.SOLVE_STATUS_EMPTY)
+    )
+    selection: Selection = field(default_factory=Selection)
+    guarded: Guarded | None = None  # the starvation guard's job, if any
+    jobs: list[Job] = field(default_factory=list)  # the window, in priority order
+    reservation: Reservation | None = None  # the head's
+    heuristic: Plan | None = None  # the best list schedule so far
+    heuristic_objective: float = 0.0  # its total slowdown
+    formulation: Formulation | None = None
+    # Whether the heuristic plan is a solution of the model: its objective then compares with
+    # the solver's (`CpDispatcher.heuristic_in_model`, or the model's own list schedule).
+    comparable: bool = True
+    policy: PolicyResult[Plan] | None = None  # what the restart policy found
+    plan: Plan | None = None  # the decision's plan, once chosen
+    placements: dict[int, list[int]] | None = None  # its starts at t, node by node
+    _build_started: float | None = None  # time.monotonic() when building began
+
+    @property
+    def settings(self) -> SearchSettings:
+        return self.control.settings
+
+    @property
+    def pinned(self) -> Job | None:
+        """The guarded job when it fits now: it must start now."""
+        if self.guarded is not None and self.guarded.fits_now:
+            return self.guarded.job
+        return None
+
+    @property
+    def decided(self) -> bool:
+        return self.placements is not None
+
+    def decide_with(self, plan: Plan, placements: dict[int, list[int]]) -> None:
+        self.plan, self.placements = plan, placements
+
+    def start_build_clock(self) -> None:
+        self._build_started = time.monotonic()
+
+    def stop_build_clock(self) -> None:
+        """Record the time since building began in the outcome (once)."""
+        if self._build_started is not None:
+            self.outcome.build_seconds = time.monotonic() - self._build_started
+            self._build_started = None
+
+    def abandon(self) -> Outcome:
+        """The outcome of an abandoned decision: no placements (nobody will read it)."""
+        self.stop_build_clock()
+        self.outcome.placements = {}
+        self.outcome.status = pb.SOLVE_STATUS_UNKNOWN
+        return self.outcome

@@ -1,0 +1,349 @@
+"""The steps of a CP decision, in order; each says from the settings (or the model) whether it
+applies, so that a new profile knob is a new step, not a new branch of `CpDispatcher.decide`.
+
+1. the papers' reductions: the fit-now filter, then the window of the m highest-priority jobs;
+   with the starvation guard (`SearchSettings.starvation_wait_s`), an overdue oldest job that
+   fits now leads the window and must start now, and one that does not fit holds the head
+   reservation (otherwise `protect_head` says who holds it);
+2. the heuristic plan: the best list schedule (priority and submit order, and with
+   `more_orders` SJF, F1 and WFP3 order), so that a decision exists whatever the solver does;
+   when it starts every job now (placed node by node), it is optimal and decides;
+3. the model (`Formulation`), with its own list schedule where the shared one is not a solution
+   of it, and now_i = 1 for a guarded job that the heuristic plan starts now;
+4. the δ / 2δ / δmax restart policy, each attempt hinted with the best plan so far;
+5. the better of the solver's best plan and the heuristic plan (by total slowdown), after the
+   left shift, placed node by node; with `work_conserving`, queued jobs outside the model that
+   fit now around the plan and the reservation start too.
+
+Every step honours the decision's deadline and its caller (`SearchControl.should_stop`). A model
+that is not built by the deadline gives way to the heuristic plan; once the caller is gone, the
+decision is abandoned at once (`Abandoned`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import structlog
+
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from ..planning.greedy_schedule import best_list_schedule, total_slowdown
+from ..planning.job_selection import select_for_model
+from ..planning.left_shift import left_shift
+from ..planning.list_orders import best_of_orders
+from ..planning.starvation_guard import guarded_job, with_guarded_first
+from ..planning.stopping import Stopped
+from ..planning.work_conservation import start_what_fits
+from .cpsat_attempt import model_size
+from .decision import Abandoned, Decision, Next
+from .policy_attempt import policy_attempt
+from .restart_policy import run_restart_policy
+
+log = structlog.get_logger("hpcdispatch.dispatchers")
+
+T = TypeVar("T")
+
+
+def _known(value: T | None, what: str) -> T:
+    if value is None:
+        raise RuntimeError(f"no {what} yet: the decision's steps are out of order")
+    return value
+
+
+def _always(d: Decision) -> bool:
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of a decision: `run` when `applies`; `Next.DONE` ends the decision."""
+
+    name: str
+    run: Callable[[Decision], Next]
+    applies: Callable[[Decision], bool] = _always
+
+
+# 1. The window -----------------------------------------------------------------------------
+
+
+def reduce_to_window(d: Decision) -> Next:
+    """The jobs that fit now, then the m highest-priority ones (and at most
+    `max_model_units` units, for models with variables per unit)."""
+    try:
+        d.selection = select_for_model(
+            d.problem, d.settings.window, d.dispatcher.max_model_units, d.control.should_stop
+        )
+    except Stopped:
+        raise Abandoned from None
+    return Next.GO_ON
+
+
+def guard_the_oldest(d: Decision) -> Next:
+    """An overdue oldest job (q_i at least `starvation_wait_s` ago) that fits now leads the
+    window; one that does not fit now will hold the head reservation."""
+    d.guarded = guarded_job(d.problem, d.selection, d.settings.starvation_wait_s)
+    if d.guarded is not None and d.guarded.fits_now:
+        d.selection = with_guarded_first(d.selection, d.guarded)
+    return Next.GO_ON
+
+
+def open_the_window(d: Decision) -> Next:
+    """The window's jobs are the decision's; with none there is nothing to decide."""
+    d.jobs = d.selection.considered
+    d.outcome.considered = [j.index for j in d.jobs]
+    d.outcome.skipped = d.selection.skipped
+    if not d.jobs:
+        return Next.DONE
+    d.start_build_clock()
+    return Next.GO_ON
+
+
+def reserve_for_the_head(d: Decision) -> Next:
+    """EASY's reservation for the guarded job, or with `protect_head` the oldest blocked one:
+    the earliest τ its units fit node by node, which nothing started now may delay."""
+    try:
+        d.reservation = d.dispatcher.head_reservation(
+            d.problem, d.selection, d.settings, d.control.should_stop, d.guarded
+        )
+    except Stopped:  # no plan yet, not even a heuristic one: nothing starts
+        raise Abandoned from None
+    return Next.GO_ON
+
+
+def _head_is_protected(d: Decision) -> bool:
+    return d.dispatcher.protects_head and (d.guarded is not None or d.settings.protect_head)
+
+
+# 2. The heuristic plan ---------------------------------------------------------------------
+
+
+def plan_by_list_schedules(d: Decision) -> Next:
+    """The better list schedule of the window in priority and in submit order."""
+    try:
+        d.heuristic, d.heuristic_objective = best_list_schedule(
+            d.problem, d.jobs, d.dispatcher.exact_allocation_now, d.control.first_fit,
+            d.reservation, d.control.should_stop,
+        )
+    except Stopped:
+        raise Abandoned from None
+    return Next.GO_ON
+
+
+def plan_by_more_orders(d: Decision) -> Next:
+    """The SJF, F1 and WFP3 list schedules too (a guarded job first in each): the best wins."""
+    try:
+        d.heuristic, d.heuristic_objective = best_of_orders(
+            d.problem, d.jobs, (_known(d.heuristic, "heuristic plan"), d.heuristic_objective),
+            d.dispatcher.exact_allocation_now, d.control.first_fit, d.reservation, d.pinned,
+            d.control.should_stop,
+        )
+    except Stopped:
+        raise Abandoned from None
+    return Next.GO_ON
+
+
+def take_a_plan_that_starts_all_now(d: Decision) -> Next:
+    """Every job of the window starts now, placed node by node: each s_i is at its lower bound
+    t, so no plan has a lower total slowdown and there is nothing to search (most decisions on
+    a lightly loaded system, e.g. LLNL-Atlas)."""
+    heuristic = _known(d.heuristic, "heuristic plan")
+    if any(heuristic.start_offsets[j.index] != 0 for j in d.jobs):
+        return Next.GO_ON
+    d.stop_build_clock()
+    d.outcome.status, d.outcome.objective = pb.SOLVE_STATUS_OPTIMAL, d.heuristic_objective
+    d.decide_with(heuristic, heuristic.placements())
+    return Next.GO_ON
+
+
+# 3. The model ------------------------------------------------------------------------------
+
+
+def build_the_model(d: Decision) -> Next:
+    """The dispatcher's formulation of the window; past the deadline before it is built, the
+    heuristic plan decides."""
+    heuristic = _known(d.heuristic, "heuristic plan")
+    try:
+        d.formulation = d.dispatcher.formulate(
+            d.problem, d.jobs, d.control.should_stop, heuristic, d.reservation
+        )
+    except Stopped:
+        d.stop_build_clock()
+        if d.control.cancelled():
+            raise Abandoned from None
+        if d.settings.deterministic:
+            log.warning("deterministic search cut by the deadline before the model was "
+                        "built: decision not reproducible", dispatcher=d.dispatcher.name)
+        d.outcome.status, d.outcome.objective = pb.SOLVE_STATUS_HEURISTIC, d.heuristic_objective
+        d.decide_with(heuristic, heuristic.placements())
+        return Next.GO_ON
+    d.outcome.variables, d.outcome.constraints = model_size(d.formulation.model)
+    return Next.GO_ON
+
+
+def adopt_the_models_list_schedule(d: Decision) -> Next:
+    """Where the shared heuristic plan is no solution of the model (PCP'19), the model's own
+    list schedule replaces it; either way, say whether its objective compares."""
+    own = _known(d.formulation, "model").own_list_schedule()
+    if own is not None:
+        d.heuristic = own
+        d.heuristic_objective = total_slowdown(d.problem, d.jobs, own.start_offsets)
+    d.comparable = d.dispatcher.heuristic_in_model or own is not None
+    return Next.GO_ON
+
+
+def pin_the_guarded_job(d: Decision) -> Next:
+    """now_i = 1 for the guarded job when the heuristic plan starts it now (the hinted plan
+    does so: the model stays feasible)."""
+    formulation, pinned = _known(d.formulation, "model"), _known(d.pinned, "guarded job")
+    if _known(d.heuristic, "heuristic plan").start_offsets[pinned.index] == 0:
+        at = next(k for k, j in enumerate(formulation.schedule.jobs) if j is pinned)
+        formulation.model.add(formulation.schedule.now_literals[at] == 1)
+    return Next.GO_ON
+
+
+def finish_the_build(d: Decision) -> Next:
+    """The model is built: its time is recorded, and a caller who left ends the decision."""
+    d.stop_build_clock()
+    if d.control.cancelled():
+        raise Abandoned
+    return Next.GO_ON
+
+
+def _modelled(d: Decision) -> bool:
+    return d.formulation is not None
+
+
+def _guard_pins(d: Decision) -> bool:
+    return d.formulation is not None and d.pinned is not None
+
+
+# 4. The search -----------------------------------------------------------------------------
+
+
+def search_under_the_restart_policy(d: Decision) -> Next:
+    """δ / 2δ / δmax attempts, each hinted with the best plan so far (the heuristic first)."""
+    attempt = policy_attempt(
+        d.problem, d.jobs, _known(d.formulation, "model"), _known(d.heuristic, "heuristic plan"),
+        d.control,
+    )
+    d.policy = policy = run_restart_policy(
+        attempt, d.settings, d.control.deadline, d.control.cancelled
+    )
+    d.outcome.attempts = policy.attempts
+    d.outcome.solve_seconds = policy.solve_seconds
+    if d.settings.deterministic and policy.deadline_cut:
+        log.warning("deterministic search cut by the deadline: decision not reproducible",
+                    dispatcher=d.dispatcher.name, attempts=len(policy.attempts))
+    if d.control.cancelled():
+        raise Abandoned
+    return Next.GO_ON
+
+
+# 5. The decision ---------------------------------------------------------------------------
+
+
+def choose_the_plan(d: Decision) -> Next:
+    """The solver's best plan when it is no worse than the heuristic plan (or when the two do
+    not compare), else the heuristic plan; a proof of infeasibility of a model the heuristic
+    plan is no solution of means the jobs wait."""
+    policy, heuristic = _known(d.policy, "search"), _known(d.heuristic, "heuristic plan")
+    if policy.status == pb.SOLVE_STATUS_INFEASIBLE and not d.comparable:
+        d.outcome.status = pb.SOLVE_STATUS_INFEASIBLE
+        return Next.DONE
+    if policy.status in (pb.SOLVE_STATUS_INFEASIBLE, pb.SOLVE_STATUS_MODEL_INVALID):
+        # The heuristic plan is a solution of this model, so the model is wrong: say so
+        # (logged and counted under this status) and decide with the heuristic plan.
+        log.error("CP model rejected a known solution", dispatcher=d.dispatcher.name,
+                  status=pb.SolveStatus.Name(pb.SolveStatus.ValueType(policy.status)))
+        d.plan, d.outcome.status = heuristic, policy.status
+    elif policy.best is not None and policy.objective is not None and (
+        not d.comparable or policy.objective <= d.heuristic_objective + 1e-9
+    ):
+        d.plan, d.outcome.status = policy.best, policy.status
+    else:  # the solver found nothing better: decide with the heuristic plan
+        d.plan, d.outcome.status = heuristic, pb.SOLVE_STATUS_HEURISTIC
+    return Next.GO_ON
+
+
+def shift_left(d: Decision) -> Next:
+    """Each job of the chosen plan as early as the others let it (`left_shift`)."""
+    d.plan = left_shift(
+        d.problem, d.jobs, _known(d.plan, "chosen plan"), d.reservation,
+        d.dispatcher.exact_allocation_now, d.control.first_fit,
+    )
+    d.outcome.objective = total_slowdown(d.problem, d.jobs, d.plan.start_offsets)
+    return Next.GO_ON
+
+
+def allocate_nodes(d: Decision) -> Next:
+    """The model's nodes for the jobs the chosen plan starts at t."""
+    formulation = _known(d.formulation, "model")
+    d.placements = formulation.allocate(_known(d.plan, "chosen plan"), d.control.first_fit)
+    return Next.GO_ON
+
+
+def _searched(d: Decision) -> bool:
+    return d.policy is not None
+
+
+def place(d: Decision) -> Next:
+    """The decision's placements: the jobs of the window that start at t."""
+    d.outcome.placements = _known(d.placements, "placements")
+    return Next.GO_ON
+
+
+def start_what_fits_around(d: Decision) -> Next:
+    """Queued jobs outside the window that fit now around the plan and the reservation start
+    too (time permitting: past the deadline, the plan's own starts stand)."""
+    placements = _known(d.placements, "placements")
+    try:
+        extended = start_what_fits(
+            d.problem, d.jobs, _known(d.plan, "chosen plan"), placements, d.reservation,
+            d.control.first_fit, d.control.should_stop,
+        )
+    except Stopped:
+        return Next.DONE
+    added = [i for i in extended if i not in placements]
+    if added:
+        d.outcome.placements = extended
+        d.outcome.considered.extend(added)
+        started = set(added)
+        d.outcome.skipped = [(i, why) for i, why in d.outcome.skipped if i not in started]
+    return Next.GO_ON
+
+
+def _undecided(d: Decision) -> bool:
+    return not d.decided
+
+
+def _decided(d: Decision) -> bool:
+    return d.decided
+
+
+def _conserves_work(d: Decision) -> bool:
+    return d.settings.work_conserving and d.decided
+
+
+DECISION_STEPS: tuple[Step, ...] = (
+    Step("reduce to the window", reduce_to_window),
+    Step("guard the oldest job", guard_the_oldest, lambda d: d.settings.starvation_wait_s > 0),
+    Step("open the window", open_the_window),
+    Step("reserve for the head", reserve_for_the_head, _head_is_protected),
+    Step("plan by list schedules", plan_by_list_schedules),
+    Step("plan by more orders", plan_by_more_orders, lambda d: d.settings.more_orders),
+    Step("take a plan that starts all now", take_a_plan_that_starts_all_now,
+         lambda d: d.dispatcher.exact_allocation_now),
+    Step("build the model", build_the_model, _undecided),
+    Step("adopt the model's list schedule", adopt_the_models_list_schedule, _modelled),
+    Step("pin the guarded job", pin_the_guarded_job, _guard_pins),
+    Step("finish the build", finish_the_build, _modelled),
+    Step("search under the restart policy", search_under_the_restart_policy, _modelled),
+    Step("choose the plan", choose_the_plan, _searched),
+    Step("shift left", shift_left, _searched),
+    Step("allocate nodes", allocate_nodes, _searched),
+    Step("place", place, _decided),
+    Step("start what fits around", start_what_fits_around, _conserves_work),
+)
