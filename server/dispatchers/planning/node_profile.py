@@ -109,8 +109,30 @@ class NodeProfile:
         nodes = pool.choose(job.req, job.units, first_fit)
         if nodes is None:
             raise AssertionError("place called where the job does not fit")
-        counts = np.bincount(np.asarray(nodes, dtype=np.int64), minlength=free.shape[0])
-        first, stop = self._split(start), self._split(end)
-        self.free[first:stop] -= counts[:, None] * np.asarray(job.req, dtype=np.int64)[None, :]
-        self.pooled.reserve(job.demand(), start, job.duration)
+        self.take(job, start, nodes)
         return nodes
+
+    def _counts(self, nodes: list[int]) -> Counts:
+        return np.bincount(np.asarray(nodes, dtype=np.int64), minlength=self.free.shape[1])
+
+    def fits_on(self, job: Job, start: int, nodes: list[int]) -> bool:
+        """Whether job i's units fit on `nodes` (one entry per unit) for a run from `start`."""
+        if len(nodes) != job.units or not all(
+            0 <= n < self.free.shape[1] and self.problem.eligible[n] for n in nodes
+        ):
+            return False
+        free = self.free_during(start, start + job.duration)
+        need = self._counts(nodes)[:, None] * np.asarray(job.req, dtype=np.int64)[None, :]
+        return bool(np.all(free >= need))
+
+    def take(self, job: Job, start: int, nodes: list[int], sign: int = 1) -> None:
+        """Hold job i's units on `nodes` over [start, start + d_i) (`sign` -1: give them back)."""
+        end = start + job.duration
+        first, stop = self._split(start), self._split(end)
+        self.free[first:stop] -= sign * (
+            self._counts(nodes)[:, None] * np.asarray(job.req, dtype=np.int64)[None, :])
+        self.pooled.reserve(tuple(sign * a for a in job.demand()), start, job.duration)
+
+    def give_back(self, job: Job, start: int, nodes: list[int]) -> None:
+        """Undo `take(job, start, nodes)`."""
+        self.take(job, start, nodes, sign=-1)
