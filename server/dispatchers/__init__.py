@@ -10,13 +10,17 @@ from .cp.hcp19 import Hcp19Dispatcher
 from .cp.pcp19 import Pcp19Dispatcher
 from .cp.pcp20 import Pcp20Dispatcher
 from .easy import EasyDispatcher
+from .easy_k import EasyKDispatcher
+from .easy_lxf import EasyLxfDispatcher
 from .easy_ordered import (
     EasyF1Dispatcher,
     EasySjfDispatcher,
     EasyUnicefDispatcher,
     EasyWfp3Dispatcher,
 )
+from .easy_sjbf import EasySjbfDispatcher
 from .fcfs import FcfsDispatcher
+from .los import LosDispatcher
 
 DISPATCHERS: dict[int, Dispatcher] = {
     d.kind: d
@@ -31,6 +35,10 @@ DISPATCHERS: dict[int, Dispatcher] = {
         EasyUnicefDispatcher(),
         EasyF1Dispatcher(),
         ConservativeDispatcher(),
+        EasySjbfDispatcher(),
+        EasyLxfDispatcher(),
+        LosDispatcher(),
+        EasyKDispatcher(),
     )
 }
 # By the contract's names (hpcdispatch.catalog); tests check every enum value has one.

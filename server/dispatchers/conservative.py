@@ -1,88 +1,129 @@
-"""Conservative backfilling: every queued job gets a reservation, none delays an earlier one.
+"""Conservative backfilling with the classic guarantee: no job starts later than its reservation
+at arrival (Mu'alem & Feitelson 2001), as long as the running work ends by its predicted ends.
 
-The queued jobs are taken in submit order (q_i, then queue position). Each gets a reservation
-at the earliest time s_i >= t at which its rn_i units fit node by node for all of d_i, around
-the predicted ends of the running work and the reservations of every job before it
-(`NodeProfile`). A job whose reservation is at t starts now; the others wait. Since a job is
-fitted only into what the earlier reservations leave, starting it now never delays one of them
-(Mu'alem & Feitelson 2001); unlike EASY, which protects the head job only.
+Every queued job holds a reservation: the earliest time s_i >= t at which its rn_i units fit
+node by node for all of d_i, around the running work and every reservation made before it
+(`backfill.plan_backfill` with unlimited depth). A job whose reservation is now starts now.
 
-Reservations are recomputed from scratch at every decision, from the predicted durations, so a
-job that ends early lets the next decision move later jobs forward (the usual "compression").
+The reservations are kept between decisions (`ReservationBook`, per node list: the cluster as
+a dispatcher sees it). At each decision the reservations held so far are placed first, as they
+are, then compressed in order of their start: each is taken out and put back at its earliest
+start given all the others, which is never later than where it was (its own slot is free again)
+— so a reservation only ever moves earlier, and none is disturbed by the ones after it. Only
+then do the jobs seen for the first time get theirs, in submit order, around all of them.
+
+Rebuilding every reservation from scratch in submit order at each decision (what this
+dispatcher did before issue #24) breaks the guarantee: when a job ends early, an older job
+whose reservation was late can take the hole a younger job had been given at its arrival, and
+the younger job moves later (KTH-SP2, job 198: reserved at arrival for 709,406, started at
+712,817).
+
+A held reservation that no longer fits (a running job outlived its predicted end, a node went
+down, the prediction d_i grew, or the caller did not start a job it was told to start) is
+dropped and its job is reserved anew after the compressed ones: the guarantee holds for
+predictions that hold (with the `walltime` predictor, for jobs killed at their requested time).
+A decision at an earlier time than the last one for the same node list starts afresh (a new
+replay); one at the same time starts from the reservations held before the last one (a retry).
+
 Past the deadline, or once the caller is gone, the jobs placed so far are the decision (each
-placement is valid on its own, and the earlier reservations are intact) and the rest wait.
+placement is valid on its own, and the earlier reservations are intact) and the rest wait,
+keeping the reservations they held.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import ClassVar
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from .base import HEURISTIC, Outcome, SearchControl
+from .backfill import UNLIMITED, BackfillPlan, outcome_of, plan_backfill
+from .base import Outcome, SearchControl
 from .planning.job_orders import fcfs
-from .planning.job_selection import never_fits
-from .planning.node_profile import NodeProfile
-from .planning.problem import Job, Problem
-from .planning.stopping import StopCheck, Stopped, never
+from .planning.problem import Problem
+from .planning.stopping import StopCheck, never
 
-
-@dataclass(slots=True)
-class ConservativePlan:
-    """Reservations in queue order: job index -> (s_i - t, node of each unit)."""
-
-    reservations: dict[int, tuple[int, list[int]]] = field(default_factory=dict)
-    never: list[int] = field(default_factory=list)  # job indices no up nodes can ever hold
-    # Jobs not reached before the stop (their reservations do not exist), in queue order.
-    unplanned: list[int] = field(default_factory=list)
+JobKey = tuple[str, int]  # (job id, q_i)
+Held = dict[JobKey, tuple[int, list[int]]]  # absolute start, node index of each unit
+MAX_NODE_LISTS = 64  # node lists whose reservations are kept (least recently used dropped)
 
 
 def plan_reservations(
     problem: Problem, first_fit: bool = False, should_stop: StopCheck = never
-) -> ConservativePlan:
-    """Reserve for every queued job in submit order; stops early (the rest unplanned) when
-    `should_stop()` turns true."""
-    plan = ConservativePlan()
-    queue: list[Job] = []
-    for job in fcfs(problem):
-        if never_fits(problem, job):
-            plan.never.append(job.index)
-        else:
-            queue.append(job)
-    if not queue:
-        return plan
-    if should_stop():
-        plan.unplanned = [j.index for j in queue]
-        return plan
-    profile = NodeProfile(problem)
-    for rank, job in enumerate(queue):
-        try:
-            start = profile.earliest(job, should_stop)
-        except Stopped:
-            plan.unplanned = [j.index for j in queue[rank:]]
-            return plan
-        plan.reservations[job.index] = (start, profile.place(job, start, first_fit))
-    return plan
+) -> BackfillPlan:
+    """Reservations for every queued job in submit order, from scratch (no held ones)."""
+    return plan_backfill(problem, fcfs(problem), UNLIMITED, first_fit, should_stop)
+
+
+@dataclass(slots=True)
+class _Book:
+    t: int  # time of the last decision
+    before: Held  # the reservations held when it began
+    after: Held  # the reservations it left
+
+
+class ReservationBook:
+    """The reservation each queued job holds, per node list, between decisions."""
+
+    def __init__(self, capacity: int = MAX_NODE_LISTS) -> None:
+        self._books: OrderedDict[tuple[str, ...], _Book] = OrderedDict()
+        self._lock = threading.Lock()
+        self._capacity = capacity
+
+    @staticmethod
+    def key(problem: Problem) -> tuple[str, ...]:
+        return tuple(problem.node_ids)
+
+    def held(self, key: tuple[str, ...], t: int) -> Held:
+        """What the jobs hold at a decision at t: the last decision's result if it was before
+        t, what it started from if it was at t (a retry), nothing otherwise."""
+        with self._lock:
+            book = self._books.get(key)
+            if book is None or t < book.t:
+                return {}
+            self._books.move_to_end(key)
+            return book.after if t > book.t else book.before
+
+    def record(self, key: tuple[str, ...], t: int, before: Held, after: Held) -> None:
+        with self._lock:
+            self._books[key] = _Book(t, before, after)
+            self._books.move_to_end(key)
+            while len(self._books) > self._capacity:
+                self._books.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._books.clear()
 
 
 class ConservativeDispatcher:
     name: ClassVar[str] = "conservative"
     kind: ClassVar[int] = pb.DISPATCHER_CONSERVATIVE
 
+    def __init__(self) -> None:
+        self.book = ReservationBook()
+
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
-        plan = plan_reservations(problem, control.first_fit, control.should_stop)
-        outcome = Outcome(placements={}, status=HEURISTIC)
-        outcome.skipped.extend((i, pb.SKIP_REASON_NEVER_FITS) for i in plan.never)
-        for i, (start, nodes) in plan.reservations.items():
-            if start == 0:
-                outcome.placements[i] = nodes
-                outcome.considered.append(i)
-                continue
-            job = problem.jobs[i]
-            fits_now = problem.free_now.units_fit(job.req, job.units) >= job.units
-            # Fits what is free now, but only by taking what an earlier reservation needs.
-            reason = pb.SKIP_REASON_BLOCKED if fits_now else pb.SKIP_REASON_CANNOT_FIT_NOW
-            outcome.skipped.append((i, reason))
-        outcome.skipped.extend((i, pb.SKIP_REASON_BLOCKED) for i in plan.unplanned)
-        return outcome
+        plan, _ = self.plan(problem, control)
+        return outcome_of(problem, plan)
+
+    def plan(self, problem: Problem, control: SearchControl) -> tuple[BackfillPlan, Held]:
+        """The decision's plan, and the reservations (absolute starts) it leaves held."""
+        t = problem.t
+        key = self.book.key(problem)
+        before = self.book.held(key, t)
+        keys = [(job.id, job.submit) for job in problem.jobs]
+        held = {
+            i: (before[k][0] - t, before[k][1]) for i, k in enumerate(keys) if k in before
+        }
+        plan = plan_backfill(
+            problem, fcfs(problem), UNLIMITED, control.first_fit, control.should_stop, held
+        )
+        after: Held = {keys[i]: (t + s, nodes) for i, (s, nodes) in plan.reservations.items()}
+        for i in plan.unplanned:  # not reached before the stop: they keep what they held
+            if keys[i] in before:
+                after[keys[i]] = before[keys[i]]
+        self.book.record(key, t, before, after)
+        return plan, after

@@ -3,8 +3,8 @@
 Jobs start in queue order (submit order here; other orders in `easy_ordered`) while they fit.
 The first job that does not fit (the head) gets a reservation at the earliest time τ at which
 enough units fit node by node, computed from the predicted ends of running jobs. Any later job,
-in queue order, may start now if it fits and either ends by τ, or uses only resources that the
-head's reservation leaves free at τ on every node it touches.
+in queue order (or `backfill_order`), may start now if it fits and either ends by τ, or uses only
+resources that the head's reservation leaves free at τ on every node it touches.
 
 Past the deadline, or once the caller is gone, the jobs placed so far are the decision (each
 placement is valid on its own) and the rest wait (BLOCKED).
@@ -57,9 +57,10 @@ class EasyDispatcher:
             return self._stopped(outcome, queue[position:])
         outcome.considered.append(head.index)
         should_stop = every_few(control.should_stop)
-        for rank, job in enumerate(queue[position + 1 :], start=position + 1):
+        rest = self.backfill_order(problem, queue[position + 1 :])
+        for rank, job in enumerate(rest):
             if should_stop():
-                return self._stopped(outcome, queue[rank:])
+                return self._stopped(outcome, rest[rank:])
             nodes = place_around_reservation(free_now, reservation, job, control.first_fit)
             if nodes is None:
                 fits_now = free_now.units_fit(job.req, job.units) >= job.units
@@ -73,6 +74,11 @@ class EasyDispatcher:
     def queue_order(self, problem: Problem) -> list[Job]:
         """The queue order: the head is the first job of it that does not fit now."""
         return fcfs(problem)
+
+    def backfill_order(self, problem: Problem, rest: list[Job]) -> list[Job]:
+        """The order in which the jobs after the head are tried for backfilling: the queue
+        order here (`easy_ordered` has SJBF and LXF, which backfill in another order)."""
+        return rest
 
     @staticmethod
     def _stopped(outcome: Outcome, waiting: list[Job]) -> Outcome:

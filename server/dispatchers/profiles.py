@@ -66,4 +66,12 @@ def resolve_settings(search: pb.SearchParameters, default_profile: str) -> Searc
             search.work_conserving if search.HasField("work_conserving")
             else base.work_conserving
         ),
+        reservation_depth=(
+            search.reservation_depth if search.HasField("reservation_depth")
+            else base.reservation_depth
+        ),
+        lookahead_depth=(
+            search.lookahead_depth if search.HasField("lookahead_depth")
+            else base.lookahead_depth
+        ),
     )

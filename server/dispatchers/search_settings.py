@@ -1,5 +1,6 @@
 """What a decision's search may do: the restart policy's δ, δmax, k, the window m, and the
-profile's service-level steps. Named profiles of these settings are in `profiles.py`."""
+profile's service-level steps; and the two parameters of the backfilling baselines (EASY-k's
+reservation depth, LOS's lookahead). Named profiles of these settings are in `profiles.py`."""
 
 from __future__ import annotations
 
@@ -32,3 +33,9 @@ class SearchSettings:
     # touching the head's reservation, starts now; the plan's later starts hold nothing
     # (`dispatchers.work_conservation`).
     work_conserving: bool = False
+    # EASY-k (`easy_k`): how many blocked jobs, in submit order, hold a reservation that no
+    # job started now may delay (1 = EASY; flux-sched's "hybrid" queue policy default: 64).
+    reservation_depth: int = 64
+    # LOS (`los`): how many queued jobs behind the head the packing looks at (Shmueli &
+    # Feitelson 2005 use 50).
+    lookahead_depth: int = 50

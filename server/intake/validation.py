@@ -128,7 +128,8 @@ def check_options(
     if search.profile and search.profile not in PROFILES:
         out.add("search.profile", f"unknown profile {search.profile!r}; one of "
                 f"{sorted(PROFILES)}")
-    for name in ("delta_ms", "delta_max_ms", "k", "window"):
+    for name in ("delta_ms", "delta_max_ms", "k", "window", "reservation_depth",
+                 "lookahead_depth"):
         if search.HasField(name) and getattr(search, name) < 1:
             out.add(f"search.{name}", "must be >= 1")
     if search.HasField("stall_ms") and search.stall_ms < 0:

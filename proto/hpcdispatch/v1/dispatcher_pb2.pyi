@@ -98,6 +98,22 @@ class _DispatcherEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Dispatcher
     earliest time it fits around the earlier ones; a job starts now only if its reservation is
     now, so it delays no earlier job's reservation.
     """
+    DISPATCHER_EASY_SJBF: _Dispatcher.ValueType  # 11
+    """EASY with the head (the first job in submit order that does not fit) holding the
+    reservation, and the jobs behind it backfilled in another order:
+    shortest d_i first (SJBF, Tsafrir, Etsion & Feitelson 2007)
+    """
+    DISPATCHER_EASY_LXF: _Dispatcher.ValueType  # 12
+    """largest expansion factor (w_i + d_i) / d_i first (LXF, Maui / Moab's XFactor)"""
+    DISPATCHER_LOS: _Dispatcher.ValueType  # 13
+    """Lookahead optimising scheduler (Shmueli & Feitelson 2005): the head holds EASY's
+    reservation; of the next search.lookahead_depth jobs, the set that uses the most
+    processors now without delaying it starts now.
+    """
+    DISPATCHER_EASY_K: _Dispatcher.ValueType  # 14
+    """EASY with reservations for the first search.reservation_depth (k) blocked jobs in submit
+    order, as flux-sched's "hybrid" queue policy: no job started now delays any of them.
+    """
 
 class Dispatcher(_Dispatcher, metaclass=_DispatcherEnumTypeWrapper):
     """The dispatchers the service offers."""
@@ -133,6 +149,22 @@ DISPATCHER_CONSERVATIVE: Dispatcher.ValueType  # 10
 """Conservative backfilling: every queued job, in submit order, gets a reservation at the
 earliest time it fits around the earlier ones; a job starts now only if its reservation is
 now, so it delays no earlier job's reservation.
+"""
+DISPATCHER_EASY_SJBF: Dispatcher.ValueType  # 11
+"""EASY with the head (the first job in submit order that does not fit) holding the
+reservation, and the jobs behind it backfilled in another order:
+shortest d_i first (SJBF, Tsafrir, Etsion & Feitelson 2007)
+"""
+DISPATCHER_EASY_LXF: Dispatcher.ValueType  # 12
+"""largest expansion factor (w_i + d_i) / d_i first (LXF, Maui / Moab's XFactor)"""
+DISPATCHER_LOS: Dispatcher.ValueType  # 13
+"""Lookahead optimising scheduler (Shmueli & Feitelson 2005): the head holds EASY's
+reservation; of the next search.lookahead_depth jobs, the set that uses the most
+processors now without delaying it starts now.
+"""
+DISPATCHER_EASY_K: Dispatcher.ValueType  # 14
+"""EASY with reservations for the first search.reservation_depth (k) blocked jobs in submit
+order, as flux-sched's "hybrid" queue policy: no job started now delays any of them.
 """
 Global___Dispatcher: _TypeAlias = Dispatcher  # noqa: Y015
 
@@ -544,7 +576,8 @@ Global___QueuedJob: _TypeAlias = QueuedJob  # noqa: Y015
 
 @_typing.final
 class SearchParameters(_message.Message):
-    """Search control of the CP dispatchers (delta / 2 delta / delta_max restart policy).
+    """Search control of the CP dispatchers (delta / 2 delta / delta_max restart policy), and the
+    parameters of the EASY-k and LOS baselines (reservation_depth, lookahead_depth).
     Every field is optional; unset fields come from the profile, then from the server default.
     """
 
@@ -561,6 +594,8 @@ class SearchParameters(_message.Message):
     STARVATION_WAIT_S_FIELD_NUMBER: _builtins.int
     MORE_ORDERS_FIELD_NUMBER: _builtins.int
     WORK_CONSERVING_FIELD_NUMBER: _builtins.int
+    RESERVATION_DEPTH_FIELD_NUMBER: _builtins.int
+    LOOKAHEAD_DEPTH_FIELD_NUMBER: _builtins.int
     profile: _builtins.str
     """named profile, e.g. "papers" or "fast"; empty = default"""
     delta_ms: _builtins.int
@@ -604,6 +639,14 @@ class SearchParameters(_message.Message):
     fits now, delays no start of the plan (pooled view over [t, t + d_i)) and leaves the head
     reservation alone starts now, highest current slowdown first. Unset = the profile's.
     """
+    reservation_depth: _builtins.int
+    """EASY-k (DISPATCHER_EASY_K) only: k, how many blocked jobs hold a reservation, jobs, >= 1;
+    1 = EASY. Unset = 64 (flux-sched's "hybrid" default).
+    """
+    lookahead_depth: _builtins.int
+    """LOS (DISPATCHER_LOS) only: how many queued jobs behind the head the packing considers,
+    jobs, >= 1. Unset = 50 (Shmueli & Feitelson 2005).
+    """
     def __init__(
         self,
         *,
@@ -618,10 +661,12 @@ class SearchParameters(_message.Message):
         starvation_wait_s: _builtins.int | None = ...,
         more_orders: _builtins.bool | None = ...,
         work_conserving: _builtins.bool | None = ...,
+        reservation_depth: _builtins.int | None = ...,
+        lookahead_depth: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_k", b"_k", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "k", b"k", "more_orders", b"more_orders", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_k", b"_k", "_lookahead_depth", b"_lookahead_depth", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_reservation_depth", b"_reservation_depth", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "k", b"k", "lookahead_depth", b"lookahead_depth", "more_orders", b"more_orders", "protect_head", b"protect_head", "reservation_depth", b"reservation_depth", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_k", b"_k", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "k", b"k", "more_orders", b"more_orders", "profile", b"profile", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_k", b"_k", "_lookahead_depth", b"_lookahead_depth", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_reservation_depth", b"_reservation_depth", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "k", b"k", "lookahead_depth", b"lookahead_depth", "more_orders", b"more_orders", "profile", b"profile", "protect_head", b"protect_head", "reservation_depth", b"reservation_depth", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__delta_max_ms: _TypeAlias = _typing.Literal["delta_max_ms"]  # noqa: Y015
     _WhichOneofArgType__delta_max_ms: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms"]  # noqa: Y015
@@ -631,10 +676,14 @@ class SearchParameters(_message.Message):
     _WhichOneofArgType__deterministic: _TypeAlias = _typing.Literal["_deterministic", b"_deterministic"]  # noqa: Y015
     _WhichOneofReturnType__k: _TypeAlias = _typing.Literal["k"]  # noqa: Y015
     _WhichOneofArgType__k: _TypeAlias = _typing.Literal["_k", b"_k"]  # noqa: Y015
+    _WhichOneofReturnType__lookahead_depth: _TypeAlias = _typing.Literal["lookahead_depth"]  # noqa: Y015
+    _WhichOneofArgType__lookahead_depth: _TypeAlias = _typing.Literal["_lookahead_depth", b"_lookahead_depth"]  # noqa: Y015
     _WhichOneofReturnType__more_orders: _TypeAlias = _typing.Literal["more_orders"]  # noqa: Y015
     _WhichOneofArgType__more_orders: _TypeAlias = _typing.Literal["_more_orders", b"_more_orders"]  # noqa: Y015
     _WhichOneofReturnType__protect_head: _TypeAlias = _typing.Literal["protect_head"]  # noqa: Y015
     _WhichOneofArgType__protect_head: _TypeAlias = _typing.Literal["_protect_head", b"_protect_head"]  # noqa: Y015
+    _WhichOneofReturnType__reservation_depth: _TypeAlias = _typing.Literal["reservation_depth"]  # noqa: Y015
+    _WhichOneofArgType__reservation_depth: _TypeAlias = _typing.Literal["_reservation_depth", b"_reservation_depth"]  # noqa: Y015
     _WhichOneofReturnType__stall_ms: _TypeAlias = _typing.Literal["stall_ms"]  # noqa: Y015
     _WhichOneofArgType__stall_ms: _TypeAlias = _typing.Literal["_stall_ms", b"_stall_ms"]  # noqa: Y015
     _WhichOneofReturnType__starvation_wait_s: _TypeAlias = _typing.Literal["starvation_wait_s"]  # noqa: Y015
@@ -652,9 +701,13 @@ class SearchParameters(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__k) -> _WhichOneofReturnType__k | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__lookahead_depth) -> _WhichOneofReturnType__lookahead_depth | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__more_orders) -> _WhichOneofReturnType__more_orders | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__protect_head) -> _WhichOneofReturnType__protect_head | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reservation_depth) -> _WhichOneofReturnType__reservation_depth | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__stall_ms) -> _WhichOneofReturnType__stall_ms | None: ...
     @_typing.overload
@@ -699,7 +752,7 @@ class DispatchRequest(_message.Message):
     def queued_jobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueuedJob]: ...
     @_builtins.property
     def search(self) -> Global___SearchParameters:
-        """CP dispatchers only"""
+        """CP dispatchers, EASY-k and LOS"""
 
     def __init__(
         self,

@@ -23,6 +23,11 @@ The orders are those RLScheduler (Zhang et al., SC'20) compares with:
   trace-relative submit times, so on Unix times the q_i term changes little between jobs and
   the order is close to smallest log10(d_i) x n_i first.
 
+Two more scores order only the backfill candidates behind EASY's head (`easy_sjbf`, `easy_lxf`):
+
+- SJBF: smallest d_i first (Tsafrir, Etsion & Feitelson 2007: shortest-job backfilled first).
+- LXF: largest expansion factor (w_i + d_i) / d_i first (Maui / Moab's XFactor).
+
 RLScheduler's evaluation script computes WFP3's and UNICEF's w_i from a start time that is
 still unset while the job waits (so w_i = -1 - q_i there); its published WFP3 and UNICEF
 figures are of that variant, not of the formulas above, which these orders implement.
@@ -91,6 +96,11 @@ def f1_score(problem: Problem) -> JobScore:
         return math.log10(d) * processors(problem, job) + F1_SUBMIT_WEIGHT * math.log10(q)
 
     return score
+
+
+def xfactor_score(problem: Problem) -> JobScore:
+    """Largest expansion factor (w_i + d_i) / d_i first."""
+    return lambda job: -(problem.t - job.submit + job.duration) / job.duration
 
 
 def fcfs(problem: Problem) -> list[Job]:

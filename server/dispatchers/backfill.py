@@ -1,0 +1,157 @@
+"""The one backfill base of EASY-k and conservative: reservations for the first k blocked jobs.
+
+Jobs are taken in a queue order. Each of them, while fewer than k jobs hold a reservation, gets
+the earliest start s_i >= t at which its rn_i units fit node by node for all of d_i, around the
+predicted ends of the running work and every job placed before it (`NodeProfile`): at s_i = t
+it starts now, otherwise it holds that reservation. Once k jobs hold one, a later job starts
+now only where it fits for all of d_i without touching any of them (it backfills), else waits.
+k = 1 is EASY (the head's reservation only), k unlimited is conservative backfilling (Mu'alem
+& Feitelson 2001), k in between is flux-sched's "hybrid" queue policy (reservation-depth).
+
+A job is fitted only into what the reservations before it leave, so starting it never delays
+one of them. `held` carries reservations over from an earlier decision (conservative's
+guarantee, see `conservative.py`): they are placed first, then compressed in order of their
+start (each taken out and put back at its earliest start, which is never later, as its own
+slot is free again), and only then do the other jobs get theirs, in queue order.
+
+Past the deadline, or once the caller is gone, the jobs placed so far are the decision (each
+start is valid on its own, and the reservations before it are intact); the rest wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from .base import HEURISTIC, Outcome
+from .planning.job_selection import never_fits
+from .planning.node_profile import NodeProfile
+from .planning.problem import Job, Problem
+from .planning.stopping import StopCheck, Stopped, never, stop_if
+
+UNLIMITED = 0  # reservation depth: every queued job gets a reservation
+
+
+@dataclass(slots=True)
+class BackfillPlan:
+    """Reservations in the order they were made: job index -> (s_i - t, node of each unit).
+
+    A reservation at 0 is a start now."""
+
+    reservations: dict[int, tuple[int, list[int]]] = field(default_factory=dict)
+    waiting: list[int] = field(default_factory=list)  # past the depth, not fitting now
+    never: list[int] = field(default_factory=list)  # job indices no up nodes can ever hold
+    # Jobs not reached before the stop (their reservations do not exist), in queue order.
+    unplanned: list[int] = field(default_factory=list)
+    # Held reservations that no longer fit (a running job outlived its prediction, a node went
+    # down, d_i grew): their jobs were reserved anew, possibly later.
+    displaced: list[int] = field(default_factory=list)
+
+    def starts(self) -> dict[int, list[int]]:
+        return {i: nodes for i, (s, nodes) in self.reservations.items() if s == 0}
+
+
+def plan_backfill(
+    problem: Problem,
+    order: list[Job],
+    depth: int = UNLIMITED,
+    first_fit: bool = False,
+    should_stop: StopCheck = never,
+    held: Mapping[int, tuple[int, list[int]]] | None = None,
+) -> BackfillPlan:
+    """The plan for `order` (the queue in its order) with reservation depth `depth` (UNLIMITED
+    = 0: every job). `held`: job index -> (start relative to t, possibly <= 0, nodes) of
+    reservations kept from earlier decisions (only with UNLIMITED). Stops early (the rest
+    unplanned) when `should_stop()` turns true."""
+    plan = BackfillPlan()
+    queue: list[Job] = []
+    for job in order:
+        if never_fits(problem, job):
+            plan.never.append(job.index)
+        else:
+            queue.append(job)
+    if not queue:
+        return plan
+    if should_stop():
+        plan.unplanned = [j.index for j in queue]
+        return plan
+    profile = NodeProfile(problem)
+    rest = queue
+    try:
+        if held:
+            rest = _compress(profile, queue, held, first_fit, should_stop, plan)
+        reserved = 0
+        for job in rest:
+            if depth == UNLIMITED or reserved < depth:
+                start = profile.earliest(job, should_stop)
+                plan.reservations[job.index] = (start, profile.place(job, start, first_fit))
+                reserved += start > 0
+            else:
+                stop_if(should_stop, "backfill")
+                if profile.units_fitting(profile.free_during(0, job.duration), job).sum() \
+                        >= job.units:
+                    plan.reservations[job.index] = (0, profile.place(job, 0, first_fit))
+                else:
+                    plan.waiting.append(job.index)
+    except Stopped:
+        done = set(plan.reservations) | set(plan.waiting)
+        plan.unplanned = [j.index for j in queue if j.index not in done]
+    return plan
+
+
+def _compress(
+    profile: NodeProfile,
+    queue: list[Job],
+    held: Mapping[int, tuple[int, list[int]]],
+    first_fit: bool,
+    should_stop: StopCheck,
+    plan: BackfillPlan,
+) -> list[Job]:
+    """Place the held reservations that still fit, compress them in order of their start, and
+    return the jobs still to be reserved: the displaced ones (by their old start), then the
+    others in queue order."""
+    kept: list[tuple[int, Job, list[int]]] = []
+    displaced: list[tuple[int, int, Job]] = []
+    rank = {job.index: r for r, job in enumerate(queue)}
+    by_start = sorted((j for j in queue if j.index in held),
+                      key=lambda j: (held[j.index][0], rank[j.index]))
+    for job in by_start:
+        start, nodes = held[job.index]
+        start = max(start, 0)  # due (or overdue): it would start now
+        if profile.fits_on(job, start, nodes):
+            profile.take(job, start, nodes)
+            kept.append((start, job, nodes))
+        else:
+            displaced.append((start, rank[job.index], job))
+            plan.displaced.append(job.index)
+    for start, job, nodes in kept:
+        stop_if(should_stop, "conservative compression")
+        profile.give_back(job, start, nodes)
+        earlier = profile.earliest(job, should_stop)
+        if earlier >= start:  # no gain (never later: its own slot is free): keep its nodes
+            profile.take(job, start, nodes)
+            plan.reservations[job.index] = (start, nodes)
+        else:
+            plan.reservations[job.index] = (earlier, profile.place(job, earlier, first_fit))
+    return [job for _, _, job in displaced] + [j for j in queue if j.index not in held]
+
+
+def outcome_of(problem: Problem, plan: BackfillPlan) -> Outcome:
+    """The decision of `plan`: its starts now; every other queued job waits, with its reason."""
+    outcome = Outcome(placements={}, status=HEURISTIC)
+    outcome.skipped.extend((i, pb.SKIP_REASON_NEVER_FITS) for i in plan.never)
+    waiting = [i for i, (start, _) in plan.reservations.items() if start > 0] + plan.waiting
+    for i, (start, nodes) in plan.reservations.items():
+        if start == 0:
+            outcome.placements[i] = nodes
+            outcome.considered.append(i)
+    for i in waiting:
+        job = problem.jobs[i]
+        fits_now = problem.free_now.units_fit(job.req, job.units) >= job.units
+        # Fits what is free now, but only by taking what a reservation before it needs.
+        reason = pb.SKIP_REASON_BLOCKED if fits_now else pb.SKIP_REASON_CANNOT_FIT_NOW
+        outcome.skipped.append((i, reason))
+    outcome.skipped.extend((i, pb.SKIP_REASON_BLOCKED) for i in plan.unplanned)
+    return outcome

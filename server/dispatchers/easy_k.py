@@ -1,0 +1,32 @@
+"""EASY-k: EASY backfilling with reservations for the first k blocked jobs, not the head only.
+
+Jobs are taken in submit order. Each gets the earliest start at which it fits node by node
+around the running work and the jobs before it; it starts now if that is now, otherwise it
+holds the reservation, until k jobs hold one (k = `SearchSettings.reservation_depth`,
+`search.reservation_depth` in a request; 64 by default, flux-sched's "hybrid" queue policy
+default). After that a job starts now only if it fits now for all of its d_i without touching
+any of the k reservations, else waits. k = 1 is EASY; k at least the queue's length is
+conservative backfilling rebuilt at each decision (`backfill.plan_backfill`, one base for all).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from .backfill import outcome_of, plan_backfill
+from .base import Outcome, SearchControl
+from .planning.job_orders import fcfs
+from .planning.problem import Problem
+
+
+class EasyKDispatcher:
+    name: ClassVar[str] = "easy-k"
+    kind: ClassVar[int] = pb.DISPATCHER_EASY_K
+
+    def decide(self, problem: Problem, control: SearchControl) -> Outcome:
+        depth = max(1, control.settings.reservation_depth)
+        plan = plan_backfill(problem, fcfs(problem), depth, control.first_fit,
+                             control.should_stop)
+        return outcome_of(problem, plan)

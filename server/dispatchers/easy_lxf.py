@@ -1,0 +1,27 @@
+"""EASY-LXF: FCFS head reservation, backfill largest expansion factor first.
+
+The expansion factor of queued job i at t is (w_i + d_i) / d_i, with w_i = t - q_i its wait
+so far and d_i its predicted duration: the slowdown it would have if it started now (Maui /
+Moab's XFactor priority component). The queue is in submit order, so the head (the first job
+that does not fit) is the oldest blocked job and holds EASY's reservation; the jobs behind it
+are tried for backfilling largest expansion factor first (ties: earlier q_i). A short job
+that has waited gains quickly; a long one slowly.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from .easy import EasyDispatcher
+from .planning.job_orders import sort_by, xfactor_score
+from .planning.problem import Job, Problem
+
+
+class EasyLxfDispatcher(EasyDispatcher):
+    name: ClassVar[str] = "easy-lxf"
+    kind: ClassVar[int] = pb.DISPATCHER_EASY_LXF
+
+    def backfill_order(self, problem: Problem, rest: list[Job]) -> list[Job]:
+        return sort_by(rest, xfactor_score(problem))

@@ -1,0 +1,25 @@
+"""EASY-SJBF: FCFS head reservation, backfill shortest estimate first.
+
+Tsafrir, Etsion & Feitelson 2007 ("Backfilling using system-generated predictions rather than
+user runtime estimates"): the queue is in submit order, so the head (the first job that does
+not fit) is the oldest blocked job and holds EASY's reservation; the jobs behind it are tried
+for backfilling in order of their predicted duration d_i, shortest first (ties: earlier q_i).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from .easy import EasyDispatcher
+from .planning.job_orders import sjf_score, sort_by
+from .planning.problem import Job, Problem
+
+
+class EasySjbfDispatcher(EasyDispatcher):
+    name: ClassVar[str] = "easy-sjbf"
+    kind: ClassVar[int] = pb.DISPATCHER_EASY_SJBF
+
+    def backfill_order(self, problem: Problem, rest: list[Job]) -> list[Job]:
+        return sort_by(rest, sjf_score(problem))
