@@ -133,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
-    for path, same in agreement.items():
-        print(f"EASY start times equal to the plain simulator's ({path}): {same} jobs")
+    for where, equal in agreement.items():
+        print(f"EASY start times equal to the plain simulator's ({where}): {equal} jobs")
     return 0
 
 
