@@ -276,3 +276,23 @@ def test_conservative_replay_no_job_starts_later_than_its_reservation_at_arrival
     assert not late, late[:10]
     # The guarantee binds: some jobs start before their reservation at arrival (compression).
     assert any(int(j["start"]) < at_arrival[j["job_id"]] for j in jobs)
+
+
+# Nodes n1, n2, n3 of one core; n2 and n3 run work until T + 100, n1 is free now. A (2 units)
+# holds [T + 100, T + 200) on n1 and n2 from an earlier decision. B (1 unit, d 200) fits
+# now in the pooled view (one core free at every time), but not node by node: n1 is A's at
+# T + 100. Moving A's reservation onto n2 and n3 (same start) lets B start now on n1: the
+# KTH-SP2 job 218 case (a 4-core job that fitted the free cores and waited 6,679 s).
+def test_conservative_repacks_reservations_so_a_pooled_fit_starts_now() -> None:
+    snap = Snapshot(
+        T, (node(1, cores=1), node(2, cores=1), node(3, cores=1)),
+        (running("r2", "n2", 1, 100), running("r3", "n3", 1, 100)),
+        (queued("A", 1, 100, submit=900, units=2), queued("B", 1, 200, submit=950)),
+    )
+    problem = problem_of(snap)
+    held = {0: (100, [0, 1])}
+    pinned = _ids(problem, plan_backfill(problem, fcfs(problem), held=held).reservations)
+    assert pinned == {"A": 100, "B": 100}
+    repacked = plan_backfill(problem, fcfs(problem), held=held, repack=True)
+    assert _ids(problem, repacked.reservations) == {"A": 100, "B": 0}
+    assert sorted(repacked.reservations[0][1]) == [1, 2]

@@ -18,6 +18,12 @@ whose reservation was late can take the hole a younger job had been given at its
 the younger job moves later (KTH-SP2, job 198: reserved at arrival for 709,406, started at
 712,817).
 
+Reservations hold nodes, but a job needs only some nodes at its start: a job that fits now in
+the pooled view, every other reservation in place, may still not fit node by node because the
+reservations sit on nodes it needs (KTH-SP2, job 218: 4 cores fitted the free cores at 714,058
+and it started 6,679 s later). Such a job gets the later reservations moved to other nodes, at
+their own start times, when they all fit there (`backfill._repack`); then it starts now.
+
 A held reservation that no longer fits (a running job outlived its predicted end, a node went
 down, the prediction d_i grew, or the caller did not start a job it was told to start) is
 dropped and its job is reserved anew after the compressed ones: the guarantee holds for
@@ -119,7 +125,8 @@ class ConservativeDispatcher:
             i: (before[k][0] - t, before[k][1]) for i, k in enumerate(keys) if k in before
         }
         plan = plan_backfill(
-            problem, fcfs(problem), UNLIMITED, control.first_fit, control.should_stop, held
+            problem, fcfs(problem), UNLIMITED, control.first_fit, control.should_stop, held,
+            repack=True,
         )
         after: Held = {keys[i]: (t + s, nodes) for i, (s, nodes) in plan.reservations.items()}
         for i in plan.unplanned:  # not reached before the stop: they keep what they held

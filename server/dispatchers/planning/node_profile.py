@@ -98,20 +98,9 @@ class NodeProfile:
 
     def place(self, job: Job, start: int, first_fit: bool = False) -> list[int]:
         """Nodes of job i's units for a run from `start` (one entry per unit), by the pool's
-        rule (best fit or first fit) over what stays free for all of d_i; taken here.
-
-        A reservation in the future (start > 0, best fit) goes first to the nodes with the
-        least free now (as EASY's `head_nodes`): what a node has free now and a reservation
-        takes later is lost to every job that would start now and run past that start, so
-        holding it on nodes free now blocks backfilling that another choice of the same
-        start would allow (a 4-core job that fitted the free cores waited 6,679 s on KTH-SP2,
-        issue #24, behind reservations pinned to idle nodes)."""
+        rule (best fit or first fit) over what stays free for all of d_i; taken here."""
         end = start + job.duration
         free = self.free_during(start, end)
-        if start > 0 and not first_fit:
-            away = self._away_from_free_now(job, free)
-            self.take(job, start, away)
-            return away
         pool = FreePool(
             [tuple(int(a) for a in row) for row in free],
             self.problem.eligible,
@@ -123,24 +112,19 @@ class NodeProfile:
         self.take(job, start, nodes)
         return nodes
 
-    def _away_from_free_now(self, job: Job, free: npt.NDArray[np.int64]) -> list[int]:
-        """Nodes for job i's units out of `free` (per node, free over its run): those with the
-        least free now first (by the best-fit score of what is free now), then best fit over
-        the run, then node order."""
-        fit = self.units_fitting(free, job)
-        fit[~np.asarray(self.problem.eligible, dtype=bool)] = 0
-        candidates = np.flatnonzero(fit > 0)
-        scale = np.asarray([s if s else 1 for s in self.problem.free_now.scale],
-                           dtype=np.float64)
-        now_score = (self.free[0][candidates] / scale).sum(axis=1)
-        run_score = (free[candidates] / scale).sum(axis=1)
-        order = candidates[np.lexsort((candidates, run_score, now_score))]
-        chosen: list[int] = []
-        for n in order.tolist():
-            chosen.extend([n] * min(int(fit[n]), job.units - len(chosen)))
-            if len(chosen) == job.units:
-                return chosen
-        raise AssertionError("place called where the job does not fit")
+    def checkpoint(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], CapacityProfile]:
+        """The profile's state, for `restore`."""
+        return self.times.copy(), self.free.copy(), self.pooled.copy()
+
+    def restore(
+        self, state: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], CapacityProfile]
+    ) -> None:
+        self.times, self.free, self.pooled = state
+
+    def fits_at(self, job: Job, start: int) -> bool:
+        """Whether rn_i units of job i fit node by node over [start, start + d_i)."""
+        free = self.free_during(start, start + job.duration)
+        return int(self.units_fitting(free, job).sum()) >= job.units
 
     def _counts(self, nodes: list[int]) -> Counts:
         return np.bincount(np.asarray(nodes, dtype=np.int64), minlength=self.free.shape[1])
