@@ -3,13 +3,23 @@
 Every call has a deadline; calls that fail with UNAVAILABLE (server restarting) or
 RESOURCE_EXHAUSTED (all its decision slots busy) are retried with exponential backoff by gRPC's
 own retry policy (service config), so a plugin survives a restarting or saturated server.
+
+Before its first call a client checks, within `connect_timeout` seconds, that a service answers
+at its target; when none does (nothing listening, a wrong host, plaintext against TLS, TLS
+against plaintext, a refused or missing client certificate) it raises `ServiceUnreachable`
+(a grpc.RpcError of code UNAVAILABLE) naming the target and the likely cause, rather than
+waiting out the whole deadline of the call. Once a service has answered, calls wait for the
+connection (wait-for-ready), so that a restart does not fail them.
 """
 
 from __future__ import annotations
 
 import json
+import socket
+import threading
 from collections.abc import Iterable, Sequence
 from types import TracebackType
+from typing import Any
 
 import grpc
 
@@ -19,6 +29,90 @@ from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 from .session import DispatchSession
 
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+DEFAULT_CONNECT_TIMEOUT = 5.0
+
+
+class ServiceUnreachable(grpc.RpcError, grpc.Call):
+    """No service answers at the target: UNAVAILABLE, with the target and the likely cause.
+
+    A grpc.Call as the errors of failed calls are, so code() and details() read the same."""
+
+    def __init__(self, target: str, cause: str, detail: str = "") -> None:
+        super().__init__()
+        self.target = target
+        self.cause = cause
+        self.detail = detail
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        text = f"cannot reach an hpcdispatch service at {self.target}: {self.cause}"
+        return f"{text} (gRPC: {self.detail})" if self.detail else text
+
+    def trailing_metadata(self) -> None:
+        return None
+
+    def initial_metadata(self) -> None:
+        return None
+
+    def is_active(self) -> bool:
+        return False
+
+    def time_remaining(self) -> float | None:
+        return None
+
+    def cancel(self) -> bool:
+        return False
+
+    def add_callback(self, callback: Any) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return f"UNAVAILABLE: {self.details()}"
+
+
+_TLS_OPTIONS = "--tls-ca, and --tls-cert / --tls-key if it requires client certificates"
+
+
+def _likely_cause(detail: str, tls: bool) -> str | None:
+    """What a transport error's text most likely means, or None when it is not one (e.g. a
+    server's own UNAVAILABLE while it drains)."""
+    text = detail.lower()
+    if "connection refused" in text:
+        return ("nothing is listening there (is `hpcdispatch serve` running, on this host "
+                "and port?)")
+    if ("dns" in text or "resolv" in text or "lookup" in text
+            or "name or service not known" in text):
+        return "the host name does not resolve"
+    if "no route" in text or "network is unreachable" in text or "timed out" in text:
+        return "the host cannot be reached (a wrong address, or a firewall in the way)"
+    if tls:
+        if "wrong_version_number" in text or "http/1" in text:
+            return ("the TLS handshake failed: the server does not speak TLS there (a "
+                    "plaintext server? then drop the TLS options)")
+        if "peer name" in text or "hostname" in text or "subject alternative" in text:
+            return ("the server's certificate does not name this target: give the name it "
+                    "carries with --tls-server-name")
+        if "certificate_verify_failed" in text or "verify" in text or "unknown_ca" in text:
+            return ("the server's certificate is not signed by the CA given with --tls-ca "
+                    "(or, without --tls-ca, by one of the system's roots)")
+        if ("socket closed" in text or "connection reset" in text or "certificate" in text
+                or "end of tcp stream" in text or "alert" in text):
+            return ("the server closed the connection during the TLS handshake: it most "
+                    "likely requires a client certificate signed by its client CA "
+                    "(--tls-cert / --tls-key) and got none, or one it does not trust")
+        if "ssl" in text or "handshake" in text or "tls" in text:
+            return "the TLS handshake failed"
+    elif ("socket closed" in text or "connection reset" in text or "ssl" in text
+          or "end of tcp stream" in text or "tls" in text or "handshake" in text
+          or "http" in text):
+        return (f"the connection was closed while setting it up: the server most likely "
+                f"requires TLS (give {_TLS_OPTIONS}), or something other than an "
+                "hpcdispatch service listens there")
+    if "failed to connect" in text:
+        return "the connection could not be set up"
+    return None
 
 
 def _service_config(attempts: int, initial_backoff: float, max_backoff: float) -> str:
@@ -47,6 +141,8 @@ class DispatcherClient:
     target: "host:port". timeout: default deadline per call, seconds. retries: attempts on
     UNAVAILABLE or RESOURCE_EXHAUSTED (2..5, gRPC's limit). credentials:
     grpc.ssl_channel_credentials(...) for TLS or mutual TLS; None for a plaintext channel.
+    connect_timeout: how long the first call waits for a connection to the service before it
+    raises ServiceUnreachable (module docstring).
     """
 
     def __init__(
@@ -60,6 +156,7 @@ class DispatcherClient:
         credentials: grpc.ChannelCredentials | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         extra_options: Sequence[tuple[str, str | int]] = (),
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> None:
         options: list[tuple[str, str | int]] = [
             ("grpc.enable_retries", 1),
@@ -72,6 +169,10 @@ class DispatcherClient:
         ]
         self.target = target
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self._tls = credentials is not None
+        self._reached = False
+        self._reach_lock = threading.Lock()
         if credentials is None:
             self._channel = grpc.insecure_channel(target, options=options)
         else:
@@ -83,10 +184,63 @@ class DispatcherClient:
         """Block until the channel is connected; raises grpc.FutureTimeoutError."""
         grpc.channel_ready_future(self._channel).result(timeout=timeout)
 
+    def check_reachable(self, timeout: float | None = None) -> None:
+        """Raise ServiceUnreachable unless a service answers at the target within `timeout`
+        seconds (default connect_timeout). Done once, before the client's first call."""
+        if self._reached:
+            return
+        with self._reach_lock:
+            if self._reached:
+                return
+            self._probe(self.connect_timeout if timeout is None else timeout)
+            self._reached = True
+
+    def _probe(self, timeout: float) -> None:
+        # One call without wait-for-ready: a refused connection or handshake fails at once,
+        # with gRPC's reason, where a waiting call would wait out its whole deadline.
+        try:
+            self._stub.DescribeService(pb.DescribeServiceRequest(), timeout=timeout,
+                                       wait_for_ready=False)
+        except grpc.RpcError as error:
+            code = error.code()
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                if self._connected():
+                    return  # a service too busy to describe itself in time: it is there
+                raise ServiceUnreachable(self.target, self._silent_cause(timeout)) from None
+            if code != grpc.StatusCode.UNAVAILABLE:
+                return  # a service answered (UNIMPLEMENTED from a stand-in, ...)
+            detail = " ".join(str(error.details() or "").split())
+            cause = _likely_cause(detail, self._tls)
+            if cause is None and not self._connected():
+                cause = "the connection could not be set up"
+            if cause is not None:
+                raise ServiceUnreachable(self.target, cause, detail) from None
+
+    def _connected(self) -> bool:
+        """Whether the channel is connected now (or within a moment)."""
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=0.3)
+        except grpc.FutureTimeoutError:
+            return False
+        return True
+
+    def _silent_cause(self, timeout: float) -> str:
+        """Why no connection came up in `timeout` seconds when gRPC does not say."""
+        host = self.target.rsplit(":", 1)[0].strip("[]")
+        if host.startswith(("dns:", "unix:", "ipv4:", "ipv6:")):
+            return f"no connection within {timeout:g} s"
+        try:
+            socket.getaddrinfo(host, None)
+        except (OSError, UnicodeError):
+            return f"the host name {host!r} does not resolve"
+        return (f"no connection within {timeout:g} s: the host does not answer (a wrong host "
+                "or port, or a firewall dropping the connection)")
+
     def dispatch(
         self, request: pb.DispatchRequest, timeout: float | None = None
     ) -> pb.DispatchResponse:
         """Ask for a decision. The deadline also caps the server's search."""
+        self.check_reachable()
         return self._stub.Dispatch(
             request, timeout=self.timeout if timeout is None else timeout, wait_for_ready=True
         )
@@ -99,6 +253,7 @@ class DispatcherClient:
         return DispatchSession(
             self._sessions, self.timeout if timeout is None else timeout,
             full_dispatch=lambda request, wait: self.dispatch(request, timeout=wait),
+            check_reachable=self.check_reachable,
         )
 
     def report_completions(
@@ -106,12 +261,14 @@ class DispatcherClient:
         timeout: float | None = None,
     ) -> int:
         request = pb.ReportCompletionsRequest(completions=list(completions), cluster=cluster)
+        self.check_reachable()
         response = self._stub.ReportCompletions(
             request, timeout=self.timeout if timeout is None else timeout, wait_for_ready=True
         )
         return response.accepted
 
     def describe(self, timeout: float | None = None) -> pb.DescribeServiceResponse:
+        self.check_reachable()
         return self._stub.DescribeService(
             pb.DescribeServiceRequest(), timeout=self.timeout if timeout is None else timeout,
             wait_for_ready=True,

@@ -106,8 +106,12 @@ class DispatchSession:
     def __init__(
         self, stub: pb_grpc.SessionServiceStub, timeout: float,
         full_dispatch: FullDispatch | None = None,
+        check_reachable: Callable[[], None] | None = None,
     ) -> None:
         self._stub = stub
+        # DispatcherClient.check_reachable: fail fast, before the first call, when no service
+        # answers at the target (raises hpcdispatch.client.ServiceUnreachable).
+        self._check_reachable = check_reachable
         self.timeout = timeout
         # A server without the session service (an older one, or a stand-in) answers
         # UNIMPLEMENTED: then every decision goes through `full_dispatch` (whole snapshots).
@@ -126,6 +130,8 @@ class DispatchSession:
     ) -> pb.DispatchResponse:
         """The decision on the full state `request`, as `DispatcherClient.dispatch` gives it."""
         wait = self.timeout if timeout is None else timeout
+        if self._check_reachable is not None:
+            self._check_reachable()
         if self.sessions_unsupported and self._full_dispatch is not None:
             return self._full_dispatch(request, wait)
         if self.session_id is None or self._last is None:

@@ -20,7 +20,15 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 EXAMPLE_SNAPSHOT = "eurora_snapshot.json"
 
 
+def _profiles() -> tuple[list[str], str]:
+    """(names of the search profiles, the default one), from the profile table."""
+    from hpcdispatch.server.dispatchers.profiles import DEFAULT_PROFILE, PROFILES
+
+    return sorted(PROFILES), DEFAULT_PROFILE
+
+
 def _add_serve(sub: argparse._SubParsersAction) -> None:
+    profiles, default_profile = _profiles()
     p = sub.add_parser("serve", help="run the gRPC dispatching service",
                        description="Run the service. Keys: docs/configuration.md; precedence: "
                        "flags > HPCDISPATCH_* environment > --config file > defaults.")
@@ -29,10 +37,14 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, help="gRPC worker threads")
     p.add_argument("--default-dispatcher", choices=sorted(DISPATCHER_NAMES))
     p.add_argument("--default-predictor", choices=sorted(PREDICTOR_NAMES))
-    p.add_argument("--default-profile", help="search profile: papers | fast")
+    p.add_argument("--default-profile", choices=profiles,
+                   help=f"search profile of the CP dispatchers (default: {default_profile}; "
+                   "README: Search profiles)")
     p.add_argument("--max-nodes", type=int, help="largest snapshot, in nodes")
     p.add_argument("--max-jobs", type=int, help="largest snapshot, in running + queued jobs")
-    p.add_argument("--predictor-store", help="SQLite file of the predictors' knowledge base")
+    p.add_argument("--predictor-store",
+                   help="the predictors' knowledge base: a SQLite file path, or a "
+                   "postgresql://user@host/db URL shared by replicas (default: in memory)")
     p.add_argument("--grace-seconds", type=float,
                    help="on SIGTERM, time in-flight decisions get to finish")
     p.add_argument("--metrics-port", type=int,
@@ -71,7 +83,11 @@ def _serve(args: argparse.Namespace) -> int:
         # Every invalid key, one per line, each naming its source (file, environment, flag).
         print(f"hpcdispatch serve: {exc}", file=sys.stderr)
         return 2
-    serve(config)
+    try:
+        serve(config)
+    except OSError as exc:  # a busy port (PortInUseError names its key), an unbindable host
+        print(f"hpcdispatch serve: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -80,9 +96,11 @@ def _add_dispatch(sub: argparse._SubParsersAction) -> None:
         "dispatch",
         help="send a snapshot (protobuf JSON DispatchRequest) and print the decision",
         description="Without --target, a service is started on loopback for this one call. "
-        "Without SNAPSHOT, a bundled example (Eurora-size, 100 queued jobs) is sent.",
+        f"Without SNAPSHOT, the bundled example hpcdispatch/examples/{EXAMPLE_SNAPSHOT} "
+        "(Eurora-size, 100 queued jobs) is sent: a template for your own snapshots.",
     )
-    p.add_argument("snapshot", nargs="?", help="DispatchRequest as protobuf JSON")
+    p.add_argument("snapshot", nargs="?", help="DispatchRequest as protobuf JSON (default: "
+                   f"hpcdispatch/examples/{EXAMPLE_SNAPSHOT})")
     p.add_argument("--target", help="host:port of a running service")
     p.add_argument("--dispatcher", choices=sorted(DISPATCHER_NAMES), help="override the request's")
     p.add_argument("--timeout", type=float, default=30.0, help="deadline, seconds")
@@ -240,7 +258,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # The subcommand's usage, not the top-level one, names what the subcommand takes.
+        subparsers = next(a for a in parser._actions
+                          if isinstance(a, argparse._SubParsersAction))
+        subparsers.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     return int(args.func(args))
 
 

@@ -27,12 +27,12 @@ from .decode_errors import DecodeErrorInterceptor
 from .dispatch_service import DispatcherService
 from .draining import Drain
 from .metrics import ServiceMetrics
-from .metrics_http import BasicAuth, MetricsTls
+from .metrics_http import BasicAuth, MetricsTls, PortInUseError, check_port_free
 from .request_id import RequestIdInterceptor
 from .session_service import SessionServicer
 from .tls import identity_interceptors, server_credentials, tls_mode
 
-__all__ = ["RunningServer", "ServerConfig", "serve", "start_server"]
+__all__ = ["PortInUseError", "RunningServer", "ServerConfig", "serve", "start_server"]
 
 log = structlog.get_logger("hpcdispatch.server")
 
@@ -86,8 +86,15 @@ def start_server(config: ServerConfig) -> RunningServer:
         ("grpc.keepalive_timeout_ms", 20_000),
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
         ("grpc.keepalive_permit_without_calls", 1),
+        # No SO_REUSEPORT: a second server on a busy port must fail, not share it silently.
+        ("grpc.so_reuseport", 0),
     ]
     validate_config(config)
+    listen_host, _, listen_port = config.listen.rpartition(":")
+    check_port_free("listen", listen_host, int(listen_port))
+    metrics_host = config.metrics_host or listen_host.strip("[]")
+    if config.metrics_port:
+        check_port_free("metrics_port", metrics_host, config.metrics_port)
     credentials = server_credentials(config)
     metrics = ServiceMetrics()
     drain = Drain()
@@ -115,16 +122,23 @@ def start_server(config: ServerConfig) -> RunningServer:
         (SERVICE_NAME, SESSION_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME),
         server,
     )
-    if credentials is None:
-        port = server.add_insecure_port(config.listen)
-    else:
-        port = server.add_secure_port(config.listen, credentials)
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(config.listen)
+        else:
+            port = server.add_secure_port(config.listen, credentials)
+    except RuntimeError as exc:  # grpcio >= 1.5x: "Failed to bind to address ..."
+        raise _bind_error(config.listen) from exc
     if port == 0:
-        raise OSError(f"cannot listen on {config.listen}")
+        raise _bind_error(config.listen)
     metrics_port = None
     if config.metrics_port:
-        host = config.metrics_host or config.listen.rsplit(":", 1)[0].strip("[]")
-        metrics_port = metrics.start_http(host, config.metrics_port, *metrics_security(config))
+        try:
+            metrics_port = metrics.start_http(metrics_host, config.metrics_port,
+                                              *metrics_security(config))
+        except BaseException:
+            server.stop(None)  # let go of the gRPC port
+            raise
     server.start()
     for name in ("", SERVICE_NAME, SESSION_SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -133,6 +147,17 @@ def start_server(config: ServerConfig) -> RunningServer:
              transport=tls_mode(config), metrics_port=metrics_port)
     return RunningServer(server, port, health_servicer, config, predictors, metrics, metrics_port,
                          drain)
+
+
+def _bind_error(listen: str) -> OSError:
+    """Why `listen` could not be bound: busy (raced past check_port_free) or not bindable."""
+    host, _, port = listen.rpartition(":")
+    try:
+        check_port_free("listen", host, int(port))
+    except PortInUseError as busy:
+        return busy
+    return OSError(f"configuration key 'listen': cannot listen on {listen} (is the host one "
+                   "of this machine's addresses?)")
 
 
 def metrics_security(config: ServerConfig) -> tuple[MetricsTls | None, BasicAuth | None]:

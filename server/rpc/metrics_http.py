@@ -5,6 +5,7 @@ configuration (`basic_auth_users`) does."""
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import hmac
 import socket
@@ -19,13 +20,67 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import bcrypt
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
-__all__ = ["BasicAuth", "MetricsTls", "start_metrics_http"]
+__all__ = ["BasicAuth", "MetricsTls", "PortInUseError", "check_port_free", "start_metrics_http"]
 
 REALM = "hpcdispatch metrics"
 HANDSHAKE_TIMEOUT_SECONDS = 10.0
 VERIFIED_MEMORY = 16  # Authorization headers remembered as verified (bcrypt is slow on purpose)
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+# Configuration key -> (command-line flag, environment variable), for the busy-port message.
+_PORT_KEYS = {
+    "listen": ("--listen", "HPCDISPATCH_LISTEN"),
+    "metrics_port": ("--metrics-port", "HPCDISPATCH_METRICS_PORT"),
+}
+
+
+class PortInUseError(OSError):
+    """A configured port is held by another process (another hpcdispatch serve, or any other
+    program); the message names the configuration key and what to do."""
+
+    def __init__(self, key: str, address: str) -> None:
+        flag, env = _PORT_KEYS.get(
+            key, (f"--{key.replace('_', '-')}", f"HPCDISPATCH_{key.upper()}"))
+        super().__init__(
+            errno.EADDRINUSE,
+            f"configuration key '{key}': {address} is already in use by another process "
+            f"(another hpcdispatch serve, or another program: see `ss -ltnp 'sport = "
+            f":{address.rsplit(':', 1)[-1]}'`). Stop that process, or choose a free port "
+            f"with {flag} / {env} / '{key}' in the --config file",
+        )
+        self.key = key
+        self.address = address
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def check_port_free(key: str, host: str, port: int) -> None:
+    """Raise PortInUseError when host:port cannot be bound because someone listens there.
+
+    Binds (with SO_REUSEADDR, as servers do, and without SO_REUSEPORT) every address `host`
+    resolves to, then lets go. gRPC binds with SO_REUSEPORT unless told not to, and would then
+    share a port with another server silently; this check also spares the C-core error line
+    a failed bind prints. Port 0 (a free one) is not checked.
+    """
+    if port == 0:
+        return
+    host = host.strip("[]")
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except socket.gaierror:
+        return  # the bind itself reports an unknown host
+    for family, kind, proto, _, sockaddr in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(sockaddr)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    shown = f"[{sockaddr[0]}]" if family == socket.AF_INET6 else sockaddr[0]
+                    raise PortInUseError(key, f"{shown}:{port}") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +199,13 @@ def start_metrics_http(
         address_family = family
         tls_context = tls.context() if tls is not None else None
 
-    httpd = make_server(address, port, app, Server, handler_class=_QuietHandler)
+    try:
+        httpd = make_server(address, port, app, Server, handler_class=_QuietHandler)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            shown = f"[{address}]" if family == socket.AF_INET6 else address
+            raise PortInUseError("metrics_port", f"{shown}:{port}") from exc
+        raise
     thread = threading.Thread(target=httpd.serve_forever, name="metrics-http", daemon=True)
     thread.start()
     return httpd, thread

@@ -1,0 +1,115 @@
+"""A client that cannot reach a service fails fast, naming the target and the likely cause
+(issue #23, item 2): nothing listening, a host that does not resolve, plaintext against TLS,
+TLS against plaintext, a missing client certificate. It used to wait out the whole deadline
+and say only `DEADLINE_EXCEEDED: Deadline Exceeded`."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from hpcdispatch.client import DispatcherClient, ServiceUnreachable, channel_credentials
+from hpcdispatch.server.rpc.app import RunningServer
+from tests.certificates import CertificateAuthority, Pem
+from tests.observability import free_port, metrics_server, small_request
+
+CLI = [sys.executable, "-m", "hpcdispatch"]
+FAST = 15.0  # seconds: well under the 30 s deadline the failures used to wait out
+
+
+@dataclasses.dataclass(frozen=True)
+class Pki:
+    ca: Pem
+    server: Pem
+    client: Pem
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    ca = CertificateAuthority(tmp_path_factory.mktemp("pki") / "ca")
+    return Pki(ca.pem, ca.issue("server", "localhost", server=True),
+               ca.issue("client", "slurm-plugin", server=False))
+
+
+@pytest.fixture(scope="module")
+def mtls_server(pki: Pki) -> Iterator[RunningServer]:
+    with metrics_server(tls_cert=str(pki.server.cert), tls_key=str(pki.server.key),
+                        tls_client_ca=str(pki.ca.cert)) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def plaintext_server() -> Iterator[RunningServer]:
+    with metrics_server() as server:
+        yield server
+
+
+def dispatch_command(target: str, *flags: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    began = time.monotonic()
+    done = subprocess.run([*CLI, "dispatch", "--target", target, *flags], capture_output=True,
+                          text=True, timeout=60)
+    return done, time.monotonic() - began
+
+
+def test_nothing_listening_is_unavailable_at_once_with_the_target() -> None:
+    target = f"127.0.0.1:{free_port()}"
+    began = time.monotonic()
+    with DispatcherClient(target, timeout=30) as client, pytest.raises(ServiceUnreachable) as e:
+        client.dispatch(small_request())
+    assert time.monotonic() - began < FAST
+    assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert f"cannot reach an hpcdispatch service at {target}: nothing is listening there" in (
+        e.value.details())
+    assert isinstance(e.value, grpc.RpcError)  # callers catching grpc.RpcError still do
+
+
+def test_a_host_that_does_not_resolve_is_named() -> None:
+    with DispatcherClient("no-such-host.invalid:50051", timeout=30) as client, pytest.raises(
+        ServiceUnreachable, match="the host name does not resolve"
+    ):
+        client.describe()
+
+
+@pytest.mark.parametrize(
+    ("server", "tls", "cause"),
+    [
+        ("nothing", "", "nothing is listening there"),
+        ("mtls", "", "the server most likely requires TLS"),
+        ("mtls", "ca-only", "it most likely requires a client certificate"),
+        ("plaintext", "ca-only", "the server does not speak TLS there"),
+    ],
+)
+def test_dispatch_command_fails_fast_with_the_likely_cause(
+    request: pytest.FixtureRequest, pki: Pki, server: str, tls: str, cause: str
+) -> None:
+    if server == "nothing":
+        target = f"127.0.0.1:{free_port()}"
+    else:
+        running: RunningServer = request.getfixturevalue(f"{server}_server")
+        target = running.target
+    flags = ["--tls-ca", str(pki.ca.cert)] if tls else []
+    done, took = dispatch_command(target, *flags)
+    assert done.returncode == 1, done.stderr
+    assert took < FAST, done.stderr
+    assert (f"hpcdispatch dispatch: UNAVAILABLE: cannot reach an hpcdispatch service at "
+            f"{target}: ") in done.stderr
+    assert cause in done.stderr
+    assert "DEADLINE_EXCEEDED" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_reachable_service_still_answers(pki: Pki, mtls_server: RunningServer,
+                                           tmp_path: Path) -> None:
+    credentials = channel_credentials(pki.ca.cert, pki.client.cert, pki.client.key)
+    with DispatcherClient(mtls_server.target, credentials=credentials, timeout=30) as client:
+        assert client.dispatch(small_request()).starts
+    done, _ = dispatch_command(mtls_server.target, "--tls-ca", str(pki.ca.cert), "--tls-cert",
+                               str(pki.client.cert), "--tls-key", str(pki.client.key),
+                               "--output", str(tmp_path / "decision.json"))
+    assert done.returncode == 0, done.stderr
