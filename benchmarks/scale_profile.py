@@ -1,4 +1,4 @@
-"""In-process profile of session decisions at scale (what BENCHMARKS.md §7 measures, minus
+"""In-process profile of session decisions at scale (what BENCHMARKS.md §4.2 measures, minus
 gRPC): the session state of a synthetic instance, then `--repeats` times one delta (a running
 job ends, a job is submitted) and a decision (the session's snapshot and occupancy, then
 `run_decision`); the median and fastest wall times, and the last decision under cProfile.
