@@ -37,7 +37,7 @@ listed with its error (`DIR/<cell>/error.txt` has the traceback) and the exit co
 `--config FILE` reads the same options from YAML (keys as the long flags, lists or comma
 strings); flags given on the command line win:
 
-    traces: [bundled, ../shared/traces/LLNL-Atlas-2006-2.1-cln.swf.xz]
+    traces: [bundled, sim_adapter/data/LLNL-Atlas-2006-2.1-cln.swf.xz]
     dispatchers: [easy, pcp20, hcp19]
     predictors: walltime,last-two
     limit_jobs: 5000

@@ -51,8 +51,9 @@ from benchmarks.qos_cases import (
     with_protocol,
 )
 from benchmarks.qos_verdicts import Judged, document, judge, markdown
+from hpcdispatch.sim_adapter.replay import bundled_trace
 
-DEFAULT_TRACES = Path("../shared/traces")
+DEFAULT_TRACES = bundled_trace().parent  # the traces shipped in hpcdispatch.sim_adapter.data
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --from: count these runs as the default where no run asked "
                    "for the server's default (default: this checkout's server default)")
     p.add_argument("--traces-dir", type=Path, default=DEFAULT_TRACES,
-                   help=f"where the shared traces are (default: {DEFAULT_TRACES})")
+                   help="where the traces are (default: the ones shipped in "
+                   "hpcdispatch/sim_adapter/data)")
     p.add_argument("--limit-jobs", type=int, help="replay only the first N cleaned jobs of "
                    "each case (verdicts marked partial)")
     p.add_argument("--sequences", type=int, help="RLScheduler case: sequences (default 10; "

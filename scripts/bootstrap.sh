@@ -7,11 +7,14 @@ extras="${1:-}"
 venv="${HPCDISPATCH_VENV:-$root/.venv}"
 python="${PYTHON:-python3}"
 if [ ! -x "$venv/bin/python" ]; then
+  echo "== creating the virtual environment $venv (nothing is installed outside it)" >&2
   "$python" -m venv "$venv"
 fi
 stamp="$venv/.hpcdispatch-installed${extras:+-$extras}"
 want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "== installing hpcdispatch${extras:+ with its '$extras' extras} and its Python" \
+    "dependencies (grpcio, ortools, ...) into $venv with pip: 1-3 min the first time" >&2
   "$venv/bin/python" -m pip install --quiet --upgrade pip
   "$venv/bin/python" -m pip install --quiet -e "$root${extras:+[$extras]}"
   echo "$want" > "$stamp"

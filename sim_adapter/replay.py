@@ -26,12 +26,46 @@ from .swf import CleaningStats, iter_jobs, read_header
 from .workload import UnitMode, resolve_system, rule_for_system
 
 BUNDLED_TRACE = "KTH-SP2-1996-2.1-cln.slice.swf.xz"
+BUNDLED_NAME = "kth-sp2-slice"
+
+# Short names of the traces shipped in the package (data/README.md), for --trace.
+SHIPPED_TRACES: dict[str, str] = {
+    BUNDLED_NAME: BUNDLED_TRACE,
+    "kth-sp2": "KTH-SP2-1996-2.1-cln.swf.xz",
+    "llnl-atlas": "LLNL-Atlas-2006-2.1-cln.swf.xz",
+    "lublin-256": "lublin_256.swf.xz",
+}
+
+
+def shipped_trace(file_name: str) -> Path:
+    """A trace file shipped in the package's data folder."""
+    path = resources.files("hpcdispatch.sim_adapter").joinpath("data", file_name)
+    return Path(str(path))
 
 
 def bundled_trace() -> Path:
     """The slice of a real trace shipped in the package (see data/README.md)."""
-    path = resources.files("hpcdispatch.sim_adapter").joinpath("data", BUNDLED_TRACE)
-    return Path(str(path))
+    return shipped_trace(BUNDLED_TRACE)
+
+
+def resolve_trace(spec: str | Path | None) -> Path:
+    """The trace file `spec` names: a shipped trace's short name (SHIPPED_TRACES), a path to
+    an SWF file (plain, .gz or .xz), or None for the bundled slice. Raises ValueError, naming
+    the short names, when `spec` is neither a short name nor an existing file."""
+    if spec is None:
+        return bundled_trace()
+    text = str(spec)
+    if text in SHIPPED_TRACES:
+        return shipped_trace(SHIPPED_TRACES[text])
+    path = Path(text)
+    names = ", ".join(SHIPPED_TRACES)
+    if path.is_dir():
+        raise ValueError(f"--trace {text}: is a directory; give an SWF file (plain, .gz or "
+                         f".xz) or a shipped trace's name ({names})")
+    if not path.exists():
+        raise ValueError(f"--trace {text}: no such file, and not a shipped trace's name "
+                         f"({names})")
+    return path
 
 
 def trace_name(path: Path) -> str:

@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -146,20 +145,19 @@ def _unavailable(reason: str) -> NoReturn:
 
 
 def ensure_prometheus() -> str:
-    """Path of the prometheus binary; installs Debian's package if missing, else skips."""
+    """Path of the prometheus binary; installs Debian's package if missing (saying so first),
+    else skips; a quick run installs nothing (tests/system_packages.py)."""
+    from tests.system_packages import apt_install, quick_run, quick_skip_reason
+
+    if quick_run("prometheus"):
+        _unavailable(quick_skip_reason("prometheus"))
     found = shutil.which("prometheus")
     if found:
         return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        _unavailable("prometheus is not installed and apt-get cannot run here (needs root): "
-                     "apt-get install -y prometheus")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (["apt-get", "update", "-q"],
-                    ["apt-get", "install", "-y", "-q", "--no-install-recommends", "prometheus"]):
-        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-        if result.returncode != 0:
-            _unavailable(f"cannot install Debian's prometheus ({' '.join(command)}): "
-                         f"{result.stderr.strip()[-300:]}")
+    reason = apt_install("prometheus")
+    if reason is not None:
+        _unavailable(f"prometheus is {reason}" if reason.startswith("not installed")
+                     else reason)
     found = shutil.which("prometheus")
     if not found:
         _unavailable("apt-get installed prometheus but no prometheus binary is on PATH")

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.observability import free_port
+from tests.system_packages import GROUPS, apt_install, quick_run, quick_skip_reason
 
-POSTGRES_PACKAGES = ("postgresql",)
+POSTGRES_PACKAGES = GROUPS["postgres"][0]
 SERVER_USER = "postgres"
 
 
@@ -56,27 +57,20 @@ def _missing() -> str | None:
 def ensure_postgres(install: bool = True, timeout: float = 600.0) -> str | None:
     """Make sure Debian's PostgreSQL is installed; None when it is, else why it is not.
 
-    Installs with apt-get when running as root and apt-get exists.
+    Installs with apt-get when running as root and apt-get exists, saying so first; a quick
+    run installs nothing (tests/system_packages.py).
     """
+    if quick_run("postgres"):
+        return quick_skip_reason("postgres")
     if _missing() is None:
         return None
     if os.geteuid() != 0:
         return "PostgreSQL tests need root (to run the server as the postgres user)"
     if not install:
         return _missing()
-    if shutil.which("apt-get") is None:
-        return f"{_missing()} and apt-get is not available"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    try:
-        subprocess.run(["apt-get", "update", "-q"], env=env, check=True, capture_output=True,
-                       timeout=timeout)
-        subprocess.run(
-            ["apt-get", "install", "-y", "-q", "--no-install-recommends", *POSTGRES_PACKAGES],
-            env=env, check=True, capture_output=True, timeout=timeout,
-        )
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        tail = (getattr(exc, "stderr", b"") or b"").decode(errors="replace")[-400:]
-        return f"apt-get could not install PostgreSQL: {exc}: {tail}"
+    reason = apt_install("postgres", timeout)
+    if reason is not None:
+        return f"{_missing()}: {reason}" if reason.startswith("not installed") else reason
     return _missing()
 
 

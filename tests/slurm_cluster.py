@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SLURM_PACKAGES = ("slurmctld", "slurmd", "slurm-client")
+from tests.system_packages import GROUPS, apt_install, quick_run, quick_skip_reason
+
+SLURM_PACKAGES = GROUPS["slurm"][0]
 _BINARIES = ("slurmctld", "slurmd", "squeue", "sinfo", "sbatch", "scontrol", "scancel")
 
 
@@ -35,29 +37,18 @@ def missing_binaries() -> list[str]:
 def ensure_slurm(install: bool = True, timeout: float = 600.0) -> str | None:
     """Make sure Debian's Slurm is installed; return None when it is, else why it is not.
 
-    Installs with apt-get when running as root and apt-get exists.
+    Installs with apt-get when running as root and apt-get exists, saying so first; a quick
+    run installs nothing (tests/system_packages.py).
     """
+    if quick_run("slurm"):
+        return quick_skip_reason("slurm")
     if not missing_binaries():
         return None
     if not install:
         return f"Slurm binaries missing: {', '.join(missing_binaries())}"
-    if os.geteuid() != 0:
-        return "Slurm is not installed and the tests do not run as root (apt-get needs root)"
-    if shutil.which("apt-get") is None:
-        return "Slurm is not installed and apt-get is not available"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    try:
-        subprocess.run(
-            ["apt-get", "update", "-q"], env=env, check=True, capture_output=True,
-            timeout=timeout,
-        )
-        subprocess.run(
-            ["apt-get", "install", "-y", "-q", "--no-install-recommends", *SLURM_PACKAGES],
-            env=env, check=True, capture_output=True, timeout=timeout,
-        )
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        tail = getattr(exc, "stderr", b"") or b""
-        return f"apt-get could not install Slurm: {exc}: {tail.decode(errors='replace')[-400:]}"
+    reason = apt_install("slurm", timeout)
+    if reason is not None:
+        return f"Slurm is {reason}" if reason.startswith("not installed") else reason
     missing = missing_binaries()
     return f"still missing after apt-get: {', '.join(missing)}" if missing else None
 

@@ -22,7 +22,7 @@ from benchmarks.qos_verdicts import (
     summary_lines,
 )
 
-KTH = {"trace": "../shared/traces/KTH-SP2-1996-2.1-cln.swf.xz",
+KTH = {"trace": "sim_adapter/data/KTH-SP2-1996-2.1-cln.swf.xz",
        "system": {"name": "KTH-SP2-1996-2.1-cln"}, "records": None}
 
 

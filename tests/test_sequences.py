@@ -13,6 +13,7 @@ import pytest
 
 from hpcdispatch.cli import main
 from hpcdispatch.sim_adapter.record_window import parse_window
+from hpcdispatch.sim_adapter.replay import resolve_trace
 from hpcdispatch.sim_adapter.sequences import (
     aggregate,
     aggregate_table,
@@ -21,8 +22,7 @@ from hpcdispatch.sim_adapter.sequences import (
     rlscheduler_jobs,
 )
 
-LUBLIN = Path("/work/shared/traces/lublin_256.swf.xz")
-needs_lublin = pytest.mark.skipif(not LUBLIN.exists(), reason="shared traces not available")
+LUBLIN = resolve_trace("lublin-256")  # shipped in the package (sim_adapter/data)
 
 
 def gym_starts(job_count: int, count: int, length: int, seed: int) -> list[int]:
@@ -72,13 +72,11 @@ def test_aggregate_is_mean_and_sample_std_per_label() -> None:
     assert "2.00 ± 1.41" in aggregate_table(runs)
 
 
-@needs_lublin
 def test_lublin_job_list_is_the_file_order() -> None:
     jobs = rlscheduler_jobs(LUBLIN)
     assert jobs == list(range(10_000))  # no zero run time, sorted by job number
 
 
-@needs_lublin
 def test_short_sequences_of_lublin_replay_alone(tmp_path: Path) -> None:
     """Three sequences of 48 jobs, EASY and EASY-SJF: each run replays exactly the drawn jobs
     on an empty machine, and the report aggregates the three per dispatcher."""

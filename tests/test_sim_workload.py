@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from hpcdispatch.sim_adapter.replay import bundled_trace
 from hpcdispatch.sim_adapter.swf import SwfHeader, TraceJob, read_header
 from hpcdispatch.sim_adapter.workload import (
     UnitRule,
@@ -16,7 +15,7 @@ from hpcdispatch.sim_adapter.workload import (
 )
 from hpcdispatch.systems import PRESETS
 
-TRACES = Path("/work/shared/traces")
+TRACES = bundled_trace().parent  # the traces shipped in the package (sim_adapter/data)
 
 
 @pytest.mark.parametrize(
@@ -50,8 +49,6 @@ def test_memory_is_asked_only_when_the_system_has_it() -> None:
      ("lublin_256.swf.xz", 256, 1)],
 )
 def test_system_from_the_shared_trace_headers(trace: str, nodes: int, cores: int) -> None:
-    if not (TRACES / trace).exists():
-        pytest.skip("shared traces not available")
     system = system_from_header(read_header(TRACES / trace))
     assert system.node_count == nodes
     assert {n.capacity["core"] for n in system.nodes()} == {cores}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcdispatch.sim_adapter.replay import bundled_trace
 from hpcdispatch.sim_adapter.swf import (
     UNKNOWN_USER,
     CleaningStats,
@@ -18,11 +19,10 @@ from hpcdispatch.sim_adapter.swf import (
     read_header,
 )
 
-TRACES = Path("/work/shared/traces")
+TRACES = bundled_trace().parent  # the traces shipped in the package (sim_adapter/data)
 KTH = TRACES / "KTH-SP2-1996-2.1-cln.swf.xz"
 ATLAS = TRACES / "LLNL-Atlas-2006-2.1-cln.swf.xz"
 LUBLIN = TRACES / "lublin_256.swf.xz"
-needs_traces = pytest.mark.skipif(not KTH.exists(), reason="shared traces not available")
 
 HEADER = """; Version: 2.2
 ; Computer: test box
@@ -137,7 +137,6 @@ def test_malformed_lines_name_file_line_and_problem(
     assert message in str(info.value)
 
 
-@needs_traces
 def test_kth_header_and_counts() -> None:
     header = read_header(KTH)
     assert (header.max_nodes, header.max_procs) == (100, 100)
@@ -146,7 +145,7 @@ def test_kth_header_and_counts() -> None:
     stats = CleaningStats()
     jobs = iter_jobs(KTH, stats)
     count = sum(1 for _ in jobs)
-    # The shared traces' README (../shared/traces/): 28,476 records, 28,475 with
+    # The shipped traces' README (sim_adapter/data/README.md): 28,476 records, 28,475 with
     # runtime >= 0 and procs > 0.
     assert stats.records == header.max_records == 28_476
     assert count == stats.kept == 28_475
@@ -154,7 +153,6 @@ def test_kth_header_and_counts() -> None:
     assert stats.estimate_from_run_time == 0  # requested time present for 100 % of jobs
 
 
-@needs_traces
 def test_atlas_counts_match_the_readme() -> None:
     header = read_header(ATLAS)
     assert (header.max_nodes, header.max_procs) == (1152, 9216)
@@ -163,7 +161,7 @@ def test_atlas_counts_match_the_readme() -> None:
     widths = 0
     for job in iter_jobs(ATLAS, stats):
         widths = max(widths, job.width)
-    # The shared traces' README (../shared/traces/): 43,778 records; 39,207 with
+    # The shipped traces' README (sim_adapter/data/README.md): 43,778 records; 39,207 with
     # runtime >= 0 and procs > 0.
     assert stats.records == 43_778
     assert stats.kept == 39_207
@@ -171,7 +169,6 @@ def test_atlas_counts_match_the_readme() -> None:
     assert widths <= 9216
 
 
-@needs_traces
 def test_lublin_uses_allocated_procs_and_runtime_estimates() -> None:
     header = read_header(LUBLIN)
     assert header.max_nodes == 256 and header.max_procs is None
