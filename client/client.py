@@ -50,17 +50,17 @@ class ServiceUnreachable(grpc.RpcError, grpc.Call):
         text = f"cannot reach an hpcdispatch service at {self.target}: {self.cause}"
         return f"{text} (gRPC: {self.detail})" if self.detail else text
 
-    def trailing_metadata(self) -> None:
-        return None
+    def trailing_metadata(self) -> Any:  # grpc.RpcError and grpc.Call type it differently
+        return ()
 
-    def initial_metadata(self) -> None:
-        return None
+    def initial_metadata(self) -> Any:
+        return ()
 
     def is_active(self) -> bool:
         return False
 
-    def time_remaining(self) -> float | None:
-        return None
+    def time_remaining(self) -> float:
+        return 0.0
 
     def cancel(self) -> bool:
         return False
