@@ -50,17 +50,18 @@ class ServiceUnreachable(grpc.RpcError, grpc.Call):
         text = f"cannot reach an hpcdispatch service at {self.target}: {self.cause}"
         return f"{text} (gRPC: {self.detail})" if self.detail else text
 
-    def trailing_metadata(self) -> None:
-        return None
+    # (grpc-stubs type RpcError's and Call's trailing_metadata differently; both are tuples)
+    def trailing_metadata(self) -> tuple[tuple[str, str | bytes], ...]:  # type: ignore[override]
+        return ()
 
-    def initial_metadata(self) -> None:
-        return None
+    def initial_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
+        return ()
 
     def is_active(self) -> bool:
         return False
 
-    def time_remaining(self) -> float | None:
-        return None
+    def time_remaining(self) -> float:
+        return 0.0
 
     def cancel(self) -> bool:
         return False
