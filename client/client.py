@@ -50,10 +50,11 @@ class ServiceUnreachable(grpc.RpcError, grpc.Call):
         text = f"cannot reach an hpcdispatch service at {self.target}: {self.cause}"
         return f"{text} (gRPC: {self.detail})" if self.detail else text
 
-    def trailing_metadata(self) -> Any:  # grpc.RpcError and grpc.Call type it differently
+    # (grpc-stubs type RpcError's and Call's trailing_metadata differently; both are tuples)
+    def trailing_metadata(self) -> tuple[tuple[str, str | bytes], ...]:  # type: ignore[override]
         return ()
 
-    def initial_metadata(self) -> Any:
+    def initial_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
         return ()
 
     def is_active(self) -> bool:

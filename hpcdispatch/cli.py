@@ -27,8 +27,10 @@ def _profiles() -> tuple[list[str], str]:
     return sorted(PROFILES), DEFAULT_PROFILE
 
 
-def _add_serve(sub: argparse._SubParsersAction) -> None:
-    profiles, default_profile = _profiles()
+def _add_serve(sub: argparse._SubParsersAction, with_profiles: bool = True) -> None:
+    """`with_profiles`: check --default-profile against the profile table; that imports the
+    dispatchers (about 2 s), which only `serve` needs."""
+    profiles, default_profile = _profiles() if with_profiles else (None, "qos")
     p = sub.add_parser("serve", help="run the gRPC dispatching service",
                        description="Run the service. Keys: docs/configuration.md; precedence: "
                        "flags > HPCDISPATCH_* environment > --config file > defaults.")
@@ -37,7 +39,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, help="gRPC worker threads")
     p.add_argument("--default-dispatcher", choices=sorted(DISPATCHER_NAMES))
     p.add_argument("--default-predictor", choices=sorted(PREDICTOR_NAMES))
-    p.add_argument("--default-profile", choices=profiles,
+    p.add_argument("--default-profile", choices=profiles, metavar=None if profiles else "PROFILE",
                    help=f"search profile of the CP dispatchers (default: {default_profile}; "
                    "README: Search profiles)")
     p.add_argument("--max-nodes", type=int, help="largest snapshot, in nodes")
@@ -243,11 +245,13 @@ def _dispatch_checked(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(serve_profiles: bool = True) -> argparse.ArgumentParser:
+    """The whole command line; `serve_profiles=False` skips loading the profile table for
+    `serve --default-profile` (for commands other than serve)."""
     parser = argparse.ArgumentParser(prog="hpcdispatch", description=__doc__)
     parser.add_argument("--version", action="version", version=f"hpcdispatch {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    _add_serve(sub)
+    _add_serve(sub, serve_profiles)
     _add_dispatch(sub)
     from hpcdispatch.sim_adapter.cli import register as register_simulation
     from hpcdispatch.slurm_bridge.cli import register as register_slurm_bridge
@@ -258,8 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(serve_profiles="serve" in words)
+    args, unknown = parser.parse_known_args(words)
     if unknown:
         # The subcommand's usage, not the top-level one, names what the subcommand takes.
         subparsers = next(a for a in parser._actions

@@ -2,7 +2,7 @@
 # The test command: set up .venv with the dev extras, then run the whole test suite.
 #   scripts/test.sh [--quick] [PYTEST ARGS...]     e.g. scripts/test.sh -k grpc
 # --quick: skip the integration tests that need Debian packages (Slurm, Prometheus,
-# PostgreSQL) and install nothing outside .venv (HPCDISPATCH_QUICK_TESTS=1 does the same).
+# PostgreSQL) and install nothing outside .venv (QUICK_TESTS=1 does the same).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
@@ -11,11 +11,11 @@ if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
 fi
 if [ "${1:-}" = "--quick" ]; then
   shift
-  export HPCDISPATCH_QUICK_TESTS=1
+  export QUICK_TESTS=1
 fi
 venv="$("$root/scripts/bootstrap.sh" dev | tail -n 1)"
 cd "$root"
-if [ "${HPCDISPATCH_QUICK_TESTS:-0}" != "0" ]; then
+if [ "${QUICK_TESTS:-0}" != "0" ]; then
   echo "== quick run: the Slurm, Prometheus and PostgreSQL integration tests are skipped" >&2
 else
   missing=""

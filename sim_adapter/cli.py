@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+import shutil
 import sys
 import time
 from collections.abc import Collection
@@ -20,6 +22,30 @@ from .adapter import (
     service_target,
 )
 from .workload import UNIT_MODES
+
+
+# The CLI is installed in the virtual environment: hints name the command as it runs here.
+def cli_command() -> str:
+    """`hpcdispatch` when it is on PATH as this one, else the path of this one (.venv/bin/...)."""
+    import os
+
+    here = os.path.join(os.path.dirname(sys.executable), "hpcdispatch")
+    found = shutil.which("hpcdispatch")
+    if found is not None and os.path.realpath(found) == os.path.realpath(here):
+        return "hpcdispatch"
+    if os.path.exists(here):
+        relative = os.path.relpath(here)
+        return relative if not relative.startswith("..") else here
+    return f"{shlex.quote(sys.executable)} -m hpcdispatch"
+
+
+def rpc_error_text(error: grpc.RpcError) -> str:
+    """"CODE: details" of a failed call, not the repr of grpc's error object."""
+    code = error.code() if callable(getattr(error, "code", None)) else None
+    details = error.details() if callable(getattr(error, "details", None)) else None
+    if code is None:
+        return str(error)
+    return f"{code.name}: {details or '(no details)'}"
 
 DEFAULT_DISPATCHERS = (DEFAULT, "easy")
 
@@ -39,7 +65,9 @@ def _add_simulate(sub: Any) -> None:
         "comparison. Without arguments: a bundled slice of the KTH-SP2 trace (3,000 jobs), "
         "with the server's default dispatcher and with EASY.",
     )
-    p.add_argument("--trace", type=Path, help="SWF file (plain, .gz or .xz); default: bundled")
+    p.add_argument("--trace", help="SWF file (plain, .gz or .xz), or a trace shipped with "
+                   "hpcdispatch: kth-sp2-slice (the default: 3,000 jobs of KTH-SP2), kth-sp2, "
+                   "llnl-atlas, lublin-256 (sim_adapter/data/README.md)")
     p.add_argument("--system", help="preset (kit-forhlr2, eurora), YAML / JSON file, or "
                    "NODESxCORES; default: derived from the trace header")
     p.add_argument("--unit-mode", choices=UNIT_MODES, default="node",
@@ -57,7 +85,9 @@ def _add_simulate(sub: Any) -> None:
                    help="duration predictor (default: the server's default)")
     p.add_argument("--allocator", choices=sorted(ALLOCATORS), default=DEFAULT,
                    help="allocation of FCFS / EASY / HCP'19 (default: the server's, best fit)")
-    p.add_argument("--profile", default="", help="search profile of the CP dispatchers")
+    p.add_argument("--profile", default="", help="search profile of the CP dispatchers (hcp19, "
+                   "pcp19, pcp20), one of the server's (hpcdispatch serve --help); default: "
+                   "the server's default profile")
     p.add_argument("--target", help="host:port of a running service (default: embedded)")
     p.add_argument("--out", type=Path, help="directory for the runs (default: "
                    "./replay-YYYYmmdd-HHMMSS)")
@@ -103,13 +133,17 @@ def _add_report(sub: Any) -> None:
 
 def run_simulate(args: argparse.Namespace) -> int:
     from .outputs import write_summary
-    from .replay import RunSpec, bundled_trace, replay, safe_dirname
+    from .replay import RunSpec, replay, resolve_trace, safe_dirname
     from .report import comparison_table
     from .sequences import aggregate_table
     from .simulator import SimulationError
     from .swf import SwfFormatError
 
-    trace = args.trace or bundled_trace()
+    try:
+        trace = resolve_trace(args.trace)
+    except ValueError as exc:
+        print(f"hpcdispatch simulate: {exc}", file=sys.stderr)
+        return 2
     dispatchers = args.dispatcher or list(DEFAULT_DISPATCHERS)
     out = args.out or Path(time.strftime("replay-%Y%m%d-%H%M%S"))
     if args.limit_jobs is not None and args.limit_jobs < 1:
@@ -128,6 +162,10 @@ def run_simulate(args: argparse.Namespace) -> int:
     try:
         selections = _selections(args, trace)
         with service_target(args.target) as target:
+            problem = _check_profile(args.profile, dispatchers, target, args.timeout)
+            if problem is not None:
+                print(f"hpcdispatch simulate: {problem}", file=sys.stderr)
+                return 2
             for d, dispatcher in enumerate(dispatchers, start=1):
                 for name, records, sequence in selections:
                     for repeat in range(args.repeats):
@@ -151,7 +189,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                         parts = [f"{d:02d}", safe_dirname(dispatcher), name,
                                  f"repeat-{repeat + 1}" if args.repeats > 1 else ""]
                         run_dir = out / "-".join(part for part in parts if part)
-                        summary = replay(spec, target, run_dir)
+                        summary = _replay_or_clean_up(replay, spec, target, run_dir)
                         if sequence is not None:
                             summary["sequence"] = {**sequence, "repeat": repeat + 1}
                             write_summary(run_dir / "summary.json", summary)
@@ -163,7 +201,10 @@ def run_simulate(args: argparse.Namespace) -> int:
     except (SwfFormatError, ValueError, FileNotFoundError) as exc:
         print(f"hpcdispatch simulate: {exc}", file=sys.stderr)
         return 2
-    except (SimulationError, grpc.RpcError) as exc:
+    except grpc.RpcError as exc:
+        print(f"hpcdispatch simulate: {rpc_error_text(exc)}", file=sys.stderr)
+        return 1
+    except SimulationError as exc:
         print(f"hpcdispatch simulate: {exc}", file=sys.stderr)
         return 1
     first = summaries[0]
@@ -176,8 +217,51 @@ def run_simulate(args: argparse.Namespace) -> int:
         print(aggregate_table(summaries))
     else:
         print(comparison_table(summaries))
-    print(f"\nruns in {out}/; plots: hpcdispatch report {out}")
+    print(f"\nruns in {out}/; plots: {cli_command()} report {shlex.quote(str(out))}")
     return 0
+
+
+def _replay_or_clean_up(replay: Any, spec: Any, target: str, run_dir: Path) -> dict[str, Any]:
+    """replay(spec, target, run_dir); a replay that fails leaves no half-written run folder
+    (a folder without summary.json, which `report` could not read)."""
+    existed = run_dir.exists()
+    try:
+        return dict(replay(spec, target, run_dir))
+    except BaseException:
+        if not existed and run_dir.is_dir() and not (run_dir / "summary.json").exists():
+            shutil.rmtree(run_dir, ignore_errors=True)
+            print(f"hpcdispatch simulate: removed the incomplete run folder {run_dir}",
+                  file=sys.stderr)
+            parent = run_dir.parent
+            if parent.is_dir() and not any(parent.iterdir()):
+                parent.rmdir()
+        raise
+
+
+def _check_profile(profile: str, dispatchers: list[str], target: str,
+                   timeout: float) -> str | None:
+    """Why `--profile` cannot be used (not one of the server's profiles), or None; warns when
+    no dispatcher of the run uses a profile (the baselines ignore it)."""
+    if not profile:
+        return None
+    from hpcdispatch.catalog import CP_DISPATCHER_NAMES, DISPATCHER_BY_KIND
+    from hpcdispatch.client import DispatcherClient
+
+    with DispatcherClient(target, timeout=timeout) as client:
+        described = client.describe(timeout=min(timeout, 15.0))
+    names = [p.name for p in described.profiles]
+    if names and profile not in names:
+        return (f"--profile {profile}: the server at {target} has no such search profile; "
+                f"one of {', '.join(sorted(names))}")
+    default = DISPATCHER_BY_KIND.get(described.default_dispatcher, "")
+    resolved = [default if d == DEFAULT else d for d in dispatchers]
+    ignoring = [d for d in resolved if d not in CP_DISPATCHER_NAMES]
+    if ignoring:
+        print(f"hpcdispatch simulate: warning: --profile {profile} applies to the CP "
+              f"dispatchers ({', '.join(CP_DISPATCHER_NAMES)}) only; "
+              f"{', '.join(ignoring)} ignore{'s' if len(ignoring) == 1 else ''} it",
+              file=sys.stderr)
+    return None
 
 
 def _selections(

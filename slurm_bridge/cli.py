@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,22 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 if TYPE_CHECKING:
     from .bridge import BridgeConfig
+
+
+# As `hpcdispatch serve --log-format / --log-level` (hpcdispatch.server.logging_config).
+LOG_FORMATS = ("auto", "json", "console")
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def _log_format(value: str) -> str:
+    return "console" if value == "kv" else value  # kv: the bridge's earlier name of console
+
+
+def _renderer(log_format: str) -> str:
+    """The bridge's renderer ("json" or "kv") for a --log-format."""
+    if log_format == "auto":
+        return "kv" if sys.stderr.isatty() else "json"
+    return "json" if log_format == "json" else "kv"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,8 +71,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--slurm-bin-dir", default="", help="directory of squeue/sinfo/scontrol")
     p.add_argument("--slurm-timeout", type=float, default=30.0,
                    help="timeout of one Slurm command, seconds")
-    p.add_argument("--log-format", choices=("kv", "json"), default="kv")
-    p.add_argument("--log-level", default="info")
+    p.add_argument("--log-format", choices=LOG_FORMATS, default="auto", type=_log_format,
+                   help="json lines, readable console (key=value) lines, or auto (console on "
+                   "a terminal), as hpcdispatch serve's (kv: console)")
+    p.add_argument("--log-level", choices=LOG_LEVELS, default="info")
     p.set_defaults(func=run)
 
 
@@ -91,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     from .metrics import BridgeMetrics
     from .slurm_cli import SlurmCommands
 
-    configure_logging(args.log_format, args.log_level)
+    configure_logging(_renderer(args.log_format), args.log_level)
     config = config_from_args(args)
     metrics = BridgeMetrics()
     if args.metrics_port:

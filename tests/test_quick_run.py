@@ -91,7 +91,7 @@ def test_test_sh_quick_says_so_and_skips_the_integration_tests() -> None:
     )
     assert "== quick run" in done.stderr, done.stderr
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 skipped" in done.stdout and "quick run (HPCDISPATCH_QUICK_TESTS=1" in done.stdout
+    assert "1 skipped" in done.stdout and "quick run (QUICK_TESTS=1" in done.stdout
     assert "installing Debian packages" not in done.stdout + done.stderr
 
 
