@@ -17,10 +17,11 @@ from typing import ClassVar
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .base import HEURISTIC, Outcome, SearchControl
+from .planning.free_pool import FreePool
 from .planning.job_orders import fcfs
 from .planning.problem import Job, Problem
-from .planning.reservation import place_around_reservation, reserve
-from .planning.stopping import Stopped, every_few
+from .planning.reservation import Reservation, place_around_reservation, reserve
+from .planning.stopping import StopCheck, Stopped, every_few
 
 
 class EasyDispatcher:
@@ -56,20 +57,9 @@ class EasyDispatcher:
         except Stopped:
             return self._stopped(outcome, queue[position:])
         outcome.considered.append(head.index)
-        should_stop = every_few(control.should_stop)
         rest = self.backfill_order(problem, queue[position + 1 :])
-        for rank, job in enumerate(rest):
-            if should_stop():
-                return self._stopped(outcome, rest[rank:])
-            nodes = place_around_reservation(free_now, reservation, job, control.first_fit)
-            if nodes is None:
-                fits_now = free_now.units_fit(job.req, job.units) >= job.units
-                reason = pb.SKIP_REASON_BLOCKED if fits_now else pb.SKIP_REASON_CANNOT_FIT_NOW
-                outcome.skipped.append((job.index, reason))
-                continue
-            outcome.placements[job.index] = nodes
-            outcome.considered.append(job.index)
-        return outcome
+        return backfill_around(outcome, free_now, reservation, rest, control.first_fit,
+                               every_few(control.should_stop))
 
     def queue_order(self, problem: Problem) -> list[Job]:
         """The queue order: the head is the first job of it that does not fit now."""
@@ -95,3 +85,26 @@ class EasyDispatcher:
             else:
                 queue.append(job)
         return queue
+
+
+def backfill_around(
+    outcome: Outcome, free_now: FreePool, reservation: Reservation, jobs: list[Job],
+    first_fit: bool, should_stop: StopCheck,
+) -> Outcome:
+    """EASY's backfill: each of `jobs`, in order, starts now where it fits without touching the
+    head's `reservation` (it ends before τ, or uses what the head leaves free); the others are
+    skipped as blocked or not fitting now, and all that are left when `should_stop()` says so
+    as blocked."""
+    for rank, job in enumerate(jobs):
+        if should_stop():
+            outcome.skipped.extend((j.index, pb.SKIP_REASON_BLOCKED) for j in jobs[rank:])
+            return outcome
+        nodes = place_around_reservation(free_now, reservation, job, first_fit)
+        if nodes is None:
+            fits_now = free_now.units_fit(job.req, job.units) >= job.units
+            reason = pb.SKIP_REASON_BLOCKED if fits_now else pb.SKIP_REASON_CANNOT_FIT_NOW
+            outcome.skipped.append((job.index, reason))
+            continue
+        outcome.placements[job.index] = nodes
+        outcome.considered.append(job.index)
+    return outcome

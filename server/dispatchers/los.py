@@ -34,10 +34,11 @@ import numpy as np
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .base import HEURISTIC, Outcome, SearchControl
+from .easy import backfill_around
 from .planning.free_pool import FreePool
 from .planning.job_orders import CORE, fcfs, processors
 from .planning.problem import Job, Problem
-from .planning.reservation import Reservation, place_around_reservation, reserve
+from .planning.reservation import Reservation, reserve
 from .planning.stopping import Stopped
 
 MAX_DP_PROCESSORS = 100_000  # beyond this, the programme counts processors in blocks
@@ -119,20 +120,11 @@ class LosDispatcher:
         outcome.skipped.extend(
             (j.index, pb.SKIP_REASON_OUTSIDE_WINDOW) for j in queue[position + 1 + depth :])
         chosen = self._packing(problem, free_now, reservation, window)
+        picked = set(chosen)
         tried = [window[k] for k in chosen] + [
-            j for k, j in enumerate(window) if k not in set(chosen)]
-        for rank, job in enumerate(tried):
-            if control.should_stop():
-                return self._stopped(outcome, tried[rank:])
-            nodes = place_around_reservation(free_now, reservation, job, control.first_fit)
-            if nodes is None:
-                fits_now = free_now.units_fit(job.req, job.units) >= job.units
-                reason = pb.SKIP_REASON_BLOCKED if fits_now else pb.SKIP_REASON_CANNOT_FIT_NOW
-                outcome.skipped.append((job.index, reason))
-                continue
-            outcome.placements[job.index] = nodes
-            outcome.considered.append(job.index)
-        return outcome
+            j for k, j in enumerate(window) if k not in picked]
+        return backfill_around(outcome, free_now, reservation, tried, control.first_fit,
+                               control.should_stop)
 
     @staticmethod
     def _packing(
