@@ -1,8 +1,8 @@
 """Save dispatching instances (DispatchRequest messages) seen during a replay.
 
-`CapturingBackend` wraps any `DispatchBackend` (normally the replay's `GrpcBackend`): it
-forwards every call and writes every `every`-th request that has at least `min_queued` queued
-jobs, so the simulator needs no change. Instances go to one file of length-delimited binary
+`CapturingBackend` wraps the replay's `GrpcBackend`: it forwards every call and writes every
+`every`-th request that has at least `min_queued` queued jobs, so the simulator needs no
+change. Instances go to one file of length-delimited binary
 messages (a varint byte length, then the serialized DispatchRequest), read back with
 `read_instances`. After `limit` saved instances it raises `CaptureComplete`, which ends the
 replay early.
@@ -10,11 +10,13 @@ replay early.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from hpcdispatch.sim_adapter.simulator import DispatchBackend
+from hpcdispatch.sim_adapter.adapter import GrpcBackend, answer_of
+from hpcdispatch.sim_adapter.backend import Answer, StateChange
+from hpcdispatch.snapshot import JobCompletion, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 
@@ -82,7 +84,7 @@ class CapturingBackend:
 
     def __init__(
         self,
-        inner: DispatchBackend,
+        inner: GrpcBackend,
         handle: BinaryIO,
         every: int = 1,
         min_queued: int = 1,
@@ -98,7 +100,9 @@ class CapturingBackend:
         self.eligible = 0  # requests with at least min_queued queued jobs
         self.saved = 0
 
-    def dispatch(self, request: pb.DispatchRequest) -> pb.DispatchResponse:
+    def decide(self, change: StateChange, whole: Callable[[], Snapshot]) -> Answer:
+        snapshot = whole()
+        request = self.inner.request_of(snapshot)
         if len(request.queued_jobs) >= self.min_queued:
             self.eligible += 1
             if (self.eligible - 1) % self.every == 0:
@@ -107,7 +111,7 @@ class CapturingBackend:
         response = self.inner.dispatch(request)
         if self.limit is not None and self.saved >= self.limit:
             raise CaptureComplete(f"{self.saved} instances saved")
-        return response
+        return answer_of(response, snapshot)
 
-    def report_completions(self, completions: Sequence[pb.JobCompletion]) -> None:
+    def report_completions(self, completions: Sequence[JobCompletion]) -> None:
         self.inner.report_completions(completions)

@@ -105,10 +105,11 @@ def capture_replay(
     jobs = itertools.islice(iter_jobs(source.trace, CleaningStats()), source.skip,
                             source.skip + source.jobs)
     with DispatcherClient(target, timeout=options.timeout) as client, path.open("wb") as handle:
-        backend = CapturingBackend(GrpcBackend(client, cluster, options.timeout), handle,
+        backend = CapturingBackend(GrpcBackend(client, settings.template(), options.timeout),
+                                   handle,
                                    every=_every(source, options), min_queued=options.min_queued,
                                    limit=options.limit)
-        simulator = Simulator(system, rule, backend, settings.template(), RunRecorder(None),
+        simulator = Simulator(system, rule, backend, RunRecorder(None),
                               ReplayOptions(oracle=options.predictor == "oracle"))
         with contextlib.suppress(CaptureComplete):
             simulator.run(jobs)

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 
 from hpcdispatch.snapshot import (
     Decision,
+    JobCompletion,
     JobStart,
     Node,
     NodeState,
@@ -128,4 +129,12 @@ def decision_from_pb(response: pb.DispatchResponse) -> Decision:
             JobStart(s.job_id, tuple(u.node_id for u in s.units), s.expected_duration)
             for s in response.starts
         ],
+    )
+
+
+def completion_to_pb(c: JobCompletion) -> pb.JobCompletion:
+    return pb.JobCompletion(
+        job_id=c.job_id, user=c.user, name=c.name, queue=c.queue, units=c.units,
+        unit_request=c.unit_request, requested_time=c.requested_time, start_time=c.start_time,
+        end_time=c.end_time,
     )

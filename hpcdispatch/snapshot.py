@@ -77,3 +77,18 @@ class JobStart:
 class Decision:
     time: int
     starts: list[JobStart] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class JobCompletion:
+    """A job that finished, as the predictors' knowledge base learns it (times in seconds)."""
+
+    job_id: str
+    user: str
+    name: str
+    queue: str
+    units: int  # rn_i
+    unit_request: Resources
+    requested_time: int
+    start_time: int
+    end_time: int

@@ -67,10 +67,10 @@ __all__ = [
     "DEFAULT_PROFILE", "DISPATCHERS", "MAX_MODEL_DURATION", "PROFILES", "STAGES", "Completion",
     "DecisionAbandoned", "DecisionResult", "Dispatcher", "DurationPredictor", "Durations",
     "FreePool", "JobFacts", "NodeIndex", "Occupancy", "Outcome", "PredictorRegistry", "Problem",
-    "SearchControl", "SearchSettings", "StoreUnavailable", "build_problem", "corrected_duration",
-    "decision_of", "depends_on_job_only", "index_nodes", "occupancy_of_rows", "predict_durations",
-    "predict_many", "queued_facts", "resolve_settings", "run_decision", "running_facts",
-    "running_rows",
+    "SearchControl", "SearchSettings", "Situation", "StoreUnavailable", "build_problem",
+    "corrected_duration", "decide_on", "decision_of", "depends_on_job_only", "index_nodes",
+    "occupancy_of_rows", "predict_durations", "predict_many", "queued_facts", "resolve_settings",
+    "run_decision", "running_facts", "running_rows",
 ]
 
 log = structlog.get_logger("hpcdispatch.pipeline")
@@ -102,6 +102,19 @@ class Durations:
 
     queued: dict[str, int]
     running: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Situation:
+    """What a decision is made on: the snapshot and its node index; a caller that keeps the
+    cluster state between decisions (a session) adds what it keeps (see `run_decision`): the
+    running work's occupancy, the facts the check reads, the queued jobs' durations."""
+
+    snapshot: Snapshot
+    nodes: NodeIndex
+    occupancy: Occupancy | None = None
+    facts: ClusterFacts | None = None
+    queued_durations: Callable[[], dict[str, int]] | None = None
 
 
 @dataclass(slots=True)
@@ -243,6 +256,16 @@ def run_decision(
     lap("dispatch")
     result.stage_seconds = seconds
     return result
+
+
+def decide_on(
+    situation: Situation, dispatcher_kind: int, predictor: DurationPredictor,
+    control: SearchControl,
+) -> DecisionResult:
+    """`run_decision` on what `situation` gives."""
+    return run_decision(situation.snapshot, dispatcher_kind, predictor, control, situation.nodes,
+                        occupancy=situation.occupancy, facts=situation.facts,
+                        queued_durations=situation.queued_durations)
 
 
 def _dispatch_and_check(

@@ -1,21 +1,26 @@
-"""The thin adapter: the simulator reaches the dispatcher only through the gRPC contract.
+"""The thin adapter: the simulator reaches the dispatcher through the gRPC contract.
 
 `service_target(None)` starts a service on loopback for the duration of a `with` block (the
 embedded default); `service_target("host:port")` uses an existing one. `GrpcBackend` sends
-each DispatchRequest with `hpcdispatch.client.DispatcherClient` and reports completions to the
-run's knowledge base (`cluster`), so the service's predictors learn as the replay goes.
+each decision's state as a DispatchRequest with `hpcdispatch.client.DispatcherClient` and
+reports completions to the run's knowledge base (`cluster`), so the service's predictors learn
+as the replay goes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
 from hpcdispatch.catalog import ALLOCATOR_NAMES, DISPATCHER_NAMES, PREDICTOR_NAMES
 from hpcdispatch.client import DispatcherClient
+from hpcdispatch.proto_convert import completion_to_pb, decision_from_pb, snapshot_to_pb
+from hpcdispatch.snapshot import JobCompletion, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from .backend import Answer, AnswerReport, ServiceFacts, StateChange, enum_name
 
 DEFAULT = "default"  # leave the request field unset: the server's default
 
@@ -68,7 +73,8 @@ class DispatchSettings:
 
 
 class GrpcBackend:
-    """DispatchBackend over a DispatcherClient.
+    """DispatchBackend over a DispatcherClient: each decision's whole state as a
+    DispatchRequest (`template`'s options, the snapshot).
 
     By default decisions go through a session (`DispatcherClient.session`): the service keeps
     the replay's state and each call sends what changed since the previous one, resyncing on
@@ -76,25 +82,78 @@ class GrpcBackend:
     same decisions.
     """
 
-    def __init__(self, client: DispatcherClient, cluster: str = "",
+    def __init__(self, client: DispatcherClient, template: pb.DispatchRequest | None = None,
                  timeout: float | None = None, full_snapshots: bool = False) -> None:
         self.client = client
-        self.cluster = cluster
+        self.template = template if template is not None else pb.DispatchRequest()
         self.timeout = timeout
         self.session = None if full_snapshots else client.session(timeout)
 
     def dispatch(self, request: pb.DispatchRequest) -> pb.DispatchResponse:
+        """One call of the contract with a whole request."""
         if self.session is not None:
             return self.session.decide(request, timeout=self.timeout)
         return self.client.dispatch(request, timeout=self.timeout)
 
-    def report_completions(self, completions: Sequence[pb.JobCompletion]) -> None:
-        self.client.report_completions(completions, cluster=self.cluster, timeout=self.timeout)
+    def request_of(self, snapshot: Snapshot) -> pb.DispatchRequest:
+        """The DispatchRequest of a decision on `snapshot`: the template's options, the state."""
+        request = pb.DispatchRequest()
+        request.CopyFrom(self.template)
+        snapshot_to_pb(snapshot, request)
+        return request
+
+    def decide(self, change: StateChange, whole: Callable[[], Snapshot]) -> Answer:
+        snapshot = whole()
+        return answer_of(self.dispatch(self.request_of(snapshot)), snapshot)
+
+    def report_completions(self, completions: Sequence[JobCompletion]) -> None:
+        self.client.report_completions([completion_to_pb(c) for c in completions],
+                                       cluster=self.template.cluster, timeout=self.timeout)
 
     def close(self) -> None:
         """Close the session, if any (the service would forget it once idle anyway)."""
         if self.session is not None:
             self.session.close()
+
+
+def describe_service(client: DispatcherClient, timeout: float) -> ServiceFacts:
+    """DescribeService's answer, as the replay reads it."""
+    d = client.describe(timeout=timeout)
+    return ServiceFacts(d.default_dispatcher, d.default_predictor, d.default_profile, d.version,
+                        tuple(p.name for p in d.profiles))
+
+
+def answer_of(response: pb.DispatchResponse, snapshot: Snapshot) -> Answer:
+    """The wire answer as the simulator reads it; a time or unit amounts other than the
+    snapshot's are its problems."""
+    problems = []
+    if response.time != snapshot.time:
+        problems.append(f"response time {response.time} differs from t={snapshot.time}")
+    requests = {q.id: q.unit_request for q in snapshot.queued}
+    for start in response.starts:
+        request = requests.get(start.job_id)
+        if request is None:
+            continue  # the simulator's check names it
+        for unit in start.units:
+            if dict(unit.amounts) != request:
+                problems.append(
+                    f"job {start.job_id!r} unit on {unit.node_id!r} holds "
+                    f"{dict(unit.amounts)} instead of its request {dict(request)}"
+                )
+                break
+    report = response.report
+    return Answer(
+        decision_from_pb(response),
+        AnswerReport(
+            dispatcher=enum_name(pb.Dispatcher, report.dispatcher, "DISPATCHER_"),
+            predictor=enum_name(pb.Predictor, report.predictor, "PREDICTOR_"),
+            profile=report.profile, attempts=len(report.attempts),
+            status=enum_name(pb.SolveStatus, report.status, "SOLVE_STATUS_"),
+            variables=report.model_variables, constraints=report.model_constraints,
+            decision_seconds=report.total_seconds, fallback_reason=report.fallback_reason,
+        ),
+        tuple(problems),
+    )
 
 
 @contextmanager

@@ -7,7 +7,8 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,11 @@ def _add_simulate(sub: Any) -> None:
     p.add_argument("--timeout", type=float, default=120.0, help="deadline per call, seconds")
     p.add_argument("--full-snapshots", action="store_true",
                    help="send every snapshot whole (Dispatch) instead of deltas to a session")
+    p.add_argument("--in-process", action="store_true",
+                   help="call the service's decision pipeline in this process instead of a "
+                   "gRPC service: the same decisions (each checked as on the gRPC path) at "
+                   "the cost of the simulator and the dispatcher alone; for campaigns and "
+                   "benchmarks (excludes --target and --full-snapshots)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_simulate)
 
@@ -155,13 +161,16 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         print("--repeats must be >= 1", file=sys.stderr)
         return 2
+    if args.in_process and (args.target or args.full_snapshots):
+        print("--in-process excludes --target and --full-snapshots", file=sys.stderr)
+        return 2
     predictor = args.predictor
     if args.sequences is not None and predictor == DEFAULT:
         predictor = "walltime"  # RLScheduler's heuristics order and reserve by requested time
     summaries: list[dict[str, Any]] = []
     try:
         selections = _selections(args, trace)
-        with service_target(args.target) as target:
+        with _service(args.target, args.in_process) as target:
             problem = _check_profile(args.profile, dispatchers, target, args.timeout)
             if problem is not None:
                 print(f"hpcdispatch simulate: {problem}", file=sys.stderr)
@@ -221,7 +230,20 @@ def run_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _replay_or_clean_up(replay: Any, spec: Any, target: str, run_dir: Path) -> dict[str, Any]:
+@contextmanager
+def _service(target: str | None, in_process: bool) -> Iterator[Any]:
+    """The replays' target: the service in this process, or a gRPC service's address (the
+    embedded one when `target` is None)."""
+    if in_process:
+        from .in_process_backend import LocalService
+
+        yield LocalService()
+        return
+    with service_target(target) as address:
+        yield address
+
+
+def _replay_or_clean_up(replay: Any, spec: Any, target: Any, run_dir: Path) -> dict[str, Any]:
     """replay(spec, target, run_dir); a replay that fails leaves no half-written run folder
     (a folder without summary.json, which `report` could not read)."""
     existed = run_dir.exists()
@@ -238,20 +260,21 @@ def _replay_or_clean_up(replay: Any, spec: Any, target: str, run_dir: Path) -> d
         raise
 
 
-def _check_profile(profile: str, dispatchers: list[str], target: str,
+def _check_profile(profile: str, dispatchers: list[str], target: Any,
                    timeout: float) -> str | None:
     """Why `--profile` cannot be used (not one of the server's profiles), or None; warns when
     no dispatcher of the run uses a profile (the baselines ignore it)."""
     if not profile:
         return None
     from hpcdispatch.catalog import CP_DISPATCHER_NAMES, DISPATCHER_BY_KIND
-    from hpcdispatch.client import DispatcherClient
 
-    with DispatcherClient(target, timeout=timeout) as client:
-        described = client.describe(timeout=min(timeout, 15.0))
-    names = [p.name for p in described.profiles]
+    from .replay import describe_target
+
+    described = describe_target(target, timeout)
+    names = described.profiles
+    where = f"the server at {target}" if isinstance(target, str) else "the service"
     if names and profile not in names:
-        return (f"--profile {profile}: the server at {target} has no such search profile; "
+        return (f"--profile {profile}: {where} has no such search profile; "
                 f"one of {', '.join(sorted(names))}")
     default = DISPATCHER_BY_KIND.get(described.default_dispatcher, "")
     resolved = [default if d == DEFAULT else d for d in dispatchers]

@@ -1,16 +1,23 @@
-"""One replay run end to end: trace + system + settings -> outputs in a run directory."""
+"""One replay run end to end: trace + system + settings -> outputs in a run directory.
+
+The service is reached at a target: the "host:port" of a gRPC service (the embedded one by
+default, adapter.service_target), or the service in this process (`LocalService`,
+in_process_backend.py), which gives the same decisions without the transport.
+"""
 
 from __future__ import annotations
 
 import re
+import time
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hpcdispatch.client import DispatcherClient
+from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .adapter import (
     DEFAULT,
@@ -18,12 +25,17 @@ from .adapter import (
     PREDICTOR_BY_KIND,
     DispatchSettings,
     GrpcBackend,
+    describe_service,
 )
+from .backend import DispatchBackend, ServiceFacts
 from .outputs import RunRecorder, write_summary
 from .record_window import describe, iter_selected_jobs
 from .simulator import ReplayOptions, Simulator
 from .swf import CleaningStats, iter_jobs, read_header
 from .workload import UnitMode, resolve_system, rule_for_system
+
+if TYPE_CHECKING:
+    from .in_process_backend import LocalService
 
 BUNDLED_TRACE = "KTH-SP2-1996-2.1-cln.slice.swf.xz"
 BUNDLED_NAME = "kth-sp2-slice"
@@ -92,7 +104,7 @@ class RunSpec:
     records: Collection[int] | None = None
 
 
-def _resolved(settings: DispatchSettings, described: Any) -> tuple[str, str]:
+def _resolved(settings: DispatchSettings, described: ServiceFacts) -> tuple[str, str]:
     dispatcher = settings.dispatcher
     if dispatcher == DEFAULT:
         dispatcher = DISPATCHER_BY_KIND.get(described.default_dispatcher, DEFAULT)
@@ -116,47 +128,72 @@ def safe_dirname(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
 
 
-def replay(spec: RunSpec, target: str, out_dir: Path | None) -> dict[str, Any]:
+class _ClosingBackend(DispatchBackend, Protocol):
+    def close(self) -> None: ...
+
+
+def describe_target(target: str | LocalService, timeout: float) -> ServiceFacts:
+    """What the service at `target` says of itself."""
+    if not isinstance(target, str):
+        return target.describe()
+    with DispatcherClient(target, timeout=timeout) as client:
+        return describe_service(client, min(timeout, 15.0))
+
+
+def replay(spec: RunSpec, target: str | LocalService, out_dir: Path | None) -> dict[str, Any]:
     """Replay `spec.trace` through the service at `target`; returns (and writes) the summary."""
+    if not isinstance(target, str):
+        return _replay(spec, target.describe(), target.backend, "in-process", out_dir)
+    with DispatcherClient(target, timeout=spec.timeout) as client:
+        return _replay(
+            spec, describe_service(client, min(spec.timeout, 15.0)),
+            lambda template: GrpcBackend(client, template, spec.timeout, spec.full_snapshots),
+            "grpc-dispatch" if spec.full_snapshots else "grpc-session", out_dir)
+
+
+def _replay(
+    spec: RunSpec, described: ServiceFacts,
+    backend_for: Callable[[pb.DispatchRequest], _ClosingBackend], path: str,
+    out_dir: Path | None,
+) -> dict[str, Any]:
     header = read_header(spec.trace)
     system = resolve_system(spec.system, header, name=trace_name(spec.trace))
     rule = rule_for_system(system, spec.unit_mode, spec.proc_scale, spec.accelerator_share)
     cleaning = CleaningStats()
-    with DispatcherClient(target, timeout=spec.timeout) as client:
-        described = client.describe(timeout=min(spec.timeout, 15.0))
-        dispatcher, predictor = _resolved(spec.settings, described)
-        label = run_label(spec, dispatcher, predictor)
-        # A knowledge base of its own per run: runs on one server do not share history.
-        cluster = f"replay-{safe_dirname(label)}-{uuid.uuid4().hex[:8]}"
-        settings = DispatchSettings(
-            dispatcher=spec.settings.dispatcher, predictor=spec.settings.predictor,
-            allocator=spec.settings.allocator, profile=spec.settings.profile, cluster=cluster,
-            deterministic=spec.settings.deterministic,
-        )
-        recorder = RunRecorder(out_dir)
-        total = spec.limit_jobs if spec.limit_jobs is not None else (
-            len(spec.records) if spec.records is not None else header.max_records
-        )
-        jobs = (
-            iter_jobs(spec.trace, cleaning, spec.limit_jobs) if spec.records is None
-            else iter_selected_jobs(spec.trace, spec.records, cleaning, spec.limit_jobs)
-        )
-        backend = GrpcBackend(client, cluster, spec.timeout, spec.full_snapshots)
-        simulator = Simulator(
-            system, rule, backend, settings.template(),
-            recorder,
-            ReplayOptions(
-                charge_decision_time=spec.charge_decision_time,
-                oracle=predictor == "oracle",
-                progress=spec.progress,
-                expected_jobs=total,
-            ),
-        )
-        try:
-            result = simulator.run(jobs)
-        finally:
-            recorder.close()
-            backend.close()
+    dispatcher, predictor = _resolved(spec.settings, described)
+    label = run_label(spec, dispatcher, predictor)
+    # A knowledge base of its own per run: runs on one server do not share history.
+    cluster = f"replay-{safe_dirname(label)}-{uuid.uuid4().hex[:8]}"
+    settings = DispatchSettings(
+        dispatcher=spec.settings.dispatcher, predictor=spec.settings.predictor,
+        allocator=spec.settings.allocator, profile=spec.settings.profile, cluster=cluster,
+        deterministic=spec.settings.deterministic,
+    )
+    recorder = RunRecorder(out_dir)
+    total = spec.limit_jobs if spec.limit_jobs is not None else (
+        len(spec.records) if spec.records is not None else header.max_records
+    )
+    jobs = (
+        iter_jobs(spec.trace, cleaning, spec.limit_jobs) if spec.records is None
+        else iter_selected_jobs(spec.trace, spec.records, cleaning, spec.limit_jobs)
+    )
+    backend = backend_for(settings.template())
+    simulator = Simulator(
+        system, rule, backend, recorder,
+        ReplayOptions(
+            charge_decision_time=spec.charge_decision_time,
+            oracle=predictor == "oracle",
+            progress=spec.progress,
+            expected_jobs=total,
+        ),
+    )
+    cpu_before = time.process_time()
+    try:
+        result = simulator.run(jobs)
+    finally:
+        recorder.close()
+        backend.close()
+    replay_cpu = time.process_time() - cpu_before
     total_cores = sum(n.capacity.get("core", 0) for n in simulator.nodes)
     meta = {
         "label": label,
@@ -176,6 +213,10 @@ def replay(spec: RunSpec, target: str, out_dir: Path | None) -> dict[str, Any]:
         "records": describe(spec.records) if spec.records is not None else None,
         "deterministic_search": spec.settings.deterministic,
         "server_version": described.version,
+        "path": path,  # how the service was reached: grpc-session, grpc-dispatch, in-process
+        # CPU seconds of this process over the replay (the embedded service's threads
+        # included; a service elsewhere not).
+        "replay_cpu_seconds": round(replay_cpu, 3),
     }
     summary = recorder.summary(
         first_submit=result.first_submit, last_end=result.last_end, total_cores=total_cores,

@@ -1,4 +1,4 @@
-"""Event-driven trace replay against a dispatcher behind the gRPC contract (AccaSim's rules).
+"""Event-driven trace replay against a dispatching service (AccaSim's rules).
 
 At each time point the simulator first releases finished jobs, then admits submissions, then,
 if jobs are queued and something changed since the last call, asks the dispatcher once with
@@ -9,7 +9,7 @@ invalid one stops the replay with `InvalidDecisionError`.
 
 Running jobs are sent with the d_i the service announced when it started them
 (JobStart.expected_duration), so a prediction is fixed for a job's life. Completions are
-reported to the service (ReportCompletions) before the next Dispatch call, so the predictors
+reported to the service (ReportCompletions) before the next decision call, so the predictors
 learn in simulated-time order. With `charge_decision_time`, the wall time of each call,
 rounded up to whole seconds, passes in simulated time before the decision takes effect; no
 other call is made meanwhile, while releases and submissions go on.
@@ -20,37 +20,29 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
 
 from tqdm import tqdm
 
-from hpcdispatch.decision_check import check_decision
-from hpcdispatch.proto_convert import decision_from_pb, snapshot_to_pb
+from hpcdispatch.decision_check import check_decision_against
 from hpcdispatch.snapshot import (
     Decision,
+    JobCompletion,
     QueuedJob,
     RunningJob,
     Snapshot,
     UnitAllocation,
 )
 from hpcdispatch.systems import System
-from hpcdispatch.v1 import dispatcher_pb2 as pb
 
+from .backend import ChangeLog, DispatchBackend
 from .records import DecisionRecord, JobRecord, ReplayObserver
+from .replay_facts import ReplayFacts
 from .swf import TraceJob
 from .workload import UnitRule, units_fitting_empty
 
 NEVER_FITS = "never fits the system"
-
-
-class DispatchBackend(Protocol):
-    """The dispatching service as the simulator sees it: the two calls of the contract."""
-
-    def dispatch(self, request: pb.DispatchRequest) -> pb.DispatchResponse: ...
-
-    def report_completions(self, completions: Sequence[pb.JobCompletion]) -> None: ...
 
 
 class SimulationError(RuntimeError):
@@ -109,7 +101,6 @@ class Simulator:
         system: System,
         rule: UnitRule,
         backend: DispatchBackend,
-        template: pb.DispatchRequest,
         observer: ReplayObserver,
         options: ReplayOptions | None = None,
         clock: Callable[[], float] = time.perf_counter,
@@ -117,7 +108,6 @@ class Simulator:
         self.system = system
         self.rule = rule
         self.backend = backend
-        self.template = template
         self.observer = observer
         self.options = options or ReplayOptions()
         self.clock = clock  # wall clock of the calls (charged with charge_decision_time)
@@ -127,7 +117,9 @@ class Simulator:
         self.running: dict[str, _Live] = {}
         self._ends: list[tuple[int, int, str]] = []
         self._seq = 0
-        self._completions: list[pb.JobCompletion] = []
+        self._completions: list[JobCompletion] = []
+        self._changes = ChangeLog()  # what the backend has not been told yet
+        self.facts = ReplayFacts(self.nodes, self._queued_job)
         self._fits: dict[tuple[int, tuple[tuple[str, int], ...]], bool] = {}
         self.decisions = 0
         self.finished = 0
@@ -209,6 +201,9 @@ class Simulator:
         while self._ends and self._ends[0][0] <= t:
             _, _, job_id = heapq.heappop(self._ends)
             live = self.running.pop(job_id)
+            self._changes.end(job_id)
+            assert live.running is not None
+            self.facts.release(live.running.units)
             released = True
             self._finish(live)
         return released
@@ -226,7 +221,7 @@ class Simulator:
             )
         )
         self._completions.append(
-            pb.JobCompletion(
+            JobCompletion(
                 job_id=job.id, user=job.user, name=job.executable, queue=job.queue,
                 units=live.units, unit_request=live.request,
                 requested_time=job.requested_time, start_time=running.start_time,
@@ -258,7 +253,12 @@ class Simulator:
             actual_duration=max(1, job.duration) if self.options.oracle else None,
         )
         self.queue[job.id] = _Live(job, units, request, queued)
+        self._changes.submit(queued)
         return True
+
+    def _queued_job(self, job_id: str) -> QueuedJob | None:
+        live = self.queue.get(job_id)
+        return None if live is None else live.queued
 
     def _snapshot(self, t: int) -> Snapshot:
         running = tuple(live.running for live in self.running.values() if live.running)
@@ -266,55 +266,33 @@ class Simulator:
         return Snapshot(time=t, nodes=self.nodes, running=running, queued=queued)
 
     def _dispatch(self, t: int) -> tuple[Decision, int]:
-        """One Dispatch call; returns the checked decision and the charged delay (s)."""
+        """One decision call; returns the checked decision and the charged delay (s)."""
         self._flush_completions()
-        snapshot = self._snapshot(t)
-        request = pb.DispatchRequest()
-        request.CopyFrom(self.template)
-        snapshot_to_pb(snapshot, request)
+        change = self._changes.take(t)
         begin = self.clock()
-        response = self.backend.dispatch(request)
+        answer = self.backend.decide(change, lambda: self._snapshot(t))
         roundtrip = self.clock() - begin
-        decision = decision_from_pb(response)
-        problems = self._problems(snapshot, response, decision)
+        decision = answer.decision
+        problems = list(answer.problems)
+        if decision.time != t:
+            problems.append(f"decision time {decision.time} differs from t={t}")
+        problems.extend(check_decision_against(self.facts, decision))
         if problems:
             raise InvalidDecisionError(t, problems)
         self.decisions += 1
-        report = response.report
+        report = answer.report
         self.observer.decision_made(
             DecisionRecord(
-                time=t, queue_length=len(snapshot.queued), running_jobs=len(snapshot.running),
-                dispatcher=_enum_name(pb.Dispatcher, report.dispatcher, "DISPATCHER_"),
-                predictor=_enum_name(pb.Predictor, report.predictor, "PREDICTOR_"),
-                profile=report.profile, attempts=len(report.attempts),
-                status=_enum_name(pb.SolveStatus, report.status, "SOLVE_STATUS_"),
-                variables=report.model_variables, constraints=report.model_constraints,
-                started=len(decision.starts), decision_seconds=report.total_seconds,
+                time=t, queue_length=len(self.queue), running_jobs=len(self.running),
+                dispatcher=report.dispatcher, predictor=report.predictor,
+                profile=report.profile, attempts=report.attempts, status=report.status,
+                variables=report.variables, constraints=report.constraints,
+                started=len(decision.starts), decision_seconds=report.decision_seconds,
                 roundtrip_seconds=roundtrip, fallback_reason=report.fallback_reason,
             )
         )
         delay = math.ceil(roundtrip) if self.options.charge_decision_time else 0
         return decision, delay
-
-    def _problems(
-        self, snapshot: Snapshot, response: pb.DispatchResponse, decision: Decision
-    ) -> list[str]:
-        problems = []
-        if response.time != snapshot.time:
-            problems.append(f"response time {response.time} differs from t={snapshot.time}")
-        problems.extend(check_decision(snapshot, decision))
-        for start in response.starts:
-            live = self.queue.get(start.job_id)
-            if live is None:
-                continue  # reported by check_decision
-            for unit in start.units:
-                if dict(unit.amounts) != live.request:
-                    problems.append(
-                        f"job {start.job_id!r} unit on {unit.node_id!r} holds "
-                        f"{dict(unit.amounts)} instead of its request {live.request}"
-                    )
-                    break
-        return problems
 
     def _apply(self, decision: Decision, t: int) -> None:
         for start in decision.starts:
@@ -331,6 +309,8 @@ class Simulator:
             # so that it does not end at the very time point it started in.
             live.end = t + max(1, live.job.duration)
             self.running[live.job.id] = live
+            self._changes.start(live.running)
+            self.facts.hold(live.running.units)
             self._seq += 1
             heapq.heappush(self._ends, (live.end, self._seq, live.job.id))
 
@@ -338,11 +318,3 @@ class Simulator:
         if self._completions:
             batch, self._completions = self._completions, []
             self.backend.report_completions(batch)
-
-
-def _enum_name(enum: object, value: int, prefix: str) -> str:
-    try:
-        name: str = enum.Name(value)  # type: ignore[attr-defined]
-    except ValueError:
-        return str(value)
-    return name.removeprefix(prefix).lower()

@@ -13,8 +13,13 @@ from prometheus_client import CollectorRegistry
 from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.server.config import ServerConfig
 from hpcdispatch.server.intake.snapshot_intake import SnapshotIntake
-from hpcdispatch.server.pipeline import DecisionAbandoned, DurationPredictor, PredictorRegistry
-from hpcdispatch.server.rpc.decision_front import DecisionFront, DecisionSlot, Situation
+from hpcdispatch.server.pipeline import (
+    DecisionAbandoned,
+    DurationPredictor,
+    PredictorRegistry,
+    Situation,
+)
+from hpcdispatch.server.rpc.decision_front import DecisionFront, DecisionSlot
 from hpcdispatch.server.rpc.metrics import ServiceMetrics
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS

@@ -3,11 +3,12 @@ snapshot and an UpdateSession carry alike."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from ..pipeline import SearchSettings
+from ..pipeline import SearchControl, SearchSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,3 +30,11 @@ class DecisionOptions:
             first_fit=request.allocator == pb.ALLOCATOR_FIRST_FIT, settings=settings,
             cluster=cluster or "default",
         )
+
+    def control(
+        self, deadline: float, workers: int, cancelled: Callable[[], bool]
+    ) -> SearchControl:
+        """The search these options ask for, with `workers` solver threads, until `deadline`
+        (time.monotonic()) or until `cancelled()`."""
+        return SearchControl(settings=self.settings, deadline=deadline, first_fit=self.first_fit,
+                             workers=workers, cancelled=cancelled)

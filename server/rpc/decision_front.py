@@ -19,7 +19,6 @@ import grpc
 import structlog
 
 from hpcdispatch.catalog import PREDICTOR_BY_KIND, dispatcher_kind, predictor_kind
-from hpcdispatch.decision_check import ClusterFacts
 from hpcdispatch.proto_convert import add_starts
 from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -31,14 +30,13 @@ from ..pipeline import (
     DecisionAbandoned,
     DecisionResult,
     DurationPredictor,
-    NodeIndex,
-    Occupancy,
     Outcome,
     PredictorRegistry,
     Problem,
     SearchControl,
     SearchSettings,
-    run_decision,
+    Situation,
+    decide_on,
 )
 from .admission import DecisionAdmission, Refused
 from .metrics import ServiceMetrics
@@ -91,19 +89,6 @@ class DecisionSlot:
     def stopped(self) -> bool:
         """The slot's time is up or its caller gone (as its SearchControl would say)."""
         return self.deadline - time.monotonic() <= 0 or self.cancelled()
-
-
-@dataclass(frozen=True, slots=True)
-class Situation:
-    """What a decision is made on: the snapshot and its node index; a session adds what it keeps
-    between decisions (see `run_decision`): the running work's occupancy, the facts the check
-    reads, the queued jobs' durations."""
-
-    snapshot: Snapshot
-    nodes: NodeIndex
-    occupancy: Occupancy | None = None
-    facts: ClusterFacts | None = None
-    queued_durations: Callable[[], dict[str, int]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,13 +174,7 @@ class DecisionFront:
     def control(self, options: DecisionOptions, slot: DecisionSlot) -> SearchControl:
         """The search settings, allocator and solver workers asked for, under the slot's
         deadline and cancellation."""
-        return SearchControl(
-            settings=options.settings,
-            deadline=slot.deadline,
-            first_fit=options.first_fit,
-            workers=self.config.solver_workers,
-            cancelled=slot.cancelled,
-        )
+        return options.control(slot.deadline, self.config.solver_workers, slot.cancelled)
 
     def decide(
         self, situation: Situation, options: DecisionOptions, slot: DecisionSlot,
@@ -219,9 +198,7 @@ class DecisionFront:
         built = time.monotonic()
         situation = build(predictor_kind_, predictor)
         situation_seconds = time.monotonic() - built
-        result = run_decision(situation.snapshot, kind, predictor, control, situation.nodes,
-                              occupancy=situation.occupancy, facts=situation.facts,
-                              queued_durations=situation.queued_durations)
+        result = decide_on(situation, kind, predictor, control)
         response = self.answer(situation.snapshot, result, kind, predictor_kind_,
                                control.settings, options.cluster, received)
         return Decided(response, result, situation, predictor_kind_, control.settings,

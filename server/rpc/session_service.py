@@ -15,7 +15,6 @@ resyncs.
 from __future__ import annotations
 
 import time
-from functools import partial
 
 import grpc
 import structlog
@@ -29,11 +28,10 @@ from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 from ..intake.decision_options import DecisionOptions
 from ..intake.snapshot_intake import SnapshotIntake
 from ..intake.validation import Violation
-from ..pipeline import DurationPredictor
 from ..sessions.delta import check_delta
 from ..sessions.state import SessionState
 from ..sessions.store import SessionGone, SessionStore
-from .decision_front import DecisionFront, DecisionSlot, Situation, predictor_name
+from .decision_front import DecisionFront, DecisionSlot, predictor_name
 from .errors import abort_invalid_argument
 from .metrics import dispatcher_label, status_label
 
@@ -172,14 +170,7 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         """Decide on the session's state as it is now (its snapshot with the durations of the
         predictor asked for, its occupancy, its facts for the check)."""
 
-        def situation(predictor_kind: int, predictor: DurationPredictor) -> Situation:
-            return Situation(
-                snapshot=state.snapshot(predictor_kind, predictor), nodes=state.node_index(),
-                occupancy=state.occupancy(predictor_kind, predictor), facts=state,
-                queued_durations=partial(state.queued_durations, predictor_kind, predictor),
-            )
-
-        decided = self.front.decide_built(situation, options, slot, received)
+        decided = self.front.decide_built(state.situation, options, slot, received)
         response, result, snapshot = decided.response, decided.result, decided.situation.snapshot
         report, kind = response.report, slot.kind
         self.metrics.session_decision_seconds.labels(dispatcher_label(kind)).observe(

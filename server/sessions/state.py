@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from functools import partial
 from itertools import repeat
 
 import numpy as np
@@ -39,6 +40,7 @@ from ..pipeline import (
     JobFacts,
     NodeIndex,
     Occupancy,
+    Situation,
     depends_on_job_only,
     index_nodes,
     predict_many,
@@ -105,6 +107,16 @@ class SessionState:
             nodes=self.node_tuple(),
             running=tuple(view.values()),
             queued=tuple(self.queued.values()),
+        )
+
+    def situation(self, predictor_kind: int, predictor: DurationPredictor) -> Situation:
+        """What a decision on the state as it is now is made on: its snapshot with the
+        durations of `predictor`, its occupancy, its facts for the check, its queued jobs'
+        durations."""
+        return Situation(
+            snapshot=self.snapshot(predictor_kind, predictor), nodes=self.node_index(),
+            occupancy=self.occupancy(predictor_kind, predictor), facts=self,
+            queued_durations=partial(self.queued_durations, predictor_kind, predictor),
         )
 
     def queued_durations(self, predictor_kind: int, predictor: DurationPredictor) -> dict[str, int]:

@@ -1,0 +1,114 @@
+"""The seam between the simulator and a dispatching service, free of the wire format.
+
+At each decision the simulator hands its backend what changed since the previous call
+(`StateChange`: jobs ended, submitted, started) and a way to build the whole state
+(`Snapshot`) when the backend needs it. A backend that keeps the cluster's state itself (the
+service's session, called in-process) applies the change; one that sends whole snapshots or
+computes its own deltas (the gRPC client's session) builds the snapshot. Either answers with
+the decision and how it was reached (`Answer`), and learns completed jobs through
+`report_completions`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from hpcdispatch.snapshot import Decision, JobCompletion, QueuedJob, RunningJob, Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """What changed since the previous decision call (at the first call: the whole state)."""
+
+    time: int  # t of this call
+    ended: tuple[str, ...]  # running jobs that finished (ids)
+    cancelled: tuple[str, ...]  # queued jobs that left the queue without running (ids)
+    submitted: tuple[QueuedJob, ...]  # jobs that entered the queue
+    started: tuple[RunningJob, ...]  # queued jobs that started (with their d_i)
+
+
+@dataclass(slots=True)
+class ChangeLog:
+    """The changes since the last `take`, kept as the simulator makes them, written as the
+    difference of the two states (what a snapshot-diffing client would send): a job that
+    started and ended between two calls was queued at the first and is gone at the second, so
+    it left the queue without running (`cancelled`)."""
+
+    submitted: dict[str, QueuedJob] = field(default_factory=dict)
+    started: dict[str, RunningJob] = field(default_factory=dict)
+    ended: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+
+    def submit(self, job: QueuedJob) -> None:
+        self.submitted[job.id] = job
+
+    def start(self, job: RunningJob) -> None:
+        """A job the backend saw queued (it decided to start it) starts."""
+        self.started[job.id] = job
+
+    def end(self, job_id: str) -> None:
+        if self.started.pop(job_id, None) is None:
+            self.ended.append(job_id)
+        else:
+            self.cancelled.append(job_id)
+
+    def take(self, t: int) -> StateChange:
+        change = StateChange(t, tuple(self.ended), tuple(self.cancelled),
+                             tuple(self.submitted.values()), tuple(self.started.values()))
+        self.submitted, self.started, self.ended, self.cancelled = {}, {}, [], []
+        return change
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerReport:
+    """How the service reached a decision (the contract's DecisionReport, names lower case)."""
+
+    dispatcher: str  # e.g. "easy", "pcp20"
+    predictor: str  # e.g. "walltime"
+    profile: str
+    attempts: int  # solver attempts (restart policy)
+    status: str  # e.g. "optimal", "feasible", "fallback"
+    variables: int
+    constraints: int
+    decision_seconds: float  # the service's own wall time of the decision
+    fallback_reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A decision as the backend received it; `problems`: what the backend found wrong in the
+    answer itself (a time or unit amounts that differ from what was asked), empty when none."""
+
+    decision: Decision
+    report: AnswerReport
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceFacts:
+    """What the service says of itself (DescribeService): its defaults, version, profiles."""
+
+    default_dispatcher: int  # pb.Dispatcher
+    default_predictor: int  # pb.Predictor
+    default_profile: str
+    version: str
+    profiles: tuple[str, ...]  # the search profiles' names
+
+
+class DispatchBackend(Protocol):
+    """The dispatching service as the simulator sees it: decide, and learn completions."""
+
+    def decide(self, change: StateChange, whole: Callable[[], Snapshot]) -> Answer: ...
+
+    def report_completions(self, completions: Sequence[JobCompletion]) -> None: ...
+
+
+def enum_name(enum: object, value: int, prefix: str) -> str:
+    """pb.Dispatcher value DISPATCHER_EASY -> "easy" (the number, for a value not named)."""
+    try:
+        name: str = enum.Name(value)  # type: ignore[attr-defined]
+    except ValueError:
+        return str(value)
+    return name.removeprefix(prefix).lower()

@@ -1,0 +1,79 @@
+"""DispatchBackend over the service's decision pipeline in this process (no gRPC, no protobuf
+per decision): server/in_process.py.
+
+The first decision opens an in-process session with the whole snapshot, taken in and checked as
+OpenSession takes it in (its options from the replay's request template, resolved once); each
+later one hands the session the simulator's change since the previous call. The decisions are
+those of the gRPC path's session; campaigns and benchmarks use this path because it costs what
+the simulator and the dispatcher cost, not what the transport costs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hpcdispatch.proto_convert import snapshot_to_pb
+from hpcdispatch.server.in_process import InProcessDecision, InProcessService, InProcessSession
+from hpcdispatch.snapshot import JobCompletion, Snapshot
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from .backend import Answer, AnswerReport, ServiceFacts, StateChange, enum_name
+
+
+class LocalService:
+    """The service in this process, as a replay's target: what it says of itself, and a
+    backend per replay. `overrides`: ServerConfig keys over the defaults."""
+
+    def __init__(self, **overrides: Any) -> None:
+        self.service = InProcessService(**overrides)
+
+    def describe(self) -> ServiceFacts:
+        d = self.service.defaults
+        return ServiceFacts(d.default_dispatcher, d.default_predictor, d.default_profile,
+                            d.version, d.profiles)
+
+    def backend(self, template: pb.DispatchRequest) -> InProcessBackend:
+        return InProcessBackend(self.service, template)
+
+
+class InProcessBackend:
+    """The replay's decisions through `service` (one session per backend)."""
+
+    def __init__(self, service: InProcessService, template: pb.DispatchRequest) -> None:
+        self.service = service
+        self.template = template
+        self.session: InProcessSession | None = None
+
+    def decide(self, change: StateChange, whole: Callable[[], Snapshot]) -> Answer:
+        if self.session is None:
+            request = pb.DispatchRequest()
+            request.CopyFrom(self.template)
+            snapshot_to_pb(whole(), request)
+            self.session = self.service.open(request)
+        else:
+            self.session.update(change.time, change.ended, change.cancelled, change.submitted,
+                                change.started)
+        return _answer(self.session.decide())
+
+    def report_completions(self, completions: Sequence[JobCompletion]) -> None:
+        self.service.learn(self.template.cluster, completions)
+
+    def close(self) -> None:
+        self.session = None
+
+
+def _answer(decided: InProcessDecision) -> Answer:
+    result = decided.result
+    outcome = result.outcome
+    return Answer(
+        result.decision,
+        AnswerReport(
+            dispatcher=enum_name(pb.Dispatcher, decided.dispatcher, "DISPATCHER_"),
+            predictor=enum_name(pb.Predictor, decided.predictor, "PREDICTOR_"),
+            profile=decided.profile, attempts=len(outcome.attempts),
+            status=enum_name(pb.SolveStatus, outcome.status, "SOLVE_STATUS_"),
+            variables=outcome.variables, constraints=outcome.constraints,
+            decision_seconds=decided.seconds, fallback_reason=result.fallback_reason,
+        ),
+    )
