@@ -50,6 +50,15 @@ class EasyDispatcher:
             return outcome
 
         head = queue[position]
+        rest = queue[position + 1 :]
+        if not any_fits_now(free_now, rest):
+            # Nothing after the head fits in what is free now: no reservation can change
+            # that, so none is made (the outcome is the one backfill_around would give).
+            outcome.considered.append(head.index)
+            outcome.skipped.extend(
+                (job.index, pb.SKIP_REASON_CANNOT_FIT_NOW) for job in self.backfill_order(
+                    problem, rest))
+            return outcome
         by_index = {j.index: j for j in problem.jobs}
         started = ((by_index[i], nodes) for i, nodes in outcome.placements.items())
         try:
@@ -57,7 +66,7 @@ class EasyDispatcher:
         except Stopped:
             return self._stopped(outcome, queue[position:])
         outcome.considered.append(head.index)
-        rest = self.backfill_order(problem, queue[position + 1 :])
+        rest = self.backfill_order(problem, rest)
         return backfill_around(outcome, free_now, reservation, rest, control.first_fit,
                                every_few(control.should_stop))
 
@@ -85,6 +94,17 @@ class EasyDispatcher:
             else:
                 queue.append(job)
         return queue
+
+
+def any_fits_now(free_now: FreePool, jobs: list[Job]) -> bool:
+    """Whether some job of `jobs` has its rn_i units fit in `free_now` (one question per
+    distinct per-unit request, for the fewest units asking it)."""
+    fewest: dict[tuple[int, ...], int] = {}
+    for job in jobs:
+        known = fewest.get(job.req)
+        if known is None or job.units < known:
+            fewest[job.req] = job.units
+    return any(free_now.units_fit(req, units) >= units for req, units in fewest.items())
 
 
 def backfill_around(
