@@ -6,7 +6,6 @@ import csv
 import io
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -31,29 +30,35 @@ from benchmarks.same_instances_sources import (
     capture_replay,
     synthetic_set,
 )
+from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.server.rpc.embedded import embedded_server
+from hpcdispatch.sim_adapter.adapter import GrpcBackend
+from hpcdispatch.sim_adapter.backend import StateChange
 from hpcdispatch.sim_adapter.replay import bundled_trace
+from hpcdispatch.snapshot import QueuedJob, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 
-class _Echo:
-    """A backend that starts nothing."""
+class _Echo(GrpcBackend):
+    """The gRPC backend's requests, answered here: nothing starts."""
 
     def __init__(self) -> None:
+        self.template = pb.DispatchRequest()
         self.calls = 0
 
     def dispatch(self, request: pb.DispatchRequest) -> pb.DispatchResponse:
         self.calls += 1
         return pb.DispatchResponse(time=request.time)
 
-    def report_completions(self, completions: Sequence[pb.JobCompletion]) -> None:
-        pass
+
+def _snapshot(t: int, queued: int) -> Snapshot:
+    return Snapshot(t, (), (), tuple(
+        QueuedJob(id=f"j{i}", user="", name="", queue="", submit_time=0, units=1,
+                  unit_request={"core": 1}, requested_time=10) for i in range(queued)))
 
 
 def _request(t: int, queued: int) -> pb.DispatchRequest:
-    return pb.DispatchRequest(time=t, queued_jobs=[
-        pb.QueuedJob(id=f"j{i}", submit_time=0, units=1, unit_request={"core": 1},
-                     requested_time=10) for i in range(queued)])
+    return snapshot_to_pb(_snapshot(t, queued))
 
 
 def test_capture_keeps_every_nth_eligible_request_and_reads_back(tmp_path: Path) -> None:
@@ -63,7 +68,7 @@ def test_capture_keeps_every_nth_eligible_request_and_reads_back(tmp_path: Path)
     queues = [1, 2, 3, 0, 2, 5, 1, 2, 4]  # eligible (>= 2): t=1,2,4,5,7,8 -> keep 1,4,7
     with pytest.raises(CaptureComplete):
         for t, q in enumerate(queues):
-            backend.dispatch(_request(t, q))
+            backend.decide(StateChange(t, (), (), (), ()), lambda t=t, q=q: _snapshot(t, q))
     assert inner.calls == 8  # the request that completed the capture was still answered
     path = tmp_path / "x.pb"
     path.write_bytes(handle.getvalue())

@@ -91,11 +91,14 @@ class _ServerProcess:
             stop_process(self.proc, 10)
 
 
+TEMPLATE = DispatchSettings(dispatcher="easy", predictor="walltime").template()
+
+
 class _KillingBackend(GrpcBackend):
     """Kills the server before decision number `at`, and starts it again a moment later."""
 
     def __init__(self, client: DispatcherClient, server: _ServerProcess, at: int) -> None:
-        super().__init__(client, "", timeout=60.0)
+        super().__init__(client, TEMPLATE, timeout=60.0)
         self.server = server
         self.at = at
         self.calls = 0
@@ -114,9 +117,8 @@ def _simulate(backend: GrpcBackend, out: Path) -> tuple[int, int]:
     header = read_header(trace)
     system = system_from_header(header, "kth")
     rule = rule_for_system(system, "node", 1.0, 0.0)
-    template = DispatchSettings(dispatcher="easy", predictor="walltime").template()
     recorder = RunRecorder(out)
-    simulator = Simulator(system, rule, backend, template, recorder, ReplayOptions())
+    simulator = Simulator(system, rule, backend, recorder, ReplayOptions())
     try:
         result = simulator.run(iter_jobs(trace, CleaningStats(), LIMIT))
     finally:
@@ -136,7 +138,7 @@ def test_a_replay_survives_the_server_being_killed_and_restarted(tmp_path: Path)
             assert backend.session.resyncs >= 1
             assert backend.session.reasons.keys() <= {"SERVER_RESTARTED", "UNKNOWN_SESSION"}
             assert backend.session.deltas > decisions / 2
-            reference = GrpcBackend(client, "", timeout=60.0, full_snapshots=True)
+            reference = GrpcBackend(client, TEMPLATE, timeout=60.0, full_snapshots=True)
             ref_jobs, ref_decisions = _simulate(reference, tmp_path / "reference")
     finally:
         server.stop()

@@ -87,8 +87,8 @@ def our_starts(target: str, trace: Path, nodes: int, cores: int) -> dict[str, St
     template = DispatchSettings(dispatcher="fcfs", predictor="walltime",
                                 allocator="first-fit").template()
     with DispatcherClient(target, timeout=60) as client:
-        Simulator(system, UnitRule(cores_per_node=cores, mode="core"), GrpcBackend(client),
-                  template, collect).run(iter_jobs(trace, CleaningStats()))
+        Simulator(system, UnitRule(cores_per_node=cores, mode="core"),
+                  GrpcBackend(client, template), collect).run(iter_jobs(trace, CleaningStats()))
     order = {n.id: i + 1 for i, n in enumerate(system.nodes())}
     # r.nodes: the distinct nodes of the job, as node indices 1..N like AccaSim's node_1..N
     return {j: (r.start, sorted(order[n] for n in r.nodes)) for j, r in collect.jobs.items()}

@@ -136,7 +136,7 @@ def test_invalid_decision_from_a_grpc_service_stops_the_replay() -> None:
         recorder = RunRecorder(None)
         with DispatcherClient(f"127.0.0.1:{port}", timeout=10) as client:
             simulator = Simulator(system, rule_for_system(system), GrpcBackend(client),
-                                  pb.DispatchRequest(), recorder)
+                                  recorder)
             with pytest.raises(InvalidDecisionError, match="over capacity on 'core'"):
                 simulator.run(iter_jobs(trace, CleaningStats(), limit=50))
     finally:

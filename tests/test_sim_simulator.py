@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from hpcdispatch.proto_convert import completion_to_pb, snapshot_to_pb
+from hpcdispatch.sim_adapter.adapter import answer_of
+from hpcdispatch.sim_adapter.backend import Answer, StateChange
 from hpcdispatch.sim_adapter.outputs import RunRecorder
 from hpcdispatch.sim_adapter.records import DecisionRecord, JobRecord
 from hpcdispatch.sim_adapter.simulator import (
@@ -18,6 +21,7 @@ from hpcdispatch.sim_adapter.simulator import (
 )
 from hpcdispatch.sim_adapter.swf import TraceJob
 from hpcdispatch.sim_adapter.workload import UnitRule
+from hpcdispatch.snapshot import JobCompletion, Snapshot
 from hpcdispatch.systems import homogeneous
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
@@ -59,15 +63,19 @@ def fcfs_first_fit(request: pb.DispatchRequest) -> pb.DispatchResponse:
 
 @dataclass
 class FakeBackend:
-    decide: Callable[[pb.DispatchRequest], pb.DispatchResponse] = fcfs_first_fit
+    """A DispatchBackend deciding on the wire messages, as a service would see them."""
+
+    policy: Callable[[pb.DispatchRequest], pb.DispatchResponse] = fcfs_first_fit
     log: list[tuple[str, object]] = field(default_factory=list)
 
-    def dispatch(self, request: pb.DispatchRequest) -> pb.DispatchResponse:
+    def decide(self, change: StateChange, whole: Callable[[], Snapshot]) -> Answer:
+        snapshot = whole()
+        request = snapshot_to_pb(snapshot)
         self.log.append(("dispatch", request))
-        return self.decide(request)
+        return answer_of(self.policy(request), snapshot)
 
-    def report_completions(self, completions: Sequence[pb.JobCompletion]) -> None:
-        self.log.append(("completions", list(completions)))
+    def report_completions(self, completions: Sequence[JobCompletion]) -> None:
+        self.log.append(("completions", [completion_to_pb(c) for c in completions]))
 
     @property
     def requests(self) -> list[pb.DispatchRequest]:
@@ -97,7 +105,7 @@ def simulate(
     system = homogeneous("test", nodes, {"core": cores})
     out = Collect()
     kwargs = {"clock": clock} if clock else {}
-    sim = Simulator(system, UnitRule(cores_per_node=cores), backend, pb.DispatchRequest(), out,
+    sim = Simulator(system, UnitRule(cores_per_node=cores), backend, out,
                     options, **kwargs)
     result = sim.run(jobs)
     assert result.jobs == len(out.jobs)
@@ -240,7 +248,7 @@ def test_a_dispatcher_that_never_starts_anything_is_a_stall() -> None:
 def test_recorder_sums_up_a_run() -> None:
     system = homogeneous("test", 1, {"core": 4})
     recorder = RunRecorder(None)
-    sim = Simulator(system, UnitRule(cores_per_node=4), FakeBackend(), pb.DispatchRequest(),
+    sim = Simulator(system, UnitRule(cores_per_node=4), FakeBackend(),
                     recorder)
     result = sim.run([job("A", 0, 4, run=100, req=200), job("B", 0, 2, run=50, req=100)])
     summary = recorder.summary(first_submit=result.first_submit, last_end=result.last_end,

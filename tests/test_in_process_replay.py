@@ -1,0 +1,100 @@
+"""The in-process replay path gives the gRPC path's decisions, byte for byte, under every
+dispatcher (deterministic search): the real service on loopback (sessions) against its pipeline
+called in this process (`simulate --in-process`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hpcdispatch.catalog import DISPATCHER_NAMES
+from hpcdispatch.sim_adapter.adapter import DispatchSettings, service_target
+from hpcdispatch.sim_adapter.backend import ChangeLog
+from hpcdispatch.sim_adapter.cli import register
+from hpcdispatch.sim_adapter.in_process_backend import LocalService
+from hpcdispatch.sim_adapter.replay import RunSpec, bundled_trace, replay
+from hpcdispatch.snapshot import QueuedJob, RunningJob, UnitAllocation
+
+LIMIT = 300  # jobs of the bundled KTH-SP2 slice per replay: queues form, the CP models solve
+
+
+@pytest.fixture(scope="module")
+def target() -> Iterator[str]:
+    with service_target(None) as address:
+        yield address
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalService:
+    return LocalService()
+
+
+def _both(target: str, local: LocalService, tmp_path: Path, spec: RunSpec) -> tuple[
+        dict, dict]:
+    over_grpc = replay(spec, target, tmp_path / "grpc")
+    in_process = replay(spec, local, tmp_path / "in-process")
+    return over_grpc, in_process
+
+
+@pytest.mark.parametrize("dispatcher", sorted(DISPATCHER_NAMES))
+def test_both_paths_give_the_same_jobs_csv(
+    dispatcher: str, target: str, local: LocalService, tmp_path: Path
+) -> None:
+    spec = RunSpec(bundled_trace(), DispatchSettings(dispatcher=dispatcher,
+                                                     predictor="walltime"), limit_jobs=LIMIT)
+    over_grpc, in_process = _both(target, local, tmp_path, spec)
+    assert over_grpc["path"] == "grpc-session" and in_process["path"] == "in-process"
+    assert in_process["jobs"] == over_grpc["jobs"] == LIMIT
+    assert in_process["decisions"] == over_grpc["decisions"]
+    grpc_jobs = (tmp_path / "grpc" / "jobs.csv").read_bytes()
+    assert grpc_jobs.count(b"\n") == LIMIT + 1
+    assert (tmp_path / "in-process" / "jobs.csv").read_bytes() == grpc_jobs
+
+
+@pytest.mark.parametrize(("dispatcher", "predictor", "system", "unit_mode"), [
+    ("pcp20", "data-driven", None, "node"),  # the predictors learn from completions
+    ("easy", "last-two", None, "node"),
+    ("pcp20", "walltime", "eurora", "core"),  # several resource types, units per core
+    ("conservative", "walltime", "eurora", "core"),
+])
+def test_both_paths_agree_with_learning_predictors_and_resource_types(
+    dispatcher: str, predictor: str, system: str | None, unit_mode: str,
+    target: str, local: LocalService, tmp_path: Path,
+) -> None:
+    spec = RunSpec(bundled_trace(), DispatchSettings(dispatcher=dispatcher, predictor=predictor),
+                   system=system, unit_mode=unit_mode,  # type: ignore[arg-type]
+                   accelerator_share=0.2 if system else 0.0, limit_jobs=LIMIT)
+    _both(target, local, tmp_path, spec)
+    assert ((tmp_path / "in-process" / "jobs.csv").read_bytes()
+            == (tmp_path / "grpc" / "jobs.csv").read_bytes())
+
+
+def test_the_cli_runs_in_process_and_refuses_a_target_with_it(tmp_path: Path) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    out = tmp_path / "runs"
+    args = parser.parse_args(["simulate", "--dispatcher", "easy", "--predictor", "walltime",
+                              "--limit-jobs", "50", "--in-process", "--no-progress",
+                              "--out", str(out)])
+    assert args.func(args) == 0
+    (run,) = out.iterdir()
+    assert '"path": "in-process"' in (run / "summary.json").read_text()
+    args = parser.parse_args(["simulate", "--in-process", "--target", "127.0.0.1:1",
+                              "--out", str(tmp_path / "no")])
+    assert args.func(args) == 2
+
+
+def test_a_job_that_starts_and_ends_between_two_calls_leaves_the_queue() -> None:
+    changes = ChangeLog()
+    queued = QueuedJob("a", "u", "n", "q", 0, 1, {"core": 1}, 10)
+    changes.submit(queued)
+    first = changes.take(0)
+    assert [j.id for j in first.submitted] == ["a"] and not first.started
+    changes.start(RunningJob("a", "u", "n", 0, 10, 1, (UnitAllocation("n1", {"core": 1}),)))
+    changes.end("a")  # before the next call
+    second = changes.take(1)
+    assert second.cancelled == ("a",) and not second.ended and not second.started
