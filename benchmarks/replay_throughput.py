@@ -2,24 +2,28 @@
 
 Each replay runs as its own process (`hpcdispatch simulate`, wall-time estimates, deterministic
 search), and its CPU time (user + system, from the operating system's accounting of the finished
-child) and wall time are measured around it; the yardstick is `benchmarks.plain_easy`, a plain
-event-driven EASY on processor counts, run the same way on the same jobs, and its start times are
-compared with the replay's EASY job for job. Every row is measured in the same run, so the ratios
-hold on a loaded machine where the seconds do not.
+child) and wall time are measured around it; "replay CPU" is the part spent in the replay itself
+(summary.json's `replay_cpu_seconds`: the process less its start-up and imports). The yardstick
+is `benchmarks.plain_easy`, a plain event-driven EASY on processor counts, run the same way on
+the same jobs, and its start times are compared with the replay's EASY job for job. Every row
+is measured in the same run, so the ratios hold on a loaded machine where the seconds do not.
 
-    python -m benchmarks.replay_throughput \\
-        --trace sim_adapter/data/KTH-SP2-1996-2.1-cln.slice.swf.xz \\
-        --limit-jobs 3000 --dispatchers easy,pcp20 --repeats 3
+    python -m benchmarks.replay_throughput --trace kth-sp2 --limit-jobs 5000 \\
+        --dispatchers easy,pcp20 --repeats 3 --before /path/to/old/checkout/.venv/bin/python
 
 `--paths` names how the replay reaches the dispatcher: `grpc` (the embedded service on loopback,
 through sessions: the default of `hpcdispatch simulate`) and, where `simulate` offers it,
-`in-process` (the service's decision pipeline called directly).
+`in-process` (the service's decision pipeline called directly). `--before` adds the gRPC rows of
+another checkout (its interpreter, e.g. the code before a change), run in the same way in the
+same run; every replay's jobs.csv is compared with the first path's, byte for byte.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import filecmp
+import json
 import os
 import resource
 import statistics
@@ -30,6 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcdispatch.sim_adapter.replay import resolve_trace
 from hpcdispatch.sim_adapter.swf import read_header
 
 REPO = Path(__file__).resolve().parent.parent
@@ -54,8 +59,10 @@ def timed(command: list[str]) -> Timing:
     return Timing(cpu, wall)
 
 
-def simulate_command(trace: Path, limit: int, dispatcher: str, path: str, out: Path) -> list[str]:
-    command = [*CLI, "simulate", "--trace", str(trace), "--limit-jobs", str(limit),
+def simulate_command(trace: Path, limit: int, dispatcher: str, path: str, out: Path,
+                     python: str = sys.executable) -> list[str]:
+    command = [python, "-m", "hpcdispatch", "simulate", "--trace", str(trace),
+               "--limit-jobs", str(limit),
                "--dispatcher", dispatcher, "--predictor", "walltime", "--no-progress",
                "--out", str(out)]
     if path == "in-process":
@@ -67,6 +74,18 @@ def simulate_offers(flag: str) -> bool:
     shown = subprocess.run([*CLI, "simulate", "--help"], capture_output=True, text=True,
                            cwd=REPO, check=True).stdout
     return flag in shown
+
+
+def replay_cpu(out: Path) -> float | None:
+    """summary.json's replay CPU seconds (None where the replay's code does not record it)."""
+    (summary,) = out.glob("*/summary.json")
+    value = json.loads(summary.read_text()).get("replay_cpu_seconds")
+    return None if value is None else float(value)
+
+
+def jobs_csv(out: Path) -> Path:
+    (path,) = out.glob("*/jobs.csv")
+    return path
 
 
 def starts_of_replay(out: Path) -> dict[str, int]:
@@ -90,51 +109,72 @@ def processors_of(trace: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trace", type=Path, required=True)
+    parser.add_argument("--trace", required=True,
+                        help="a shipped trace's name (kth-sp2, llnl-atlas, lublin-256, "
+                        "kth-sp2-slice) or an SWF file")
     parser.add_argument("--limit-jobs", type=int, required=True)
     parser.add_argument("--dispatchers", default="easy,pcp20")
     parser.add_argument("--paths", default="grpc,in-process",
                         help="grpc, in-process (skipped where simulate lacks --in-process)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per row; medians shown")
+    parser.add_argument("--before", metavar="PYTHON",
+                        help="interpreter of another checkout: its gRPC replays as rows too")
     args = parser.parse_args(argv)
-    trace = args.trace.resolve()
+    trace = resolve_trace(args.trace).resolve()
     paths = [p for p in args.paths.split(",")
              if p == "grpc" or (p == "in-process" and simulate_offers("--in-process"))]
+    # (row name, interpreter, path) of every replay row, the --before rows first.
+    variants = [("before", args.before, "grpc")] if args.before else []
+    variants += [("now", sys.executable, path) for path in paths]
     processors = processors_of(trace)
-    rows: list[tuple[str, str, Timing]] = []
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         plain_out = scratch / "plain.csv"
         plain = [timed([sys.executable, "-m", "benchmarks.plain_easy", "--trace", str(trace),
                         "--processors", str(processors), "--limit-jobs", str(args.limit_jobs),
                         "--out", str(plain_out)]) for _ in range(args.repeats)]
-        rows.append(("plain EASY (benchmarks.plain_easy)", "-", median(plain)))
+        rows: list[tuple[str, str, Timing, float | None]] = [
+            ("plain EASY (benchmarks.plain_easy)", "-", median(plain), None)]
         agreement: dict[str, str] = {}
-        for path in paths:
+        identical: dict[str, str] = {}
+        for code, python, path in variants:
             for dispatcher in args.dispatchers.split(","):
-                runs = []
+                runs, cpus = [], []
                 for r in range(args.repeats):
-                    out = scratch / f"{dispatcher}-{path}-{r}"
+                    out = scratch / f"{dispatcher}-{code}-{path}-{r}"
                     runs.append(timed(simulate_command(trace, args.limit_jobs, dispatcher,
-                                                       path, out)))
-                rows.append((dispatcher, path, median(runs)))
+                                                       path, out, python)))
+                    cpus.append(replay_cpu(out))
+                known = [c for c in cpus if c is not None]
+                rows.append((f"{dispatcher} ({code})", path, median(runs),
+                             statistics.median(known) if known else None))
+                first = scratch / f"{dispatcher}-{variants[0][0]}-{variants[0][2]}-0"
+                if first != scratch / f"{dispatcher}-{code}-{path}-0":
+                    same = filecmp.cmp(jobs_csv(first), jobs_csv(scratch / f"{dispatcher}-"
+                                                                  f"{code}-{path}-0"),
+                                       shallow=False)
+                    identical[f"{dispatcher} {code} {path}"] = "identical" if same else "DIFFER"
                 if dispatcher == "easy":
-                    ours = starts_of_replay(scratch / f"easy-{path}-0")
+                    ours = starts_of_replay(scratch / f"easy-{code}-{path}-0")
                     theirs = starts_of_plain(plain_out)
-                    same = sum(ours.get(job) == start for job, start in theirs.items())
-                    agreement[path] = f"{same}/{len(theirs)}"
+                    same_starts = sum(ours.get(job) == start for job, start in theirs.items())
+                    agreement[f"{code} {path}"] = f"{same_starts}/{len(theirs)}"
     print(f"trace {trace.name}, first {args.limit_jobs} jobs, {processors} processors, "
           f"wall-time estimates; median of {args.repeats} runs each, one process per run")
     base = rows[0][2].cpu
-    header = ("replay", "path", "CPU [s]", "wall [s]", "jobs / CPU-s", "CPU ÷ plain")
+    header = ("replay", "path", "CPU [s]", "wall [s]", "replay CPU [s]", "jobs / CPU-s",
+              "CPU ÷ plain", "replay CPU ÷ plain")
     table = [header] + [
-        (name, path, f"{t.cpu:.2f}", f"{t.wall:.2f}", f"{args.limit_jobs / t.cpu:,.0f}",
-         f"{t.cpu / base:.1f}×") for name, path, t in rows]
+        (name, path, f"{t.cpu:.2f}", f"{t.wall:.2f}", "-" if own is None else f"{own:.2f}",
+         f"{args.limit_jobs / t.cpu:,.0f}", f"{t.cpu / base:.1f}×",
+         "-" if own is None else f"{own / base:.1f}×") for name, path, t, own in rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
     for where, equal in agreement.items():
         print(f"EASY start times equal to the plain simulator's ({where}): {equal} jobs")
+    for what, verdict in identical.items():
+        print(f"jobs.csv of {what} against {variants[0][0]} {variants[0][2]}: {verdict}")
     return 0
 
 

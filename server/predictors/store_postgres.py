@@ -62,10 +62,6 @@ WHERE cluster = %s AND seq > %s ORDER BY seq
 _CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
 
 
-def is_postgres_url(location: str) -> bool:
-    return location.startswith(("postgresql://", "postgres://"))
-
-
 def redacted(url: str) -> str:
     """The URL without its password: postgresql://user@host:port/db."""
     try:
