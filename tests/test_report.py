@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from hpcdispatch.cli import main
-from hpcdispatch.sim_adapter.outputs import DECISION_COLUMNS, JOB_COLUMNS
+from hpcdispatch.sim_adapter.outputs import DECISION_COLUMNS, JOB_COLUMNS, RunRecorder
+from hpcdispatch.sim_adapter.records import JobRecord
 from hpcdispatch.sim_adapter.report import comparison_table, find_runs, write_plots
 from hpcdispatch.sim_adapter.report_plots import series_of
 from hpcdispatch.sim_adapter.sequences import aggregate_table
@@ -174,3 +175,18 @@ def test_every_series_has_its_own_colour(tmp_path: Path) -> None:
                           for k in range(count)])
         colours = [tuple(s.colour) for s in series_of(runs)]
         assert len(set(colours)) == count
+
+
+def test_a_replay_summary_carries_the_percentiles_of_wait_and_bounded_slowdown() -> None:
+    recorder = RunRecorder(None)
+    for i, (wait, run) in enumerate(zip(WAITS, RUNS, strict=True)):
+        recorder.job_finished(JobRecord(str(i), "u1", 0, wait, wait + run, run, run, False, 1,
+                                        1, ("n1",)))
+    summary = recorder.summary(first_submit=0, last_end=1, total_cores=1, replay_seconds=0.0,
+                               meta={}, cleaning={})
+    waits = np.array(WAITS, dtype=float)
+    slowdowns = np.maximum((waits + RUNS) / np.maximum(RUNS, 10), 1)
+    for q in (50, 95, 99):
+        assert summary["wait_seconds"][f"p{q}"] == pytest.approx(np.percentile(waits, q))
+        assert summary["bounded_slowdown"][f"p{q}"] == pytest.approx(np.percentile(slowdowns, q))
+    assert summary["wait_seconds"]["max"] == 90_000
