@@ -150,16 +150,20 @@ def aggregate(summaries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def aggregate_table(summaries: Sequence[dict[str, Any]]) -> str:
-    """A fixed-width table of `aggregate`: one row per run label, `mean ± std` per figure."""
-    header = ["run", "runs", *(h for h, _, _, _ in AGGREGATED), LONGEST_WAIT]
-    lines = [header]
+    """A fixed-width table of `aggregate`: one row per run label, `mean ± std` per figure of
+    AGGREGATED, and the longest wait next to the waits."""
+    names = [h for h, _, _, _ in AGGREGATED]
+    digits = {h: d for h, _, _, d in AGGREGATED}
+    names.insert(names.index("p99 wait [h]") + 1, LONGEST_WAIT)
+    lines = [["run", "runs", *names]]
     for row in aggregate(summaries):
         cells = [row["label"], str(row["runs"])]
-        for name, _, _, digits in AGGREGATED:
-            pair = row[name]
-            cells.append("-" if pair is None or any(map(math.isnan, pair))
-                         else f"{pair[0]:,.{digits}f} ± {pair[1]:,.{digits}f}")
-        longest = row[LONGEST_WAIT]
-        cells.append("-" if longest is None else f"{longest:,.2f}")
+        for name in names:
+            value = row[name]
+            if name == LONGEST_WAIT:
+                cells.append("-" if value is None else f"{value:,.2f}")
+            else:
+                cells.append("-" if value is None or any(map(math.isnan, value))
+                             else f"{value[0]:,.{digits[name]}f} ± {value[1]:,.{digits[name]}f}")
         lines.append(cells)
     return fixed_width(lines)
