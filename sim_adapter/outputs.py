@@ -1,8 +1,8 @@
 """Run outputs: jobs.csv and decisions.csv written as the replay goes, summary.json at the end.
 
-Per-job statistics are accumulated on the fly (Welford), so a replay of any length keeps only
-one float per decision and one per predicted job (for percentiles and the accuracy
-distribution) in memory.
+Per-job statistics are accumulated on the fly (Welford); for percentiles a replay keeps one
+float per decision, two per job (wait and bounded slowdown) and one per predicted job (the
+accuracy distribution) in memory.
 """
 
 from __future__ import annotations
@@ -64,6 +64,15 @@ def quantile(values: list[float], q: float) -> float:
     return values[lo] + (values[hi] - values[lo]) * (pos - lo)
 
 
+TAIL_QUANTILES = (0.5, 0.95, 0.99)  # of waits and bounded slowdowns in summary.json
+
+
+def percentiles(values: array[float]) -> dict[str, float | None]:
+    """p50, p95 and p99 of `values` (None for each when empty)."""
+    data = sorted(values)
+    return {f"p{round(q * 100)}": quantile(data, q) if data else None for q in TAIL_QUANTILES}
+
+
 def distribution(values: array[float]) -> dict[str, float | int | None]:
     data = sorted(values)
     if not data:
@@ -123,6 +132,8 @@ class RunRecorder:
         self.wait = Moments()
         self.slowdown = Moments()
         self.bounded_slowdown = Moments()
+        self.waits: array[float] = array("d")  # for the percentiles
+        self.bounded_slowdowns: array[float] = array("d")
         self.accuracy = Accuracy()
         self.core_seconds = 0
         self.killed = 0
@@ -153,6 +164,8 @@ class RunRecorder:
         self.wait.add(record.wait)
         self.slowdown.add(record.slowdown)
         self.bounded_slowdown.add(record.bounded_slowdown)
+        self.waits.append(record.wait)
+        self.bounded_slowdowns.append(record.bounded_slowdown)
         self.core_seconds += record.cores * record.run
         self.killed += record.killed
         if record.predicted > 0:
@@ -200,9 +213,10 @@ class RunRecorder:
             **meta,
             "jobs": self.jobs,
             "killed_jobs": self.killed,
-            "wait_seconds": self.wait.as_dict(),
+            "wait_seconds": {**self.wait.as_dict(), **percentiles(self.waits)},
             "slowdown": self.slowdown.as_dict(),
-            "bounded_slowdown": self.bounded_slowdown.as_dict(),
+            "bounded_slowdown": {**self.bounded_slowdown.as_dict(),
+                                 **percentiles(self.bounded_slowdowns)},
             "utilisation": utilisation,
             "makespan_seconds": makespan,
             "first_submit": first_submit,

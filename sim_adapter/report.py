@@ -1,18 +1,26 @@
 """Runs side by side: a comparison table and PNG plots.
 
 A run directory holds `summary.json` (per-run figures), `jobs.csv` and `decisions.csv` (see
-`outputs`). Plots: mean ± std of slowdown, bounded slowdown and wait per run (as in the
-papers' figures), the decision-time distribution, and the queue length over time.
+`outputs`). `find_runs` reads them (the tables in `report_tables`, the plots in
+`report_plots`); the tail figures (p50 / p95 / p99 of wait and bounded slowdown) of a run
+written before summary.json carried them are computed from its jobs.csv.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable, Sequence
+import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .outputs import TAIL_QUANTILES, quantile
+from .report_plots import write_plots
+from .report_tables import comparison_table, fixed_width, run_name
+
+__all__ = ["Run", "comparison_table", "find_runs", "fixed_width", "write_plots"]
 
 SUMMARY = "summary.json"
 
@@ -25,6 +33,11 @@ class Run:
     @property
     def label(self) -> str:
         return str(self.summary.get("label", self.path.name))
+
+    @property
+    def name(self) -> str:
+        """The label, after the sequence id for a run of `--sequences`."""
+        return run_name({"label": self.label, **self.summary})
 
     def decisions(self) -> tuple[list[float], list[int], list[float]]:
         """(times, queue lengths, decision seconds) from decisions.csv; empty without it."""
@@ -41,140 +54,66 @@ class Run:
                 seconds.append(float(row["decision_seconds"]))
         return times, queue, seconds
 
+    def jobs(self) -> tuple[list[float], list[float]]:
+        """(waits in seconds, bounded slowdowns) from jobs.csv; empty without it."""
+        waits: list[float] = []
+        slowdowns: list[float] = []
+        path = self.path / "jobs.csv"
+        if not path.exists():
+            return waits, slowdowns
+        with path.open(newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                waits.append(float(row["wait"]))
+                slowdowns.append(float(row["bounded_slowdown"]))
+        return waits, slowdowns
+
 
 def find_runs(paths: Iterable[Path]) -> list[Run]:
-    """Run directories given directly, or found one level below a given directory."""
+    """Run directories given directly, or found one level below a given directory. A given
+    directory with no run (such as the `report/` folder an earlier report wrote, which a glob
+    like `runs/kth/*` picks up) is skipped with a note on stderr; FileNotFoundError when a
+    path does not exist or no run is found at all."""
     runs: list[Run] = []
+    skipped: list[Path] = []
     for path in paths:
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no such file or directory")
         candidates = [path] if (path / SUMMARY).exists() else sorted(
             p for p in path.iterdir() if (p / SUMMARY).exists()
         ) if path.is_dir() else []
         if not candidates:
-            raise FileNotFoundError(f"{path}: no {SUMMARY} here or in its subdirectories")
+            skipped.append(path)
         for run in candidates:
-            runs.append(Run(run, json.loads((run / SUMMARY).read_text(encoding="utf-8"))))
+            summary = json.loads((run / SUMMARY).read_text(encoding="utf-8"))
+            runs.append(Run(run, with_tails(summary, run / "jobs.csv")))
+    if not runs:
+        raise FileNotFoundError(
+            f"{', '.join(map(str, skipped))}: no {SUMMARY} here or in the subdirectories")
+    for path in skipped:
+        print(f"note: skipped {path}: no {SUMMARY} there or one level below (not a run)",
+              file=sys.stderr)
     return runs
 
 
-def _get(summary: dict[str, Any], *keys: str) -> Any:
-    value: Any = summary
-    for key in keys:
-        if not isinstance(value, dict):
-            return None
-        value = value.get(key)
-    return value
-
-
-def _fmt(value: Any, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.{digits}f}"
-    return f"{value:,}" if isinstance(value, int) else str(value)
-
-
-COLUMNS: tuple[tuple[str, tuple[str, ...], float, int], ...] = (
-    # header, path in the summary, scale, digits
-    ("jobs", ("jobs",), 1, 0),
-    ("mean bsld", ("bounded_slowdown", "mean"), 1, 2),
-    ("std bsld", ("bounded_slowdown", "std"), 1, 1),
-    ("mean sld", ("slowdown", "mean"), 1, 2),
-    ("mean wait [s]", ("wait_seconds", "mean"), 1, 0),
-    ("std wait [s]", ("wait_seconds", "std"), 1, 0),
-    ("util", ("utilisation",), 1, 3),
-    ("makespan [h]", ("makespan_seconds",), 1 / 3600, 1),
-    ("decisions", ("decisions",), 1, 0),
-    ("dec p50 [ms]", ("decision_seconds", "p50"), 1000, 1),
-    ("dec p99 [ms]", ("decision_seconds", "p99"), 1000, 1),
-    ("dec max [ms]", ("decision_seconds", "max"), 1000, 1),
-    ("pred MAE [s]", ("predictor_accuracy", "mae_seconds"), 1, 0),
-    ("replay [s]", ("replay_seconds",), 1, 1),
-)
-
-
-def comparison_table(summaries: Sequence[dict[str, Any]]) -> str:
-    """A fixed-width text table, one row per run."""
-    header = ["run", *(c[0] for c in COLUMNS)]
-    rows = [header]
-    for s in summaries:
-        row = [str(s.get("label", "?"))]
-        for _, keys, scale, digits in COLUMNS:
-            value = _get(s, *keys)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                scaled = float(value) * scale
-                value = round(scaled) if digits == 0 else scaled
-            row.append(_fmt(value, digits))
-        rows.append(row)
-    return fixed_width(rows)
-
-
-def fixed_width(rows: Sequence[Sequence[str]]) -> str:
-    """Rows of cells (the first is the header) as aligned text: the first column left, the
-    others right, a rule under the header."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [
-        "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
-                  for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
-        for row in rows
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def write_plots(runs: Sequence[Run], out_dir: Path) -> list[Path]:
-    """The PNG figures; returns their paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    labels = [r.label for r in runs]
-    written: list[Path] = []
-
-    fig, axes = plt.subplots(1, 3, figsize=(4 + 2.2 * len(runs), 4.2))
-    for ax, (key, title) in zip(
-        axes,
-        (("slowdown", "slowdown"), ("bounded_slowdown", "bounded slowdown (10 s)"),
-         ("wait_seconds", "wait [s]")),
-        strict=True,
-    ):
-        means = [_get(r.summary, key, "mean") or 0.0 for r in runs]
-        stds = [_get(r.summary, key, "std") or 0.0 for r in runs]
-        ax.bar(range(len(runs)), means, yerr=stds, capsize=4, color="tab:blue", alpha=0.8)
-        ax.set_xticks(range(len(runs)), labels, rotation=30, ha="right", fontsize=8)
-        ax.set_title(f"mean ± std {title}")
-        ax.set_ylim(bottom=0)
-    fig.tight_layout()
-    written.append(_save(fig, out_dir / "slowdown_wait.png", plt))
-
-    series = [r.decisions() for r in runs]
-    fig, ax = plt.subplots(figsize=(4 + 1.5 * len(runs), 4.2))
-    data = [[max(s * 1000, 1e-3) for s in sec] or [1e-3] for _, _, sec in series]
-    ax.boxplot(data, whis=(1, 99), showfliers=False)
-    ax.set_xticks(range(1, len(runs) + 1), labels, rotation=30, ha="right", fontsize=8)
-    ax.set_yscale("log")
-    ax.set_ylabel("decision time [ms] (box: quartiles, whiskers: p1-p99)")
-    ax.set_title("decision time per run")
-    fig.tight_layout()
-    written.append(_save(fig, out_dir / "decision_time.png", plt))
-
-    fig, ax = plt.subplots(figsize=(9, 4.2))
-    for run, (times, queue, _) in zip(runs, series, strict=True):
-        if times:
-            start = times[0]
-            ax.step([(t - start) / 3600 for t in times], queue, where="post", label=run.label,
-                    linewidth=0.8)
-    ax.set_xlabel("hours since the first decision")
-    ax.set_ylabel("queued jobs at each decision")
-    ax.set_title("queue length over time")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    written.append(_save(fig, out_dir / "queue_length.png", plt))
-    return written
-
-
-def _save(fig: Any, path: Path, plt: Any) -> Path:
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+def with_tails(summary: dict[str, Any], jobs_csv: Path) -> dict[str, Any]:
+    """`summary` with the p50 / p95 / p99 of wait and bounded slowdown (and the longest
+    wait) computed from `jobs_csv` where it has none of them."""
+    figures = {"wait_seconds": "wait", "bounded_slowdown": "bounded_slowdown"}
+    missing = [key for key in figures
+               if not isinstance(summary.get(key), dict) or "p95" not in summary[key]]
+    if not missing or not jobs_csv.exists():
+        return summary
+    columns: dict[str, list[float]] = {key: [] for key in missing}
+    with jobs_csv.open(newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            for key in missing:
+                columns[key].append(float(row[figures[key]]))
+    completed = dict(summary)
+    for key, values in columns.items():
+        data = sorted(values)
+        if not data:
+            continue
+        tails: dict[str, float] = {f"p{round(q * 100)}": quantile(data, q)
+                                   for q in TAIL_QUANTILES}
+        completed[key] = {"max": data[-1], **(summary.get(key) or {}), **tails}
+    return completed

@@ -104,52 +104,66 @@ def draw_sequences(path: str | Path, count: int, length: int, seed: int) -> list
     ]
 
 
-# Figures aggregated per run label: (header, path in a run summary, digits).
-AGGREGATED: tuple[tuple[str, tuple[str, ...], int], ...] = (
-    ("mean bsld", ("bounded_slowdown", "mean"), 2),
-    ("mean wait [s]", ("wait_seconds", "mean"), 0),
-    ("util", ("utilisation",), 3),
-    ("dec p50 [ms]", ("decision_seconds", "p50"), 1),
+# Figures aggregated per run label: (header, path in a run summary, scale, digits).
+AGGREGATED: tuple[tuple[str, tuple[str, ...], float, int], ...] = (
+    ("mean bsld", ("bounded_slowdown", "mean"), 1, 2),
+    ("p99 bsld", ("bounded_slowdown", "p99"), 1, 1),
+    ("mean wait [h]", ("wait_seconds", "mean"), 1 / 3600, 2),
+    ("p99 wait [h]", ("wait_seconds", "p99"), 1 / 3600, 2),
+    ("util", ("utilisation",), 1, 3),
+    ("dec p50 [ms]", ("decision_seconds", "p50"), 1000, 1),
 )
+# The longest wait of all the label's runs, in hours (not a mean of each run's longest).
+LONGEST_WAIT = "max wait [h]"
 
 
-def _value(summary: dict[str, Any], keys: tuple[str, ...]) -> float | None:
+def _value(summary: dict[str, Any], keys: tuple[str, ...], scale: float = 1) -> float | None:
     value: Any = summary
     for key in keys:
         value = value.get(key) if isinstance(value, dict) else None
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value) * (1000 if keys[0] == "decision_seconds" else 1)
+        return float(value) * scale
     return None
 
 
 def aggregate(summaries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per run label, in first-seen order: runs (sequences x repeats) and, for each figure of
-    AGGREGATED, the mean and the sample standard deviation over the runs (0 for one run)."""
+    """Per run label, in first-seen order: runs (sequences x repeats), for each figure of
+    AGGREGATED the mean and the sample standard deviation over the runs (0 for one run), and
+    the longest wait of them all in hours (LONGEST_WAIT)."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for s in summaries:
         groups.setdefault(str(s.get("label", "?")), []).append(s)
     rows = []
     for label, runs in groups.items():
         row: dict[str, Any] = {"label": label, "runs": len(runs)}
-        for header, keys, _ in AGGREGATED:
-            values = [v for v in (_value(r, keys) for r in runs) if v is not None]
+        for header, keys, scale, _ in AGGREGATED:
+            values = [v for v in (_value(r, keys, scale) for r in runs) if v is not None]
             row[header] = (
                 (statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0)
                 if values else None
             )
+        longest = [v for v in (_value(r, ("wait_seconds", "max"), 1 / 3600) for r in runs)
+                   if v is not None]
+        row[LONGEST_WAIT] = max(longest) if longest else None
         rows.append(row)
     return rows
 
 
 def aggregate_table(summaries: Sequence[dict[str, Any]]) -> str:
-    """A fixed-width table of `aggregate`: one row per run label, `mean ± std` per figure."""
-    header = ["run", "runs", *(h for h, _, _ in AGGREGATED)]
-    lines = [header]
+    """A fixed-width table of `aggregate`: one row per run label, `mean ± std` per figure of
+    AGGREGATED, and the longest wait next to the waits."""
+    names = [h for h, _, _, _ in AGGREGATED]
+    digits = {h: d for h, _, _, d in AGGREGATED}
+    names.insert(names.index("p99 wait [h]") + 1, LONGEST_WAIT)
+    lines = [["run", "runs", *names]]
     for row in aggregate(summaries):
         cells = [row["label"], str(row["runs"])]
-        for name, _, digits in AGGREGATED:
-            pair = row[name]
-            cells.append("-" if pair is None or any(map(math.isnan, pair))
-                         else f"{pair[0]:,.{digits}f} ± {pair[1]:,.{digits}f}")
+        for name in names:
+            value = row[name]
+            if name == LONGEST_WAIT:
+                cells.append("-" if value is None else f"{value:,.2f}")
+            else:
+                cells.append("-" if value is None or any(map(math.isnan, value))
+                             else f"{value[0]:,.{digits[name]}f} ± {value[1]:,.{digits[name]}f}")
         lines.append(cells)
     return fixed_width(lines)
