@@ -19,12 +19,13 @@ worker runs one cell at a time). A cell runs `hpcdispatch simulate` in a child p
 worker, so the worker stays responsive to the scheduler however long the replay takes. Workers
 must be able to import `hpcdispatch`, the same version as here (e.g. the same venv, or
 `pip install .` of this checkout); the worker-side code (`benchmarks/campaign_cells.py`) is sent by
-value, so the repository itself need not be on the workers. Each cell starts its own service on
-loopback, or uses `--target host:port` (then all cells share that service, and its decision
-times include their contention; start it with `workers` at least one more than the cells that
-run at a time, see docs/configuration.md). Decision times are comparable between cells only on
-like hosts with no more cells at a time than cores (the embedded service's CP-SAT search uses
-one thread per decision).
+value, so the repository itself need not be on the workers. By default a cell calls the
+service's decision pipeline in its own process (`hpcdispatch simulate --in-process`: the gRPC
+path's decisions without the transport's cost); with `--grpc` it drives an embedded service on
+loopback, and with `--target host:port` all cells share that service (its decision times then
+include their contention; start it with `workers` at least one more than the cells that run at a
+time, see docs/configuration.md). Decision times are comparable between cells only on like
+hosts with no more cells at a time than cores (CP-SAT's search uses one thread per decision).
 
 No shared filesystem needed: a trace file this process can read is sent to the workers; a
 path it cannot read (`/data/...` on the cluster only) is opened by the worker; `bundled` is
@@ -116,8 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, help="local cluster: worker processes (default: cores)")
     p.add_argument("--scheduler", help="Dask scheduler address (tcp://host:8786); default: a "
                    "local cluster")
-    p.add_argument("--target", help="host:port of a running service (default: one embedded "
-                   "service per cell)")
+    p.add_argument("--target", help="host:port of a running service (default: each cell "
+                   "calls the service's decision pipeline in its own process)")
+    p.add_argument("--grpc", action="store_true",
+                   help="each cell drives an embedded gRPC service on loopback instead of "
+                   "calling the pipeline in-process (the same decisions, several times the "
+                   "CPU: BENCHMARKS.md, replay throughput)")
     p.add_argument("--out", type=Path, help="results directory (default: runs/campaign-DATE)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
@@ -231,6 +236,8 @@ def matrix(args: argparse.Namespace) -> list[CellSpec]:
                             cell["seed"] = int(args.seed)
                         if wall_clock:
                             cell["wall_clock_search"] = True
+                        if args.grpc:
+                            cell["grpc"] = True
                         cells.append(cell)
     names = [c["name"] for c in cells]
     if len(set(names)) != len(names):

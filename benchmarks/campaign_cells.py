@@ -54,6 +54,8 @@ class CellSpec(TypedDict):
     sequence_length: NotRequired[int]
     seed: NotRequired[int]
     wall_clock_search: NotRequired[bool]
+    # Drive an embedded gRPC service instead of the pipeline in-process (without `target`).
+    grpc: NotRequired[bool]
 
 
 class CellResult(TypedDict):
@@ -111,6 +113,8 @@ def simulate_command(cell: CellSpec, trace: Path | None, out: Path) -> list[str]
         command.append("--charge-decision-time")
     if cell.get("wall_clock_search"):
         command.append("--wall-clock-search")
+    if not cell["target"] and not cell.get("grpc"):
+        command.append("--in-process")
     return command
 
 
@@ -171,8 +175,8 @@ def sequence_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_cell(cell: CellSpec, trace_data: bytes | None = None) -> CellResult:
-    """Replay one cell (`hpcdispatch simulate` in a child process, with its own embedded
-    server unless `cell["target"]`); never raises."""
+    """Replay one cell (`hpcdispatch simulate` in a child process: the pipeline in-process,
+    or an embedded server with `cell["grpc"]`, or `cell["target"]`); never raises."""
     started = time.perf_counter()
     result = CellResult(name=cell["name"], host=socket.gethostname(), worker=_worker_address(),
                         seconds=0.0, summary=None, files={}, error=None, traceback=None)

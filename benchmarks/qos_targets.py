@@ -199,11 +199,10 @@ def load_runs(sources: Sequence[Path]) -> list[tuple[dict[str, Any], str]]:
 
 def server_default() -> str:
     """dispatcher@profile of this checkout's server default (DescribeService)."""
-    from hpcdispatch.client import DispatcherClient
-    from hpcdispatch.sim_adapter.adapter import DISPATCHER_BY_KIND, service_target
+    from hpcdispatch.sim_adapter.adapter import DISPATCHER_BY_KIND
+    from hpcdispatch.sim_adapter.in_process_backend import LocalService
 
-    with service_target(None) as target, DispatcherClient(target, timeout=15.0) as client:
-        described = client.describe(timeout=15.0)
+    described = LocalService().describe()
     return f"{DISPATCHER_BY_KIND.get(described.default_dispatcher, '?')}@" \
            f"{described.default_profile}"
 
