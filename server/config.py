@@ -32,7 +32,7 @@ class ServerConfig:
     max_jobs: int = 200_000  # running + queued jobs per snapshot
     max_units: int = 100_000  # units of one job, queued (rn_i) or running (its unit list)
     # Units the running jobs of one snapshot (or session) hold in all: each is converted and kept.
-    max_total_units: int = 2_000_000
+    max_total_units: int = 1_000_000
     max_resource_types: int = 64  # distinct resource types per snapshot (and per map)
     # Characters of an identifier: job, node, user, queue, cluster, resource type, session id.
     max_id_chars: int = 256

@@ -28,7 +28,7 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
 from .interruption import NEVER, Interruption
-from .limits import DEFAULT_LIMITS, job_texts_within, types_within
+from .limits import DEFAULT_LIMITS, job_texts_within
 from .validation import MAX_AMOUNT, MAX_DURATION, MAX_TIME
 
 _DETERMINISTIC_BYTES = operator.methodcaller("SerializeToString", deterministic=True)
@@ -86,11 +86,14 @@ def check_running_job(
     held_nodes: list[str] = []
     held_types: list[str] = []
     held_amounts: list[int] = []
+    id_chars, types = config.max_id_chars, config.max_resource_types
     for unit in msg.units:
-        if len(unit.node_id) > config.max_id_chars or not types_within(unit.amounts, config):
-            return None
         node_id, amounts = unit.node_id, dict(unit.amounts)
+        if len(node_id) > id_chars or len(amounts) > types:
+            return None
         for resource, amount in amounts.items():
+            if len(resource) > id_chars:
+                return None
             if amount > 0:
                 if amount > MAX_AMOUNT:
                     return None
