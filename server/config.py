@@ -30,7 +30,13 @@ class ServerConfig:
     decision_concurrency: int = 0
     max_nodes: int = 200_000  # nodes per snapshot
     max_jobs: int = 200_000  # running + queued jobs per snapshot
-    max_units: int = 100_000  # units of one job
+    max_units: int = 100_000  # units of one job, queued (rn_i) or running (its unit list)
+    # Units the running jobs of one snapshot (or session) hold in all: each is converted and kept.
+    max_total_units: int = 1_000_000
+    max_resource_types: int = 64  # distinct resource types per snapshot (and per map)
+    # Characters of an identifier: job, node, user, queue, cluster, resource type, session id.
+    max_id_chars: int = 256
+    max_name_chars: int = 1024  # characters of a job name
     max_message_bytes: int = 256 * 1024 * 1024  # largest request / response
     max_decision_seconds: float = 60.0  # cap when the caller sets no deadline
     default_dispatcher: str = "pcp20"  # fcfs | easy | hcp19 | pcp19 | pcp20
@@ -58,6 +64,10 @@ class ServerConfig:
     tls_client_identities: tuple[str, ...] = ()
     # Sessions (SessionService) held at once; opening one more evicts the least recently used.
     max_sessions: int = 16
+    # Sessions one client identity (its mTLS certificate) holds at once: opening one more evicts
+    # that identity's least recently used session. Without client certificates every caller is
+    # one identity, whose bound is max_sessions.
+    max_sessions_per_identity: int = 4
     session_idle_seconds: float = 900.0  # a session unused this long is forgotten, seconds
 
 
@@ -139,7 +149,9 @@ def config_problems(config: ServerConfig) -> dict[str, str]:
           f"must be >= 2 (one thread stays free for health checks), got {config.workers}")
     check("decision_concurrency", config.decision_concurrency >= 0,
           f"must be >= 0 (0: the number of CPUs), got {config.decision_concurrency}")
-    for key in ("max_nodes", "max_jobs", "max_units", "solver_workers"):
+    for key in ("max_nodes", "max_jobs", "max_units", "max_total_units", "max_resource_types",
+                "max_id_chars", "max_name_chars", "max_sessions_per_identity",
+                "solver_workers"):
         value = getattr(config, key)
         check(key, value >= 1, f"must be >= 1, got {value}")
     check("max_message_bytes", 1024 <= config.max_message_bytes <= MAX_MESSAGE_BYTES_LIMIT,

@@ -36,7 +36,10 @@ from hpcdispatch.proto_convert import nodes_from_pb
 from hpcdispatch.snapshot import Node
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
+from ..config import ServerConfig
 from ..pipeline import NodeIndex, index_nodes
+from .interruption import NEVER, Interruption
+from .limits import DEFAULT_LIMITS, types_within
 from .validation import MAX_AMOUNT, NodeCheck, check_nodes
 
 ALIASES_PER_TABLE = 4
@@ -56,11 +59,15 @@ class NodeCapacity:
     matrix: np.ndarray  # (nodes, len(resource_index) + 1), int64
 
     @staticmethod
-    def of(capacity: dict[str, dict[str, int]]) -> NodeCapacity:
+    def of(capacity: dict[str, dict[str, int]],
+           interruption: Interruption = NEVER) -> NodeCapacity:
+        """The matrix of checked capacities (their resource types within the limit: the
+        matrix has a column per type)."""
         types = sorted({r for cap in capacity.values() for r in cap})
         resource_index = {r: i for i, r in enumerate(types)}
         matrix = np.zeros((len(capacity), len(types) + 1), dtype=np.int64)
         for row, cap in enumerate(capacity.values()):
+            interruption.tick()
             for resource, amount in cap.items():
                 matrix[row, resource_index[resource]] = amount
         return NodeCapacity({n: i for i, n in enumerate(capacity)}, resource_index, matrix)
@@ -96,46 +103,64 @@ def fast_node_list_digest(request: pb.DispatchRequest, parts: list[bytes] | None
 
 def build_node_table(
     request: pb.DispatchRequest, parts: list[bytes] | None = None,
-    known: Mapping[bytes, Node] | None = None,
+    known: Mapping[bytes, Node] | None = None, config: ServerConfig = DEFAULT_LIMITS,
+    interruption: Interruption = NEVER,
 ) -> NodeTable:
-    """Check, convert and index the node list. With `known` (valid nodes by their bytes, e.g.
-    of the previous table) and `parts` (`node_bytes(request)`), a node whose bytes are known
-    is taken as it is; the rest are checked on their own and the ids checked for duplicates.
-    Whenever anything is wrong, `check_nodes` says what, as without them."""
-    nodes = None if parts is None or known is None else _nodes_reusing(request, parts, known)
+    """Check, convert and index the node list, within `config`'s limits (ids, resource types:
+    a list beyond them is not converted). With `known` (valid nodes by their bytes, e.g. of
+    the previous table, checked under the same limits) and `parts` (`node_bytes(request)`), a
+    node whose bytes are known is taken as it is; the rest are checked on their own and the
+    ids checked for duplicates. Whenever anything is wrong, `check_nodes` says what, as
+    without them. `interruption` stops it between chunks of nodes."""
+    nodes = None
+    if parts is not None and known is not None:
+        nodes = _nodes_reusing(request, parts, known, config, interruption)
     if nodes is None:
-        check = check_nodes(request)
+        check = check_nodes(request, config, interruption)
         if check.violations:
             return NodeTable(check, None, None)
+        interruption.check()
         nodes = nodes_from_pb(request)
     else:
         check = NodeCheck({n.id: dict(n.capacity) for n in nodes}, ())
-    return NodeTable(check, nodes, index_nodes(nodes), NodeCapacity.of(check.capacity))
+    interruption.check()
+    index = index_nodes(nodes)
+    interruption.check()
+    return NodeTable(check, nodes, index, NodeCapacity.of(check.capacity, interruption))
 
 
 _STATES = {pb.NODE_STATE_UP, pb.NODE_STATE_DOWN, pb.NODE_STATE_DRAINED}
 
 
 def _nodes_reusing(
-    request: pb.DispatchRequest, parts: list[bytes], known: Mapping[bytes, Node]
+    request: pb.DispatchRequest, parts: list[bytes], known: Mapping[bytes, Node],
+    config: ServerConfig, interruption: Interruption,
 ) -> tuple[Node, ...] | None:
     """The nodes, each known one reused, or None when any node or the list is invalid."""
     found = list(map(known.get, parts))
     if None in found:
         for i, node in enumerate(found):
             if node is None:
-                node = _valid_node(request.nodes[i])
+                interruption.tick()
+                node = _valid_node(request.nodes[i], config)
                 if node is None:
                     return None
                 found[i] = node
+        types: set[str] = set()
+        for node in cast(list[Node], found):  # a new node may name a new resource type
+            types.update(node.capacity)
+        if len(types) > config.max_resource_types:
+            return None
     nodes = cast(list[Node], found)
     if not nodes or len({n.id for n in nodes}) != len(nodes):
         return None
     return tuple(nodes)
 
 
-def _valid_node(msg: pb.Node) -> Node | None:
+def _valid_node(msg: pb.Node, config: ServerConfig) -> Node | None:
     """The node converted when it passes check_nodes' checks of one node; else None."""
+    if len(msg.id) > config.max_id_chars or not types_within(msg.capacity, config):
+        return None
     cap = dict(msg.capacity)
     if not msg.id or msg.state not in _STATES or not cap:
         return None
@@ -147,8 +172,9 @@ def _valid_node(msg: pb.Node) -> Node | None:
 class NodeTables:
     """The tables of the `size` most recently seen node lists (thread-safe)."""
 
-    def __init__(self, size: int = 4) -> None:
+    def __init__(self, size: int = 4, config: ServerConfig = DEFAULT_LIMITS) -> None:
         self.size = size
+        self.config = config  # the limits every table is checked under
         # Tables by deterministic digest, least recently used first; the fast digests they were
         # found by point at them (at most ALIASES_PER_TABLE per table on average, oldest
         # dropped first: a sender whose map order varies costs a deterministic digest).
@@ -158,7 +184,9 @@ class NodeTables:
         self._known: dict[bytes, Node] = {}  # the last valid table built: its nodes by bytes
         self.hits = self.misses = 0
 
-    def get(self, request: pb.DispatchRequest) -> NodeTable:
+    def get(
+        self, request: pb.DispatchRequest, interruption: Interruption = NEVER
+    ) -> NodeTable:
         parts = node_bytes(request)
         fast = fast_node_list_digest(request, parts)
         with self._lock:
@@ -175,7 +203,7 @@ class NodeTables:
             known = self._known
         # Outside the lock: other requests go on meanwhile. A list that changed in a few nodes
         # reuses the other nodes of the last table built.
-        table = build_node_table(request, parts, known)
+        table = build_node_table(request, parts, known, self.config, interruption)
         with self._lock:
             if table.nodes is not None:
                 self._known = dict(zip(parts, table.nodes, strict=True))

@@ -26,6 +26,9 @@ from dataclasses import dataclass
 from hpcdispatch.snapshot import RunningJob, UnitAllocation
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
+from ..config import ServerConfig
+from .interruption import NEVER, Interruption
+from .limits import DEFAULT_LIMITS, job_texts_within
 from .validation import MAX_AMOUNT, MAX_DURATION, MAX_TIME
 
 _DETERMINISTIC_BYTES = operator.methodcaller("SerializeToString", deterministic=True)
@@ -54,16 +57,21 @@ class CheckedRunningJob:
     cells: tuple[object, tuple[int, ...] | None] | None = None
 
 
-def check_running_job(msg: pb.RunningJob) -> CheckedRunningJob | None:
+def check_running_job(
+    msg: pb.RunningJob, config: ServerConfig = DEFAULT_LIMITS
+) -> CheckedRunningJob | None:
     """The job converted, if nothing is wrong with it on its own; None otherwise.
 
-    On its own, a running job needs an id, a start time within ±2^40 s, requested and expected
-    durations in (0, 2^31] s, at least one unit, and amounts >= 0. An amount beyond 2^40 (more
-    than any node's capacity, so the snapshot is invalid anyway) is refused here too, which
-    keeps the snapshot's capacity sums inside int64. None means the full validation
+    On its own, a running job needs an id, texts and units within `config`'s limits (checked
+    first: a job beyond them is not converted), a start time within ±2^40 s, requested and
+    expected durations in (0, 2^31] s, at least one unit, and amounts >= 0. An amount beyond
+    2^40 (more than any node's capacity, so the snapshot is invalid anyway) is refused here
+    too, which keeps the snapshot's capacity sums inside int64. None means the full validation
     (server/intake/validation.py) will name what is wrong.
     """
     if not msg.id or abs(msg.start_time) > MAX_TIME:
+        return None
+    if len(msg.units) > config.max_units or not job_texts_within(msg, config):
         return None
     if not 0 < msg.requested_time <= MAX_DURATION:
         return None
@@ -78,9 +86,14 @@ def check_running_job(msg: pb.RunningJob) -> CheckedRunningJob | None:
     held_nodes: list[str] = []
     held_types: list[str] = []
     held_amounts: list[int] = []
+    id_chars, types = config.max_id_chars, config.max_resource_types
     for unit in msg.units:
         node_id, amounts = unit.node_id, dict(unit.amounts)
+        if len(node_id) > id_chars or len(amounts) > types:
+            return None
         for resource, amount in amounts.items():
+            if len(resource) > id_chars:
+                return None
             if amount > 0:
                 if amount > MAX_AMOUNT:
                     return None
@@ -114,22 +127,28 @@ class RunningJobCache:
             return sum(len(jobs) for jobs in self._clusters.values())
 
     def lookup(
-        self, cluster: str, jobs: Sequence[pb.RunningJob]
+        self, cluster: str, jobs: Sequence[pb.RunningJob],
+        config: ServerConfig = DEFAULT_LIMITS, interruption: Interruption = NEVER,
     ) -> list[CheckedRunningJob | None]:
-        """Each job checked (None: something is wrong with it on its own), reusing the jobs
-        of the cluster's previous snapshot whose bytes are identical; then the cluster keeps
-        this snapshot's jobs instead."""
+        """Each job checked (None: something is wrong with it on its own, or the jobs hold
+        more units than `max_total_units` in all: the jobs from there on are not converted),
+        reusing the jobs of the cluster's previous snapshot whose bytes are identical; then
+        the cluster keeps this snapshot's jobs instead (not when beyond the limit)."""
         # Deterministic bytes (map entries in key order): the same job parsed from two
         # requests may otherwise serialize its `amounts` in another order and miss.
         keys = list(map(_DETERMINISTIC_BYTES, jobs))
         with self._lock:
             known = self._clusters.get(cluster, {})
         found = list(map(known.get, keys))
-        missed = 0
+        missed = units = 0
         if None in found:
             for i, entry in enumerate(found):
                 if entry is None:
-                    found[i] = check_running_job(jobs[i])
+                    units += len(jobs[i].units)
+                    if units > config.max_total_units:
+                        return found  # beyond the limit: the rest is not converted
+                    interruption.tick(1 + len(jobs[i].units))
+                    found[i] = check_running_job(jobs[i], config)
                     missed += 1
         if missed == 0 and len(keys) == len(known):
             current = known  # the same jobs: the published map stays

@@ -2,11 +2,16 @@
 running jobs from a cache.
 
 `take_in` is the one intake call of a snapshot: the size limits, then the options (resolved to
-the decision's search settings once), then everything else. It gives either the request's
-Snapshot, node index and decision options, or its violations, exactly those of
+the decision's search settings once), then everything else; the other limits (string lengths,
+resource types, units: server/intake/limits.py) are checked before anything is converted, and
+every loop over the snapshot's items stops between chunks once the decision's deadline has
+passed or its caller has gone (`Interruption`: DecisionAbandoned at the "convert" stage). It
+gives either the request's Snapshot, node index and decision options, or its violations,
+exactly those of
 `validate_dispatch_request` (server/intake/validation.py), which stays the reference:
 
-1. the size limits, the options and the node table's own violations, as there;
+1. the size limits, the options and the node table's own violations (its limits first), as
+   there;
 2. each running job's own checks and its conversion come from the RunningJobCache (checked
    once while its bytes stay the same); the checks that depend on the whole snapshot are done
    for the whole snapshot at once: unique job ids over running and queued jobs, no start after
@@ -28,18 +33,20 @@ from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from itertools import chain
-from typing import cast
+from typing import TypeVar, cast
 
 import numpy as np
 import structlog
 
-from hpcdispatch.proto_convert import queued_job_from_pb, snapshot_from_pb
-from hpcdispatch.snapshot import Snapshot
+from hpcdispatch.proto_convert import nodes_from_pb, queued_job_from_pb, running_job_from_pb
+from hpcdispatch.snapshot import QueuedJob, RunningJob, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
 from ..pipeline import NodeIndex
 from .decision_options import DecisionOptions
+from .interruption import NEVER, Interruption
+from .limits import check_snapshot_limits
 from .node_table import NodeCapacity, NodeTable, NodeTables
 from .running_job_cache import CheckedRunningJob, RunningJobCache
 from .validation import (
@@ -50,6 +57,8 @@ from .validation import (
     check_queued,
     check_sizes,
 )
+
+CHUNK_JOBS = 2048  # jobs converted between two looks at the deadline and the caller
 
 log = structlog.get_logger("hpcdispatch.server")
 
@@ -74,37 +83,64 @@ def take_in(
     known_predictors: list[int],
     tables: NodeTables,
     cache: RunningJobCache | None,
+    interruption: Interruption = NEVER,
 ) -> Intake:
     """Check and convert `request` once; its node list from `tables`, its running jobs from
-    `cache` when given (each cluster's last running jobs, checked)."""
+    `cache` when given (each cluster's last running jobs, checked). Raises DecisionAbandoned
+    when `interruption` says the deadline has passed or the caller has gone."""
     out = Violations()
     check_sizes(request, config, out)
     if out.items:
         return Intake(out.items)  # a snapshot beyond the limits is not inspected further
-    table = tables.get(request)
+    table = tables.get(request, interruption)
     settings = check_options(request, known_predictors, config.default_profile, out)
     snapshot = None
     if cache is not None and not out.items:
-        running = fast_checked_running(request, config, table, cache)
+        running = fast_checked_running(request, config, table, cache, interruption)
         if running is not None and table.nodes is not None:
             snapshot = Snapshot(
                 time=request.time,
                 nodes=table.nodes,
                 running=tuple(e.job for e in running),
-                queued=tuple(map(queued_job_from_pb, request.queued_jobs)),
+                queued=_converted(request.queued_jobs, queued_job_from_pb, interruption),
             )
     if snapshot is None:  # the reference's verdict, and its conversion should it find nothing
-        check_contents(request, config, table.check, out)
+        limits = Violations()  # the reference's order: the limits before the options
+        check_snapshot_limits(request, config, limits, interruption)
+        if limits.items:
+            return Intake(limits.items)
+        check_contents(request, config, table.check, out, interruption)
         if out.items:
             return Intake(out.items)
         if cache is not None:
             log.warning("snapshot refused by the fast checks but valid; converted the "
                         "reference way", running=len(request.running_jobs),
                         queued=len(request.queued_jobs))
-        snapshot = snapshot_from_pb(request, table.nodes)
+        snapshot = Snapshot(
+            time=request.time,
+            nodes=table.nodes if table.nodes is not None else nodes_from_pb(request),
+            running=_converted(request.running_jobs, running_job_from_pb, interruption),
+            queued=_converted(request.queued_jobs, queued_job_from_pb, interruption),
+        )
     assert settings is not None and table.index is not None  # no violations: both known
     return Intake([], snapshot, table.index,
                   DecisionOptions.of(request, settings, request.cluster))
+
+
+_Message = TypeVar("_Message", pb.RunningJob, pb.QueuedJob)
+_Job = TypeVar("_Job", RunningJob, QueuedJob)
+
+
+def _converted(
+    messages: Sequence[_Message], convert: Callable[[_Message], _Job],
+    interruption: Interruption,
+) -> tuple[_Job, ...]:
+    """`messages` converted chunk by chunk, interruptible between chunks."""
+    out: list[_Job] = []
+    for start in range(0, len(messages), CHUNK_JOBS):
+        interruption.check()
+        out.extend(map(convert, messages[start:start + CHUNK_JOBS]))
+    return tuple(out)
 
 
 def fast_checked_running(
@@ -112,6 +148,7 @@ def fast_checked_running(
     config: ServerConfig,
     table: NodeTable,
     cache: RunningJobCache,
+    interruption: Interruption = NEVER,
 ) -> list[CheckedRunningJob] | None:
     """The running jobs, checked and converted, when nothing is wrong with `request` beyond its
     sizes and options (checked before); None as soon as anything is (the reference then says
@@ -120,13 +157,17 @@ def fast_checked_running(
         return None
     out = Violations()
     queued_ids: Counter[str] = Counter()
-    check_queued(request, table.capacity.resource_index.keys(), queued_ids, config, out)
+    check_queued(request, table.capacity.resource_index.keys(), queued_ids, config, out,
+                 interruption)
     if out.items:
         return None
-    found = cache.lookup(request.cluster or "default", request.running_jobs)
+    found = cache.lookup(request.cluster or "default", request.running_jobs, config,
+                         interruption)
     if None in found:
         return None
     checked = cast(list[CheckedRunningJob], found)
+    if sum(len(e.unit_nodes) for e in checked) > config.max_total_units:
+        return None
     if not _running_fit(checked, queued_ids.keys(), request.time, table.capacity):
         return None
     return checked
@@ -186,13 +227,18 @@ class SnapshotIntake:
     def __init__(self, config: ServerConfig, known_predictors: Callable[[], list[int]]) -> None:
         self.config = config
         self.known_predictors = known_predictors  # the predictor kinds the server has now
-        self.node_tables = NodeTables()
+        self.node_tables = NodeTables(config=config)
         self.running_jobs = RunningJobCache()  # each cluster's last running jobs, checked
 
-    def dispatch(self, request: pb.DispatchRequest) -> Intake:
+    def dispatch(
+        self, request: pb.DispatchRequest, interruption: Interruption = NEVER
+    ) -> Intake:
         return take_in(request, self.config, self.known_predictors(), self.node_tables,
-                       self.running_jobs)
+                       self.running_jobs, interruption)
 
-    def session(self, request: pb.DispatchRequest) -> Intake:
+    def session(
+        self, request: pb.DispatchRequest, interruption: Interruption = NEVER
+    ) -> Intake:
         """An OpenSession's snapshot: checked and converted the reference way."""
-        return take_in(request, self.config, self.known_predictors(), self.node_tables, None)
+        return take_in(request, self.config, self.known_predictors(), self.node_tables, None,
+                       interruption)

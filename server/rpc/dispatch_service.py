@@ -12,6 +12,8 @@ from hpcdispatch import __version__
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 
+from ..intake.interruption import Interruption
+from ..intake.shown import clipped
 from ..intake.snapshot_intake import SnapshotIntake
 from ..intake.validation import validate_completions
 from ..pipeline import (
@@ -52,9 +54,11 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         slot: DecisionSlot,
     ) -> pb.DispatchResponse:
         structlog.contextvars.bind_contextvars(
-            snapshot_time=request.time, cluster=request.cluster or "default"
+            snapshot_time=request.time,
+            cluster=clipped(request.cluster or "default", self.config.max_id_chars),
         )
-        intake = self.intake.dispatch(request)
+        # The intake stops between chunks once the slot's time is up or its caller gone.
+        intake = self.intake.dispatch(request, Interruption(slot.deadline, slot.cancelled))
         violations = intake.violations
         if violations:
             log.warning("invalid snapshot", time=request.time, violations=len(violations),

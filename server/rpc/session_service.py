@@ -10,6 +10,10 @@ is asked for and applied once one is granted, so a refused or invalid call leave
 unchanged. A decision abandoned after that (deadline, caller gone) leaves the delta applied:
 the caller's next delta then carries a sequence number the session has moved past, and it
 resyncs.
+
+A session belongs to the identity that opened it (the mTLS client certificate's names, "" without
+one; see server/sessions/store.py): another identity's calls naming it are answered as for an
+unknown session. Session ids are secrets: logs and errors name a session by its tag only.
 """
 
 from __future__ import annotations
@@ -18,22 +22,23 @@ import time
 
 import grpc
 import structlog
-from google.protobuf import any_pb2
-from google.rpc import code_pb2, error_details_pb2, status_pb2
-from grpc_status import rpc_status
+from google.rpc import error_details_pb2
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 
 from ..intake.decision_options import DecisionOptions
+from ..intake.interruption import Interruption
 from ..intake.snapshot_intake import SnapshotIntake
 from ..intake.validation import Violation
+from ..pipeline import DecisionAbandoned
 from ..sessions.delta import check_delta
 from ..sessions.state import SessionState
-from ..sessions.store import SessionGone, SessionStore
+from ..sessions.store import SessionGone, SessionStore, session_tag
 from .decision_front import DecisionFront, DecisionSlot, predictor_name
-from .errors import abort_invalid_argument
+from .errors import abort_invalid_argument, abort_with_details
 from .metrics import dispatcher_label, status_label
+from .tls import caller_identity
 
 log = structlog.get_logger("hpcdispatch.sessions")
 
@@ -49,17 +54,27 @@ def failure_name(reason: int) -> str:
 def abort_failed_precondition(
     context: grpc.ServicerContext, reason: int, message: str, session_id: str
 ) -> None:
+    """FAILED_PRECONDITION with an ErrorInfo: the reason, and the session's tag (its id is a
+    secret, and may be anything the caller sent)."""
     info = error_details_pb2.ErrorInfo(
-        reason=failure_name(reason), domain=ERROR_DOMAIN, metadata={"session_id": session_id}
+        reason=failure_name(reason), domain=ERROR_DOMAIN,
+        metadata={"session": session_tag(session_id)},
     )
-    detail = any_pb2.Any()
-    detail.Pack(info)
-    status = status_pb2.Status(
-        code=code_pb2.FAILED_PRECONDITION, message=f"{message}; resync with a full snapshot",
-        details=[detail],
-    )
-    context.abort_with_status(rpc_status.to_status(status))
-    raise AssertionError("abort_with_status returned")  # pragma: no cover
+    abort_with_details(context, grpc.StatusCode.FAILED_PRECONDITION,
+                       f"{message}; resync with a full snapshot", [info])
+
+
+def interruption_of(context: grpc.ServicerContext, received: float) -> Interruption:
+    """Stops a session's intake once the caller's deadline has passed or it has gone."""
+    left = context.time_remaining()
+    return Interruption(None if left is None else received + left,
+                        lambda: not context.is_active())
+
+
+def abort_abandoned(context: grpc.ServicerContext, abandoned: DecisionAbandoned) -> None:
+    log.warning("session call abandoned", stage=abandoned.stage, cancelled=abandoned.cancelled)
+    context.abort(grpc.StatusCode.CANCELLED if abandoned.cancelled
+                  else grpc.StatusCode.DEADLINE_EXCEEDED, str(abandoned))
 
 
 class SessionServicer(pb_grpc.SessionServiceServicer):
@@ -75,6 +90,7 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         self.store = store if store is not None else SessionStore(
             self.config.max_sessions, self.config.session_idle_seconds,
             on_forget=lambda why: metrics.sessions_forgotten.labels(why).inc(),
+            max_per_owner=self.config.max_sessions_per_identity,
         )
         metrics.sessions_open.set_function(lambda: len(self.store))
 
@@ -85,7 +101,11 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
     ) -> pb.OpenSessionResponse:
         received = time.monotonic()
         full = request.snapshot
-        intake = self.intake.session(full)
+        try:
+            intake = self.intake.session(full, interruption_of(context, received))
+        except DecisionAbandoned as abandoned:
+            abort_abandoned(context, abandoned)
+            raise AssertionError("unreachable") from None  # pragma: no cover
         if intake.violations:
             self._reject(context, "invalid snapshot", [
                 Violation(f"snapshot.{v.field}", v.description) for v in intake.violations
@@ -93,8 +113,8 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         snapshot, nodes, options = intake.snapshot, intake.nodes, intake.options
         assert snapshot is not None and nodes is not None and options is not None
         state = SessionState(options.cluster, snapshot, nodes)
-        session = self.store.open(state)
-        log.info("session opened", session=session.id, cluster=state.cluster,
+        session = self.store.open(state, caller_identity(context))
+        log.info("session opened", session=session.tag, cluster=state.cluster,
                  nodes=len(state.nodes), running=len(state.running), queued=len(state.queued))
         response = pb.OpenSessionResponse(session_id=session.id, sequence=0)
         if request.decide:
@@ -106,14 +126,20 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         self, request: pb.UpdateSessionRequest, context: grpc.ServicerContext
     ) -> pb.UpdateSessionResponse:
         received = time.monotonic()
+        self._check_session_id(context, request.session_id)
         try:
-            session = self.store.get(request.session_id)
+            session = self.store.get(request.session_id, caller_identity(context))
         except SessionGone as gone:
             self._fail(context, gone.reason, str(gone), request.session_id)
             raise AssertionError("unreachable") from None  # pragma: no cover
         with session.lock:
             state = session.state
-            checked = check_delta(state, request, self.config, self.front.predictors.kinds())
+            try:
+                checked = check_delta(state, request, self.config,
+                                      self.front.predictors.kinds(),
+                                      interruption_of(context, received))
+            except DecisionAbandoned as abandoned:
+                abort_abandoned(context, abandoned)
             if checked.failure is not None:
                 self._fail(context, checked.failure.reason, checked.failure.message, session.id)
             if checked.violations:
@@ -142,8 +168,9 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
     def CloseSession(
         self, request: pb.CloseSessionRequest, context: grpc.ServicerContext
     ) -> pb.CloseSessionResponse:
-        if self.store.close(request.session_id):
-            log.info("session closed", session=request.session_id)
+        self._check_session_id(context, request.session_id)
+        if self.store.close(request.session_id, caller_identity(context)):
+            log.info("session closed", session=session_tag(request.session_id))
         return pb.CloseSessionResponse()
 
     # -- errors --------------------------------------------------------------------------------
@@ -151,9 +178,17 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
     def _fail(self, context: grpc.ServicerContext, reason: int, message: str,
               session_id: str) -> None:
         self.metrics.count_session_failure(reason)
-        log.info("session resync asked", reason=failure_name(reason), session=session_id,
-                 detail=message)
+        log.info("session resync asked", reason=failure_name(reason),
+                 session=session_tag(session_id), detail=message)
         abort_failed_precondition(context, reason, message, session_id)
+
+    def _check_session_id(self, context: grpc.ServicerContext, session_id: str) -> None:
+        """A session id within `max_id_chars` (no id this server makes is longer)."""
+        limit = self.config.max_id_chars
+        if len(session_id) > limit:
+            self._reject(context, "invalid session id", [Violation(
+                "session_id", f"{len(session_id)} characters exceed the limit of {limit} "
+                "(max_id_chars)")])
 
     @staticmethod
     def _reject(context: grpc.ServicerContext, what: str, violations: list[Violation]) -> None:

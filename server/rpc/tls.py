@@ -63,6 +63,14 @@ def peer_identities(auth_context: Mapping[str, Any]) -> tuple[list[str], list[st
     return texts(SAN_PROPERTY), texts(CN_PROPERTY)
 
 
+def caller_identity(context: grpc.ServicerContext) -> str:
+    """Who is calling, for owning sessions: the names (SAN entries and common names, sorted) of
+    the client certificate the mTLS handshake verified; "" without one (plaintext, or TLS
+    without client certificates: every caller is then the same identity)."""
+    sans, common_names = peer_identities(context.auth_context())
+    return "\n".join(sorted(set(sans) | {f"CN={cn}" for cn in common_names}))
+
+
 class ClientIdentityInterceptor(AroundInterceptor):
     """mTLS: only clients whose certificate names an allowed identity may call.
 

@@ -10,7 +10,9 @@ Two kinds of problems, answered differently:
 Each job and node field is checked as `server/intake/validation.py` checks a full snapshot (with
 its checks of the options, of one queued job and of one running job), against the state after
 the delta (changes apply in the order node_changes, ended, cancelled, submitted, started), so a
-session never holds what Dispatch would reject.
+session never holds what Dispatch would reject. The limits (server/intake/limits.py: list
+sizes, string lengths, resource types, units) come first: a delta beyond them is not inspected
+further, and the session never holds more than a snapshot may.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
 from ..intake.decision_options import DecisionOptions
+from ..intake.interruption import NEVER, Interruption
+from ..intake.limits import check_id, check_types
+from ..intake.shown import key_path, shown
 from ..intake.validation import (
     MAX_AMOUNT,
     Violation,
@@ -72,9 +77,14 @@ class CheckedDelta:
 
 def check_delta(
     state: SessionState, request: pb.UpdateSessionRequest, config: ServerConfig,
-    predictors: list[int],
+    predictors: list[int], interruption: Interruption = NEVER,
 ) -> CheckedDelta:
     out = CheckedDelta()
+    limits = Violations()
+    _check_limits(state, request, config, limits)
+    if limits.items:
+        out.violations = limits.items
+        return out
     failure = _precondition(state, request)
     if failure is not None:
         out.failure = failure
@@ -88,8 +98,8 @@ def check_delta(
     if failure is not None:
         out.failure = failure
         return out
-    _check_submitted(state, request, capacity, config, problems)
-    _check_started(state, request, capacity, problems)
+    _check_submitted(state, request, capacity, config, problems, interruption)
+    _check_started(state, request, capacity, config, problems, interruption)
     out.violations = problems.items
     if out.ok:
         assert settings is not None  # a known profile, or it would be a violation
@@ -97,6 +107,38 @@ def check_delta(
         out.started = tuple(map(running_job_from_pb, request.started))
         out.options = DecisionOptions.of(request, settings, state.cluster)
     return out
+
+
+def _check_limits(
+    state: SessionState, request: pb.UpdateSessionRequest, config: ServerConfig,
+    out: Violations,
+) -> None:
+    """The delta's list sizes, the node changes' ids and resource types, the ids it names, and
+    the units the session's running jobs would hold: cheap checks over the delta alone (and
+    the units the session holds), before any of it is looked at further."""
+    check_id(request.search.profile, "search.profile", config, out)
+    if len(request.node_changes) > config.max_nodes:
+        out.add("node_changes", f"{len(request.node_changes)} node changes exceed the limit of "
+                f"{config.max_nodes} (max_nodes)")
+    for name in ("ended_job_ids", "cancelled_job_ids", "submitted", "started"):
+        items = len(getattr(request, name))
+        if items > config.max_jobs:
+            out.add(name, f"{items} jobs exceed the limit of {config.max_jobs} (max_jobs)")
+    if out.items:
+        return
+    for i, change in enumerate(request.node_changes):
+        check_id(change.id, f"node_changes[{i}].id", config, out)
+        check_types(change.capacity, f"node_changes[{i}].capacity", config, out)
+    for name in ("ended_job_ids", "cancelled_job_ids"):
+        for i, job_id in enumerate(getattr(request, name)):
+            check_id(job_id, f"{name}[{i}]", config, out)
+    started = sum(len(j.units) for j in request.started)
+    if started:
+        ended = set(request.ended_job_ids)
+        held = sum(len(r.units) for r in state.running.values() if r.id not in ended)
+        if held + started > config.max_total_units:
+            out.add("started", f"the session's running jobs would hold {held + started} units, "
+                    f"more than the limit of {config.max_total_units} (max_total_units)")
 
 
 def _precondition(state: SessionState, request: pb.UpdateSessionRequest) -> Failure | None:
@@ -115,21 +157,22 @@ def _job_conflicts(state: SessionState, request: pb.UpdateSessionRequest) -> Fai
     for job_id in request.ended_job_ids:
         if job_id not in state.running:
             return Failure(pb.SESSION_FAILURE_UNKNOWN_JOB,
-                           f"ended job {job_id!r} is not running in the session")
+                           f"ended job {shown(job_id)} is not running in the session")
     for job_id in request.cancelled_job_ids:
         if job_id not in state.queued:
             return Failure(pb.SESSION_FAILURE_UNKNOWN_JOB,
-                           f"cancelled job {job_id!r} is not queued in the session")
+                           f"cancelled job {shown(job_id)} is not queued in the session")
     ended, cancelled = set(request.ended_job_ids), set(request.cancelled_job_ids)
     for job in request.submitted:
         if (job.id in state.queued and job.id not in cancelled) or (
                 job.id in state.running and job.id not in ended):
             return Failure(pb.SESSION_FAILURE_JOB_CONFLICT,
-                           f"submitted job {job.id!r} is already in the session")
+                           f"submitted job {shown(job.id)} is already in the session")
     for started in request.started:
         if started.id in state.running and started.id not in ended:
             return Failure(pb.SESSION_FAILURE_JOB_CONFLICT,
-                           f"started job {started.id!r} is already running in the session")
+                           f"started job {shown(started.id)} is already running in the "
+                           "session")
     return None
 
 
@@ -148,7 +191,7 @@ def _check_lists(request: pb.UpdateSessionRequest, out: Violations) -> None:
             if not job_id:
                 out.add(f"{name}[{i}]{suffix}", "must not be empty")
             elif job_id in seen:
-                out.add(f"{name}[{i}]{suffix}", f"duplicate job id {job_id!r}")
+                out.add(f"{name}[{i}]{suffix}", f"duplicate job id {shown(job_id)}")
             seen.add(job_id)
 
 
@@ -167,7 +210,7 @@ def _check_node_changes(
             out.add(f"{path}.id", "must not be empty")
             continue
         if change.id in seen:
-            out.add(f"{path}.id", f"duplicate node id {change.id!r}")
+            out.add(f"{path}.id", f"duplicate node id {shown(change.id)}")
             continue
         seen.add(change.id)
         known = change.id in state.position
@@ -181,7 +224,8 @@ def _check_node_changes(
             if not resource:
                 out.add(f"{path}.capacity", "resource type names must not be empty")
             if not 0 < amount <= MAX_AMOUNT:
-                out.add(f'{path}.capacity["{resource}"]', f"must be > 0 and <= 2^40, got {amount}")
+                out.add(key_path(f"{path}.capacity", resource),
+                        f"must be > 0 and <= 2^40, got {amount}")
         if cap:
             capacity[change.id] = cap
         if change.state in _STATES:
@@ -198,8 +242,9 @@ def _check_node_changes(
         for resource, amount in held.items():
             if amount > new_cap.get(resource, 0):
                 out.add(f"node_changes[{i}].capacity",
-                        f"running jobs hold {amount} {resource!r} on node {change.id!r}, more "
-                        f"than the new capacity {new_cap.get(resource, 0)}")
+                        f"running jobs hold {amount} {shown(resource)} on node "
+                        f"{shown(change.id)}, more than the new capacity "
+                        f"{new_cap.get(resource, 0)}")
     return capacity
 
 
@@ -237,11 +282,16 @@ def _node_capacity(
 def _check_submitted(
     state: SessionState, request: pb.UpdateSessionRequest,
     changed: dict[str, dict[str, int]], config: ServerConfig, out: Violations,
+    interruption: Interruption,
 ) -> None:
     types = state.resource_types if not changed else (
         {r for n in state.nodes if n.id not in changed for r in n.capacity}
         | {r for cap in changed.values() for r in cap}
     )
+    if len(types) > config.max_resource_types:
+        out.add("node_changes", f"the nodes would name {len(types)} resource types, more than "
+                f"the limit of {config.max_resource_types} (max_resource_types)")
+        return
     submitted_ids = {j.id for j in request.submitted}
     jobs = (len(state.running) + len(state.queued) + len(request.submitted)
             + sum(1 for j in request.started
@@ -253,7 +303,8 @@ def _check_submitted(
     oracle = request.predictor == pb.PREDICTOR_ORACLE
     for i, job in enumerate(request.submitted):
         check_queued_job(job, f"submitted[{i}]", request.time, types, config.max_units, oracle,
-                         out)
+                         out, config)
+        interruption.tick()
         if out.full:
             return
     if request.predictor == pb.PREDICTOR_ORACLE and request.decide:
@@ -262,13 +313,14 @@ def _check_submitted(
         for waiting in state.queued.values():
             if waiting.actual_duration is None and waiting.id not in started | cancelled:
                 out.add("predictor", f"the ORACLE predictor needs every queued job's actual "
-                        f"duration; queued job {waiting.id!r} has none")
+                        f"duration; queued job {shown(waiting.id)} has none")
                 return
 
 
 def _check_started(
     state: SessionState, request: pb.UpdateSessionRequest,
-    changed: dict[str, dict[str, int]], out: Violations,
+    changed: dict[str, dict[str, int]], config: ServerConfig, out: Violations,
+    interruption: Interruption,
 ) -> None:
     released = _ended_usage(state, list(request.ended_job_ids))
     held: dict[str, Counter[str]] = {}  # node -> held after ended and the starts so far
@@ -284,6 +336,7 @@ def _check_started(
 
     for i, job in enumerate(request.started):
         check_running_job(job, f"started[{i}]", request.time, capacity_of, held_on, reported,
-                          out)
+                          out, config)
+        interruption.tick(1 + len(job.units))
         if out.full:
             return

@@ -1,19 +1,30 @@
-"""The server's sessions: at most `max_sessions`, each forgotten after `idle_seconds` unused.
+"""The server's sessions: each owned by the identity that opened it, at most `max_sessions` in
+all and `max_per_owner` per identity, each forgotten after `idle_seconds` unused.
 
 Session ids carry this server instance's id, so a session opened before a restart is told apart
 from one that never existed (SERVER_RESTARTED vs UNKNOWN_SESSION), and the ids of recently
-expired or evicted sessions are remembered (SESSION_EXPIRED). Opening a session beyond the bound
-evicts the least recently used one; its caller resyncs on its next call. Each session has its
-own lock: calls on one session run one at a time, calls on different sessions in parallel.
+expired or evicted sessions are remembered (SESSION_EXPIRED). The rest of an id is a secret of
+128 random bits: without client certificates (every caller is the same identity, "") knowing
+the id is what makes a caller the session's owner, so ids are never logged, only their `tag`.
+
+A session answers its owner only: another identity naming it gets what an unknown id gets
+(UNKNOWN_SESSION; closing it does nothing), so it learns nothing of it. Opening a session
+evicts, when the owner already holds `max_per_owner`, the owner's own least recently used
+session; otherwise, when the server holds `max_sessions`, the least recently used session of
+the identity holding the most (the opener's own when it holds as many as any other): no caller
+can take another below an equal share. An evicted session's caller resyncs on its next call.
+Each session has its own lock: calls on one session run one at a time, calls on different
+sessions in parallel.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -23,8 +34,15 @@ from .state import SessionState
 
 # Ids of expired or evicted sessions remembered to answer SESSION_EXPIRED.
 REMEMBERED_EXPIRED = 10_000
-# "<server instance>-<session>", both hex: 8 and 24 digits.
-SESSION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{24}")
+# "<server instance>-<session secret>", both hex: 8 and 32 digits (24 before issue #22).
+SESSION_ID = re.compile(r"[0-9a-f]{8}-(?:[0-9a-f]{24}|[0-9a-f]{32})")
+SECRET_BYTES = 16
+
+
+def session_tag(session_id: str) -> str:
+    """A short name of a session id for logs: 8 hex digits of its hash, which tell sessions
+    apart in a log without giving away the id (the secret that names the session)."""
+    return hashlib.blake2b(session_id.encode("utf-8", "replace"), digest_size=4).hexdigest()
 
 
 @dataclass(slots=True)
@@ -32,11 +50,16 @@ class Session:
     id: str
     state: SessionState
     used: float  # time.monotonic() of the last call
+    owner: str = ""  # the identity that opened it ("" without client certificates)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def tag(self) -> str:
+        return session_tag(self.id)
 
 
 class SessionGone(Exception):
-    """The session id names no live session; `reason` is a pb.SessionFailure."""
+    """The session id names no live session of the caller; `reason` is a pb.SessionFailure."""
 
     def __init__(self, reason: int, message: str) -> None:
         super().__init__(message)
@@ -50,52 +73,94 @@ class SessionStore:
         self, max_sessions: int, idle_seconds: float,
         clock: Callable[[], float] = time.monotonic,
         on_forget: Callable[[str], None] | None = None,
+        max_per_owner: int | None = None,
     ) -> None:
+        """`max_per_owner`: sessions one identity may hold (None: `max_sessions`); the
+        identity "" (no client certificate) may always hold `max_sessions`."""
         if max_sessions < 1:
             raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
         self.max_sessions = max_sessions
+        self.max_per_owner = max_sessions if max_per_owner is None else max_per_owner
+        if self.max_per_owner < 1:
+            raise ValueError(f"max_per_owner must be >= 1, got {max_per_owner}")
         self.idle_seconds = idle_seconds
         self.clock = clock
         self.instance = secrets.token_hex(4)  # this server process
         self.on_forget = on_forget  # called with "expired" or "evicted"
         self._sessions: OrderedDict[str, Session] = OrderedDict()
-        self._expired: OrderedDict[str, None] = OrderedDict()
+        self._owned: Counter[str] = Counter()  # sessions held per owner
+        self._expired: OrderedDict[str, str] = OrderedDict()  # id -> owner
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._sessions)
 
-    def open(self, state: SessionState) -> Session:
-        session = Session(f"{self.instance}-{secrets.token_hex(12)}", state, self.clock())
+    def held_by(self, owner: str) -> int:
+        with self._lock:
+            return self._owned[owner]
+
+    def open(self, state: SessionState, owner: str = "") -> Session:
+        session_id = f"{self.instance}-{secrets.token_hex(SECRET_BYTES)}"
+        session = Session(session_id, state, self.clock(), owner)
         with self._lock:
             self._expire_idle()
+            cap = self.max_sessions if owner == "" else self.max_per_owner
+            while self._owned[owner] >= cap:
+                self._evict(owner)
             while len(self._sessions) >= self.max_sessions:
-                old_id, _ = self._sessions.popitem(last=False)
-                self._remember(old_id, "evicted")
+                self._evict(self._fullest(owner))
             self._sessions[session.id] = session
+            self._owned[owner] += 1
         return session
 
-    def get(self, session_id: str) -> Session:
-        """The live session; raises SessionGone."""
+    def get(self, session_id: str, owner: str = "") -> Session:
+        """The live session of `owner`; raises SessionGone (UNKNOWN_SESSION for another's)."""
         with self._lock:
             self._expire_idle()
             session = self._sessions.get(session_id)
-            if session is not None:
+            if session is not None and session.owner == owner:
                 session.used = self.clock()
                 self._sessions.move_to_end(session_id)
                 return session
-            if session_id in self._expired:
+            if session is None and self._expired.get(session_id) == owner:
                 raise SessionGone(pb.SESSION_FAILURE_SESSION_EXPIRED,
-                                  f"session {session_id!r} expired or was evicted")
-        if SESSION_ID.fullmatch(session_id) and not session_id.startswith(self.instance):
+                                  f"session {session_tag(session_id)} expired or was evicted")
+        if (session is None and SESSION_ID.fullmatch(session_id)
+                and not session_id.startswith(self.instance)):
             raise SessionGone(pb.SESSION_FAILURE_SERVER_RESTARTED,
-                              f"session {session_id!r} was opened before this server started")
-        raise SessionGone(pb.SESSION_FAILURE_UNKNOWN_SESSION, f"no session {session_id!r}")
+                              f"session {session_tag(session_id)} was opened before this "
+                              "server started")
+        raise SessionGone(pb.SESSION_FAILURE_UNKNOWN_SESSION,
+                          f"no session {session_tag(session_id)}")
 
-    def close(self, session_id: str) -> bool:
+    def close(self, session_id: str, owner: str = "") -> bool:
+        """Forget `owner`'s session; another's (or an unknown one) stays as it is: False."""
         with self._lock:
-            return self._sessions.pop(session_id, None) is not None
+            session = self._sessions.get(session_id)
+            if session is None or session.owner != owner:
+                return False
+            self._drop(session_id)
+            return True
+
+    def _fullest(self, opener: str) -> str:
+        """The owner to evict from when the server is full: the one holding the most
+        sessions, the opener among the candidates first (lock held)."""
+        most = max(self._owned.values())
+        return opener if self._owned[opener] == most else next(
+            owner for owner, held in self._owned.items() if held == most)
+
+    def _evict(self, owner: str) -> None:
+        """Forget `owner`'s least recently used session (lock held)."""
+        victim = next(s.id for s in self._sessions.values() if s.owner == owner)
+        self._drop(victim)
+        self._remember(victim, owner, "evicted")
+
+    def _drop(self, session_id: str) -> None:
+        session = self._sessions.pop(session_id)
+        self._owned[session.owner] -= 1
+        if not self._owned[session.owner]:
+            del self._owned[session.owner]
 
     def _expire_idle(self) -> None:
         """Forget sessions unused for idle_seconds (caller holds the lock)."""
@@ -104,11 +169,11 @@ class SessionStore:
             oldest_id, oldest = next(iter(self._sessions.items()))
             if oldest.used > horizon:
                 break
-            del self._sessions[oldest_id]
-            self._remember(oldest_id, "expired")
+            self._drop(oldest_id)
+            self._remember(oldest_id, oldest.owner, "expired")
 
-    def _remember(self, session_id: str, why: str) -> None:
-        self._expired[session_id] = None
+    def _remember(self, session_id: str, owner: str, why: str) -> None:
+        self._expired[session_id] = owner
         while len(self._expired) > REMEMBERED_EXPIRED:
             self._expired.popitem(last=False)
         if self.on_forget is not None:

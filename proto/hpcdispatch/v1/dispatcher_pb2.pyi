@@ -617,8 +617,9 @@ class SearchParameters(_message.Message):
     deterministic: _builtins.bool
     """Reproducible search: CP-SAT with one worker and a fixed random seed, and delta_ms /
     delta_max_ms counted in CP-SAT's deterministic time instead of wall time (each
-    millisecond of delta gives 0.05 deterministic milliseconds, about a wall millisecond of
-    search on these models); stall_ms is not applied (it is wall time). The same snapshot then gets the same
+    millisecond of delta gives 0.05 deterministic milliseconds, which cost about 0.6 to 10
+    wall milliseconds on the shared presets, more on larger models: docs/configuration.md);
+    stall_ms is not applied (it is wall time). The same snapshot then gets the same
     decision however loaded the machine is, unless the caller's deadline, which still caps
     every attempt, cuts the search first (such a decision is logged as not reproducible).
     Unset = false: wall-clock limits, the service's default.
@@ -1307,7 +1308,7 @@ class OpenSessionResponse(_message.Message):
     SEQUENCE_FIELD_NUMBER: _builtins.int
     DECISION_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
-    """opaque; names the session in later calls"""
+    """opaque secret; names the session in later calls"""
     sequence: _builtins.int
     """the session's sequence number: 0"""
     @_builtins.property

@@ -58,8 +58,11 @@ class DispatcherServiceServicer(object):
 
     def Dispatch(self, request, context):
         """Decide which queued jobs start at the snapshot's time t, and where.
-        Errors: INVALID_ARGUMENT with a google.rpc.BadRequest naming each offending field;
-        DEADLINE_EXCEEDED only when the deadline is shorter than building the model.
+        Errors: INVALID_ARGUMENT with a google.rpc.BadRequest naming each offending field, among
+        them any beyond the server's limits (string lengths, resource types, units: the limits of
+        docs/configuration.md), echoed values cut short so the error fits 8 KB of metadata;
+        DEADLINE_EXCEEDED only when the deadline is shorter than taking the snapshot in and
+        building the model.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -215,8 +218,12 @@ class SessionServiceStub(object):
     to replace it;
     * the order of the session's lists is the order of a full snapshot: nodes in the order
     first seen (added nodes go last), queued and running jobs in the order they entered.
-    The server holds at most its `max_sessions` sessions (opening one more evicts the least
-    recently used) and forgets a session unused for `session_idle_seconds`.
+    A session belongs to the client identity that opened it (the mTLS client certificate; without
+    one, knowing its id, a 128-bit secret): another identity naming it is answered as for an
+    unknown session. The server holds at most `max_sessions` sessions, `max_sessions_per_identity`
+    per identity (opening one more evicts that identity's least recently used one; a full server
+    evicts from the identity holding the most), and forgets a session unused for
+    `session_idle_seconds`.
     """
 
     def __init__(self, channel):
@@ -263,8 +270,12 @@ class SessionServiceServicer(object):
     to replace it;
     * the order of the session's lists is the order of a full snapshot: nodes in the order
     first seen (added nodes go last), queued and running jobs in the order they entered.
-    The server holds at most its `max_sessions` sessions (opening one more evicts the least
-    recently used) and forgets a session unused for `session_idle_seconds`.
+    A session belongs to the client identity that opened it (the mTLS client certificate; without
+    one, knowing its id, a 128-bit secret): another identity naming it is answered as for an
+    unknown session. The server holds at most `max_sessions` sessions, `max_sessions_per_identity`
+    per identity (opening one more evicts that identity's least recently used one; a full server
+    evicts from the identity holding the most), and forgets a session unused for
+    `session_idle_seconds`.
     """
 
     def OpenSession(self, request, context):
@@ -337,8 +348,12 @@ class SessionService(object):
     to replace it;
     * the order of the session's lists is the order of a full snapshot: nodes in the order
     first seen (added nodes go last), queued and running jobs in the order they entered.
-    The server holds at most its `max_sessions` sessions (opening one more evicts the least
-    recently used) and forgets a session unused for `session_idle_seconds`.
+    A session belongs to the client identity that opened it (the mTLS client certificate; without
+    one, knowing its id, a 128-bit secret): another identity naming it is answered as for an
+    unknown session. The server holds at most `max_sessions` sessions, `max_sessions_per_identity`
+    per identity (opening one more evicts that identity's least recently used one; a full server
+    evicts from the identity holding the most), and forgets a session unused for
+    `session_idle_seconds`.
     """
 
     @staticmethod

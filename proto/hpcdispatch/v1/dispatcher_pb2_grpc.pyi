@@ -48,8 +48,11 @@ class DispatcherServiceStub:
     def __new__(cls, channel: _aio.Channel) -> DispatcherServiceAsyncStub: ...
     Dispatch: _grpc.UnaryUnaryMultiCallable[_dispatcher_pb2.DispatchRequest, _dispatcher_pb2.DispatchResponse]
     """Decide which queued jobs start at the snapshot's time t, and where.
-    Errors: INVALID_ARGUMENT with a google.rpc.BadRequest naming each offending field;
-    DEADLINE_EXCEEDED only when the deadline is shorter than building the model.
+    Errors: INVALID_ARGUMENT with a google.rpc.BadRequest naming each offending field, among
+    them any beyond the server's limits (string lengths, resource types, units: the limits of
+    docs/configuration.md), echoed values cut short so the error fits 8 KB of metadata;
+    DEADLINE_EXCEEDED only when the deadline is shorter than taking the snapshot in and
+    building the model.
     """
     ReportCompletions: _grpc.UnaryUnaryMultiCallable[_dispatcher_pb2.ReportCompletionsRequest, _dispatcher_pb2.ReportCompletionsResponse]
     """Report finished jobs so that the duration predictors learn their actual run times.
@@ -67,8 +70,11 @@ class DispatcherServiceAsyncStub(DispatcherServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Dispatch: _aio.UnaryUnaryMultiCallable[_dispatcher_pb2.DispatchRequest, _dispatcher_pb2.DispatchResponse]  # type: ignore[assignment]
     """Decide which queued jobs start at the snapshot's time t, and where.
-    Errors: INVALID_ARGUMENT with a google.rpc.BadRequest naming each offending field;
-    DEADLINE_EXCEEDED only when the deadline is shorter than building the model.
+    Errors: INVALID_ARGUMENT with a google.rpc.BadRequest naming each offending field, among
+    them any beyond the server's limits (string lengths, resource types, units: the limits of
+    docs/configuration.md), echoed values cut short so the error fits 8 KB of metadata;
+    DEADLINE_EXCEEDED only when the deadline is shorter than taking the snapshot in and
+    building the model.
     """
     ReportCompletions: _aio.UnaryUnaryMultiCallable[_dispatcher_pb2.ReportCompletionsRequest, _dispatcher_pb2.ReportCompletionsResponse]  # type: ignore[assignment]
     """Report finished jobs so that the duration predictors learn their actual run times.
@@ -89,8 +95,11 @@ class DispatcherServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_dispatcher_pb2.DispatchResponse, _abc.Awaitable[_dispatcher_pb2.DispatchResponse]]:
         """Decide which queued jobs start at the snapshot's time t, and where.
-        Errors: INVALID_ARGUMENT with a google.rpc.BadRequest naming each offending field;
-        DEADLINE_EXCEEDED only when the deadline is shorter than building the model.
+        Errors: INVALID_ARGUMENT with a google.rpc.BadRequest naming each offending field, among
+        them any beyond the server's limits (string lengths, resource types, units: the limits of
+        docs/configuration.md), echoed values cut short so the error fits 8 KB of metadata;
+        DEADLINE_EXCEEDED only when the deadline is shorter than taking the snapshot in and
+        building the model.
         """
 
     @_abc_1.abstractmethod
@@ -136,8 +145,12 @@ class SessionServiceStub:
         to replace it;
       * the order of the session's lists is the order of a full snapshot: nodes in the order
         first seen (added nodes go last), queued and running jobs in the order they entered.
-    The server holds at most its `max_sessions` sessions (opening one more evicts the least
-    recently used) and forgets a session unused for `session_idle_seconds`.
+    A session belongs to the client identity that opened it (the mTLS client certificate; without
+    one, knowing its id, a 128-bit secret): another identity naming it is answered as for an
+    unknown session. The server holds at most `max_sessions` sessions, `max_sessions_per_identity`
+    per identity (opening one more evicts that identity's least recently used one; a full server
+    evicts from the identity holding the most), and forgets a session unused for
+    `session_idle_seconds`.
     """
 
     @_typing.overload
@@ -177,8 +190,12 @@ class SessionServiceAsyncStub(SessionServiceStub):
         to replace it;
       * the order of the session's lists is the order of a full snapshot: nodes in the order
         first seen (added nodes go last), queued and running jobs in the order they entered.
-    The server holds at most its `max_sessions` sessions (opening one more evicts the least
-    recently used) and forgets a session unused for `session_idle_seconds`.
+    A session belongs to the client identity that opened it (the mTLS client certificate; without
+    one, knowing its id, a 128-bit secret): another identity naming it is answered as for an
+    unknown session. The server holds at most `max_sessions` sessions, `max_sessions_per_identity`
+    per identity (opening one more evicts that identity's least recently used one; a full server
+    evicts from the identity holding the most), and forgets a session unused for
+    `session_idle_seconds`.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -214,8 +231,12 @@ class SessionServiceServicer(metaclass=_abc_1.ABCMeta):
         to replace it;
       * the order of the session's lists is the order of a full snapshot: nodes in the order
         first seen (added nodes go last), queued and running jobs in the order they entered.
-    The server holds at most its `max_sessions` sessions (opening one more evicts the least
-    recently used) and forgets a session unused for `session_idle_seconds`.
+    A session belongs to the client identity that opened it (the mTLS client certificate; without
+    one, knowing its id, a 128-bit secret): another identity naming it is answered as for an
+    unknown session. The server holds at most `max_sessions` sessions, `max_sessions_per_identity`
+    per identity (opening one more evicts that identity's least recently used one; a full server
+    evicts from the identity holding the most), and forgets a session unused for
+    `session_idle_seconds`.
     """
 
     @_abc_1.abstractmethod
