@@ -164,3 +164,16 @@ def test_campaign_on_a_local_dask_cluster(scheduler: tuple[str, set[str]],
         assert entry["summary"] is None and entry["ratios_to_easy"]["bounded_slowdown"] is None
         assert "FileNotFoundError" in (out / name / "error.txt").read_text()
         assert f"`{name}`: failed" in markdown
+
+
+def test_cells_replay_in_process_unless_asked_for_grpc_or_given_a_target() -> None:
+    def command(*flags: str) -> list[str]:
+        (cell,) = matrix(parse_args(["--dispatchers", "easy", "--predictors", "walltime",
+                                     *flags]))
+        return simulate_command(cell, Path("t.swf"), Path("out"))
+
+    assert "--in-process" in command()
+    assert "--in-process" not in command("--grpc")
+    with_target = command("--target", "127.0.0.1:50051")
+    assert "--in-process" not in with_target
+    assert with_target[with_target.index("--target") + 1] == "127.0.0.1:50051"
