@@ -20,7 +20,7 @@ from hpcdispatch.proto_convert import completion_to_pb, decision_from_pb, snapsh
 from hpcdispatch.snapshot import JobCompletion, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from .backend import Answer, AnswerReport, ServiceFacts, StateChange, enum_name
+from .backend import Answer, AnswerReport, ServiceFacts, StateChange
 
 DEFAULT = "default"  # leave the request field unset: the server's default
 
@@ -144,14 +144,9 @@ def answer_of(response: pb.DispatchResponse, snapshot: Snapshot) -> Answer:
     report = response.report
     return Answer(
         decision_from_pb(response),
-        AnswerReport(
-            dispatcher=enum_name(pb.Dispatcher, report.dispatcher, "DISPATCHER_"),
-            predictor=enum_name(pb.Predictor, report.predictor, "PREDICTOR_"),
-            profile=report.profile, attempts=len(report.attempts),
-            status=enum_name(pb.SolveStatus, report.status, "SOLVE_STATUS_"),
-            variables=report.model_variables, constraints=report.model_constraints,
-            decision_seconds=report.total_seconds, fallback_reason=report.fallback_reason,
-        ),
+        AnswerReport.of(report.dispatcher, report.predictor, report.profile,
+                        len(report.attempts), report.status, report.model_variables,
+                        report.model_constraints, report.total_seconds, report.fallback_reason),
         tuple(problems),
     )
 

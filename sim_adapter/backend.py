@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from hpcdispatch.snapshot import Decision, JobCompletion, QueuedJob, RunningJob, Snapshot
+from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,18 @@ class AnswerReport:
     constraints: int
     decision_seconds: float  # the service's own wall time of the decision
     fallback_reason: str
+
+    @staticmethod
+    def of(dispatcher: int, predictor: int, profile: str, attempts: int, status: int,
+           variables: int, constraints: int, decision_seconds: float,
+           fallback_reason: str) -> AnswerReport:
+        """The report from the contract's enum values (pb.Dispatcher, pb.Predictor,
+        pb.SolveStatus)."""
+        return AnswerReport(
+            enum_name(pb.Dispatcher, dispatcher, "DISPATCHER_"),
+            enum_name(pb.Predictor, predictor, "PREDICTOR_"), profile, attempts,
+            enum_name(pb.SolveStatus, status, "SOLVE_STATUS_"), variables, constraints,
+            decision_seconds, fallback_reason)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from hpcdispatch.server.in_process import InProcessDecision, InProcessService, I
 from hpcdispatch.snapshot import JobCompletion, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from .backend import Answer, AnswerReport, ServiceFacts, StateChange, enum_name
+from .backend import Answer, AnswerReport, ServiceFacts, StateChange
 
 
 class LocalService:
@@ -68,12 +68,7 @@ def _answer(decided: InProcessDecision) -> Answer:
     outcome = result.outcome
     return Answer(
         result.decision,
-        AnswerReport(
-            dispatcher=enum_name(pb.Dispatcher, decided.dispatcher, "DISPATCHER_"),
-            predictor=enum_name(pb.Predictor, decided.predictor, "PREDICTOR_"),
-            profile=decided.profile, attempts=len(outcome.attempts),
-            status=enum_name(pb.SolveStatus, outcome.status, "SOLVE_STATUS_"),
-            variables=outcome.variables, constraints=outcome.constraints,
-            decision_seconds=decided.seconds, fallback_reason=result.fallback_reason,
-        ),
+        AnswerReport.of(decided.dispatcher, decided.predictor, decided.profile,
+                        len(outcome.attempts), outcome.status, outcome.variables,
+                        outcome.constraints, decided.seconds, result.fallback_reason),
     )

@@ -5,8 +5,6 @@ server's memory (VmRSS) bounded."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 import threading
@@ -21,7 +19,7 @@ import pytest
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 from tests.observability import free_port, scrape_text, small_request, value
-from tests.processes import stop_process
+from tests.processes import start_serve, stop_process
 
 CLI = [sys.executable, "-m", "hpcdispatch"]
 HUGE = 20_000_000
@@ -52,17 +50,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     # keep every other caller waiting.
     config.write_text(f"workers: 4\ndecision_concurrency: 1\nmetrics_port: {metrics_port}\n"
                       "log_level: info\n")
-    env = {**os.environ, "HPCDISPATCH_LISTEN": "127.0.0.1:0", "HPCDISPATCH_LOG_FORMAT": "json"}
-    proc = subprocess.Popen([*CLI, "serve", "--config", str(config)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc, port, _ = start_serve(config)
     assert proc.stdout is not None
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if '"serving"' in line:
-            break
-    assert lines and '"serving"' in lines[-1], "server did not start:\n" + "".join(lines)
-    port = json.loads(lines[-1])["port"]
     drain = threading.Thread(target=proc.stdout.read, daemon=True)  # keep the pipe flowing
     drain.start()
     try:

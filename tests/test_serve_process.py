@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from hpcdispatch.systems import PRESETS
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 from tests.observability import free_port, scrape_text, value
+from tests.processes import start_serve
 
 CLI = [sys.executable, "-m", "hpcdispatch"]
 
@@ -37,17 +37,8 @@ def test_sigterm_finishes_the_decision_in_flight_after_health_goes_not_serving(
     config.write_text("default_dispatcher: pcp20\nworkers: 2\ngrace_seconds: 20\n"
                       f"metrics_port: {metrics_port}\n")
     # Port 0: the server picks a free port and logs it ("serving", port=N).
-    env = {**os.environ, "HPCDISPATCH_LISTEN": "127.0.0.1:0", "HPCDISPATCH_LOG_FORMAT": "json"}
-    proc = subprocess.Popen([*CLI, "serve", "--config", str(config)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc, port, lines = start_serve(config)
     assert proc.stdout is not None
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if '"serving"' in line:
-            break
-    assert lines and '"serving"' in lines[-1], "server did not start:\n" + "".join(lines)
-    port = json.loads(lines[-1])["port"]
     target = f"127.0.0.1:{port}"
     try:
         client = DispatcherClient(target, timeout=30)
