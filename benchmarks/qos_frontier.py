@@ -102,6 +102,15 @@ def _marker_size(name: str) -> float:
     return 320 if name == "default" else 90 if name == REFERENCE else 75
 
 
+def _nearer_to_another(box: Any, own: tuple[float, float], group: list[Point],
+                       xy: dict[str, Any], ax: Axes) -> bool:
+    """Whether the label's nearest point (by its box's centre) is another group's."""
+    centre = ((box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2)
+    mine = math.dist(centre, ax.transData.transform(own))
+    names = {p[0] for p in group}
+    return any(math.dist(centre, at) < mine for name, at in xy.items() if name not in names)
+
+
 def _place_labels(ax: Axes, points: list[Point], renderer: Any) -> None:
     """Label each point (points closer than 9 px share one label), choosing for each the
     nearest offset whose text overlaps no other label, marker or the axes' edge."""
@@ -132,6 +141,7 @@ def _place_labels(ax: Axes, points: list[Point], renderer: Any) -> None:
             cost = sum(_overlap(box, other) for other in placed + markers)
             cost += box.width * box.height - _overlap(box, frame)  # outside the axes
             cost += math.hypot(dx, dy) * 0.5  # nearer is better, all else equal
+            cost += 400 * _nearer_to_another(box, (x, y), group, xy, ax)
             if best is None or cost < best[0]:
                 best = (cost, (dx, dy))
         assert best is not None
@@ -172,8 +182,8 @@ def _panel(ax: Axes, case: Case, predictor: str, easy: Figures, points: list[Poi
         marker = "*" if name == "default" else "s" if name == REFERENCE else "o"
         size = _marker_size(name)
         ax.scatter([x], [y], s=size, marker=marker, zorder=3,
-                   facecolors="none" if loses else [colour],
-                   edgecolors=[colour] if loses else "black", linewidths=2.0 if loses else 0.7)
+                   facecolors="white" if loses else [colour],
+                   edgecolors=[colour] if loses else "black", linewidths=1.6 if loses else 0.7)
     ax.set_xlabel("longest wait [h]")
     ax.set_ylabel("mean bounded slowdown")
     ax.grid(True, which="major", alpha=0.25)

@@ -266,7 +266,9 @@ def gives_up(f: Figures, easy: Figures) -> list[str]:
     if f.util is not None and easy.util is not None and f.util < easy.util - UTIL_TOLERANCE:
         lost.append(f"utilisation {f.util - easy.util:+.3f}")
     if f.max_wait is not None and easy.max_wait is not None and f.max_wait > easy.max_wait:
-        lost.append(f"longest wait +{(f.max_wait - easy.max_wait) / 3600:.1f} h")
+        diff = f.max_wait - easy.max_wait
+        lost.append(f"longest wait +{diff / 3600:.1f} h" if diff >= 360 else
+                    f"longest wait +{diff:.0f} s")
     return lost
 
 
