@@ -1,14 +1,16 @@
-"""Issue #13's targets, measured side by side in one run and printed as met / missed.
+"""Issues #13's and #24's targets, measured side by side in one run and printed as met / missed.
 
 Per case (`--cases`, default every case of the issue: kth, lublin, llnl-stretch, kit, eurora,
 rlscheduler) and predictor (`--predictors`; RLScheduler's protocol uses walltime, its exact
-estimates on lublin_256), every baseline (easy, easy-sjf, easy-wfp3, easy-unicef, easy-f1,
-conservative) and the server's default CP dispatcher with its default profile (whatever
+estimates on lublin_256), every baseline (#13's easy, easy-sjf, easy-wfp3, easy-unicef,
+easy-f1, conservative; #24's easy-sjbf, easy-lxf, los, easy-k) and the server's default CP
+dispatcher with its default profile (whatever
 this checkout's server has: the runs ask for "default", and the output names what it
 resolved to), plus any `--candidates dispatcher@profile`. The replays are campaign cells
 (`benchmarks.campaign`: Dask, one `hpcdispatch simulate` per cell, `--workers` at a time, or
 `--scheduler`), written under `OUT/campaign/`; the verdicts (`benchmarks/qos_verdicts.py`) go
-to `OUT/qos.md` and `OUT/qos.json` and are printed.
+to `OUT/qos.md` and `OUT/qos.json` and are printed, and each case's frontier plot
+(`benchmarks/qos_frontier.py`) to `OUT/frontier-CASE.png`, linked from `qos.md`.
 
     python -m benchmarks.qos_targets --cases rlscheduler --wall-clock-search \\
         --workers 2 --out runs/qos-rl
@@ -18,7 +20,8 @@ to `OUT/qos.md` and `OUT/qos.json` and are printed.
 
 `--from DIR[,DIR]` judges runs made before instead of running: qos_targets or campaign
 directories (`campaign.json`), or `hpcdispatch simulate` output directories (RLScheduler
-sequences are put together per run label). Each run is matched to a case by its summary
+sequences are put together per run label), or judged `qos.json` files (their runs, by the case
+and predictor they were judged under). Each run is matched to a case by its summary
 (trace, system, workload rule, record window or sequences). A (case, predictor) without the
 default's run or its references is "not measured", never met. `--config FILE.yaml` reads
 the same options (benchmarks/campaigns/qos-*.yaml).
@@ -50,7 +53,9 @@ from benchmarks.qos_cases import (
     Case,
     with_protocol,
 )
-from benchmarks.qos_verdicts import Judged, document, judge, markdown
+from benchmarks.qos_frontier import plot_cases
+from benchmarks.qos_tables import document, markdown
+from benchmarks.qos_verdicts import Judged, judge
 from hpcdispatch.sim_adapter.replay import bundled_trace
 
 DEFAULT_TRACES = bundled_trace().parent  # the traces shipped in hpcdispatch.sim_adapter.data
@@ -85,8 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=120.0, help="deadline per call, seconds")
     p.add_argument("--workers", type=int, help="local Dask cluster: worker processes")
     p.add_argument("--scheduler", help="Dask scheduler address; default: a local cluster")
-    p.add_argument("--from", dest="sources", help="comma list of directories to judge "
-                   "instead of running")
+    p.add_argument("--from", dest="sources", help="comma list of directories (or judged "
+                   "qos.json files) to judge instead of running")
     p.add_argument("--out", type=Path, help="results directory (default: runs/qos-DATE)")
     p.add_argument("--dry-run", action="store_true", help="list the cells and stop")
     p.add_argument("--no-progress", action="store_true")
@@ -209,8 +214,9 @@ def server_default() -> str:
 
 def report(judged: Judged, cases: Sequence[Case], out: Path, meta: dict[str, Any],
            header: Sequence[str]) -> str:
-    text = markdown(judged, cases, header)
     out.mkdir(parents=True, exist_ok=True)
+    plots = plot_cases(judged, cases, out)
+    text = markdown(judged, cases, header, plots)
     (out / "qos.md").write_text(text + "\n", encoding="utf-8")
     (out / "qos.json").write_text(json.dumps(document(judged, meta), indent=2) + "\n",
                                   encoding="utf-8")
@@ -222,12 +228,17 @@ def run(args: argparse.Namespace, command: str) -> int:
     out: Path = args.out or Path(time.strftime("runs/qos-%Y%m%d-%H%M%S"))
     header = [f"`{command}`", ""]
     failed = 0
+    documents: list[dict[str, Any]] = []
     if args.sources:
         sources = [Path(s) for s in _split(args.sources)]
-        runs = load_runs(sources)
+        judged_files = [s for s in sources if s.is_file() and s.suffix == ".json"]
+        documents = [json.loads(s.read_text(encoding="utf-8")) for s in judged_files]
+        runs = load_runs([s for s in sources if s not in judged_files])
         default_as = args.default_as or server_default()
-        header += [f"Judged from {', '.join(map(str, sources))} ({len(runs)} runs); runs "
-                   f"of {default_as} count as the default where no run asked for the "
+        count = f"{len(runs)} runs" + (f", {len(documents)} judged documents"
+                                       if documents else "")
+        header += [f"Judged from {', '.join(map(str, sources))} ({count}); runs of "
+                   f"{default_as} count as the default where no run asked for the "
                    "server's default.", ""]
     else:
         cells = cells_for(args)
@@ -245,12 +256,13 @@ def run(args: argparse.Namespace, command: str) -> int:
                    f"(campaign.md has every figure).", ""]
     now = default_as if args.sources and not args.default_as else server_default()
     header += [f"This checkout's server default now (DescribeService): {now}.", ""]
-    judged = judge(runs, cases, predictors, baselines, candidates, default_as)
+    judged = judge(runs, cases, predictors, baselines, candidates, default_as, documents)
     meta = {"command": command, "written": time.strftime("%Y-%m-%d %H:%M:%S %z"),
             "cases": [c.key for c in cases], "predictors": predictors,
             "baselines": baselines, "candidates": candidates}
     print(report(judged, cases, out, meta, header))
-    print(f"qos_targets: {out / 'qos.md'}, {out / 'qos.json'}", file=sys.stderr)
+    print(f"qos_targets: {out / 'qos.md'}, {out / 'qos.json'} and the frontier plots in "
+          f"{out}/", file=sys.stderr)
     return 1 if failed else 0
 
 
