@@ -2,6 +2,8 @@
 
 - `rpc/`: the gRPC edge, the only code that imports grpc (both servicers, admission, draining,
   errors, interceptors, TLS, metrics, the app, the embedded server).
+- `in_process.py`: beside `rpc/`, the same decisions without the wire, in the caller's process
+  (trace replays: `hpcdispatch simulate --in-process`).
 - `sessions/`: a session's state (deltas, running work, state, store).
 - `intake/`: request validation and conversion, the node table, the running-job cache.
 - `pipeline.py`: the one door into the core (predict → problem → dispatch → independent
@@ -10,9 +12,10 @@
   machinery and restart policy; `planning/` the problem, free pool, capacity profiles,
   reservations, list schedules) and `predictors/`.
 
-The rule: rpc > sessions > intake > pipeline > config > dispatchers | predictors; nothing under
+The rule: rpc | in_process > sessions > intake > pipeline > config > dispatchers | predictors; nothing under
 `dispatchers/` imports the rest of the server; the client side (`client/`, `slurm_bridge/`,
-`sim_adapter/`) takes the contract's names from `hpcdispatch.catalog`, not from here. Enforced by
+`sim_adapter/`) takes the contract's names from `hpcdispatch.catalog`, not from here (but for the
+replay adapter's embedded server and in-process path). Enforced by
 the import-linter contracts in pyproject.toml (`[tool.importlinter]`), run by
 `scripts/typecheck.sh` in CI.
 """
