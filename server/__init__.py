@@ -12,10 +12,10 @@
   machinery and restart policy; `planning/` the problem, free pool, capacity profiles,
   reservations, list schedules) and `predictors/`.
 
-The rule: rpc | in_process > sessions > intake > pipeline > config > dispatchers | predictors; nothing under
-`dispatchers/` imports the rest of the server; the client side (`client/`, `slurm_bridge/`,
-`sim_adapter/`) takes the contract's names from `hpcdispatch.catalog`, not from here (but for the
-replay adapter's embedded server and in-process path). Enforced by
-the import-linter contracts in pyproject.toml (`[tool.importlinter]`), run by
+The rule: rpc | in_process > sessions > intake > pipeline > config > dispatchers | predictors;
+nothing under `dispatchers/` imports the rest of the server; the client side (`client/`,
+`slurm_bridge/`, `sim_adapter/`) takes the contract's names from `hpcdispatch.catalog`, not from
+here (but for the replay adapter's embedded server and in-process path). Enforced by the
+import-linter contracts in pyproject.toml (`[tool.importlinter]`), run by
 `scripts/typecheck.sh` in CI.
 """
