@@ -98,3 +98,16 @@ def test_a_job_that_starts_and_ends_between_two_calls_leaves_the_queue() -> None
     changes.end("a")  # before the next call
     second = changes.take(1)
     assert second.cancelled == ("a",) and not second.ended and not second.started
+
+
+def test_an_invalid_opening_snapshot_is_refused_naming_the_field() -> None:
+    from hpcdispatch.server.in_process import InProcessService, InvalidSnapshot
+    from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+    request = pb.DispatchRequest(time=10, nodes=[pb.Node(id="n1", state=pb.NODE_STATE_UP,
+                                                         capacity={"core": 4})],
+                                 queued_jobs=[pb.QueuedJob(id="a", submit_time=0, units=1,
+                                                           unit_request={"core": 1},
+                                                           requested_time=0)])
+    with pytest.raises(InvalidSnapshot, match=r"queued_jobs\[0\]\.requested_time"):
+        InProcessService().open(request)
