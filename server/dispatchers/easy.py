@@ -49,8 +49,15 @@ class EasyDispatcher:
         if position == len(queue):
             return outcome
 
-        head = queue[position]
-        rest = queue[position + 1 :]
+        return self.around_the_head(problem, control, outcome, free_now, queue[position],
+                                    queue[position + 1 :])
+
+    def around_the_head(
+        self, problem: Problem, control: SearchControl, outcome: Outcome, free_now: FreePool,
+        head: Job, rest: list[Job],
+    ) -> Outcome:
+        """The jobs after the first one that does not fit now (`head`, which gets the
+        reservation): EASY's backfill around it, in `backfill_order`."""
         if not any_fits_now(free_now, rest):
             # Nothing after the head fits in what is free now: no reservation can change
             # that, so none is made (the outcome is the one backfill_around would give).
@@ -59,12 +66,10 @@ class EasyDispatcher:
                 (job.index, pb.SKIP_REASON_CANNOT_FIT_NOW) for job in self.backfill_order(
                     problem, rest))
             return outcome
-        by_index = {j.index: j for j in problem.jobs}
-        started = ((by_index[i], nodes) for i, nodes in outcome.placements.items())
         try:
-            reservation = reserve(problem, free_now, head, started, control.should_stop)
+            reservation = reserve_for_head(problem, outcome, free_now, head, control)
         except Stopped:
-            return self._stopped(outcome, queue[position:])
+            return self._stopped(outcome, [head, *rest])
         outcome.considered.append(head.index)
         rest = self.backfill_order(problem, rest)
         return backfill_around(outcome, free_now, reservation, rest, control.first_fit,
@@ -94,6 +99,15 @@ class EasyDispatcher:
             else:
                 queue.append(job)
         return queue
+
+
+def reserve_for_head(
+    problem: Problem, outcome: Outcome, free_now: FreePool, head: Job, control: SearchControl
+) -> Reservation:
+    """The head's reservation, around the jobs `outcome` starts now (already taken from
+    `free_now`); raises Stopped when the control says stop."""
+    started = ((problem.jobs[i], nodes) for i, nodes in outcome.placements.items())
+    return reserve(problem, free_now, head, started, control.should_stop)
 
 
 def any_fits_now(free_now: FreePool, jobs: list[Job]) -> bool:

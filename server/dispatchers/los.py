@@ -1,7 +1,8 @@
 """LOS, lookahead optimising scheduler (Shmueli & Feitelson 2005): pack the most processors now.
 
-Jobs start in submit order while they fit (as in EASY). The first one that does not fit (the
-head) gets EASY's reservation at τ (`planning.reservation`). Of the next L queued jobs (the
+Jobs start in submit order while they fit, and the first one that does not fit (the head) gets
+EASY's reservation at τ: EASY's own steps (`LosDispatcher` is an `EasyDispatcher` that chooses
+differently only around the head). Of the next L queued jobs (the
 lookahead, `SearchSettings.lookahead_depth`, `search.lookahead_depth` in a request; 50 by
 default, the paper's), LOS starts now the set that maximises the processors used now,
 Σ n_i, subject to (their Reservation_DP):
@@ -33,12 +34,12 @@ import numpy as np
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from .base import HEURISTIC, Outcome, SearchControl
-from .easy import backfill_around
+from .base import Outcome, SearchControl
+from .easy import EasyDispatcher, backfill_around, reserve_for_head
 from .planning.free_pool import FreePool
-from .planning.job_orders import CORE, fcfs, processors
+from .planning.job_orders import CORE, processors
 from .planning.problem import Job, Problem
-from .planning.reservation import Reservation, reserve
+from .planning.reservation import Reservation
 from .planning.stopping import Stopped
 
 MAX_DP_PROCESSORS = 100_000  # beyond this, the programme counts processors in blocks
@@ -83,42 +84,24 @@ def _pooled_processors(pool: FreePool, problem: Problem) -> int | None:
     return sum(vec[r] * len(nodes) for vec, nodes in pool.groups.items())
 
 
-class LosDispatcher:
+class LosDispatcher(EasyDispatcher):
     name: ClassVar[str] = "los"
     kind: ClassVar[int] = pb.DISPATCHER_LOS
 
-    def decide(self, problem: Problem, control: SearchControl) -> Outcome:
-        outcome = Outcome(placements={}, status=HEURISTIC)
-        free_now = problem.free_now.copy()
-        queue: list[Job] = []
-        for job in fcfs(problem):
-            if problem.units_fit_empty(job.req) < job.units:
-                outcome.skipped.append((job.index, pb.SKIP_REASON_NEVER_FITS))
-            else:
-                queue.append(job)
-        position = 0
-        for job in queue:
-            if control.should_stop():
-                return self._stopped(outcome, queue[position:])
-            nodes = free_now.place(job.req, job.units, control.first_fit)
-            if nodes is None:
-                break
-            outcome.placements[job.index] = nodes
-            outcome.considered.append(job.index)
-            position += 1
-        if position == len(queue):
-            return outcome
-        head = queue[position]
-        started = ((problem.jobs[i], nodes) for i, nodes in outcome.placements.items())
+    def around_the_head(
+        self, problem: Problem, control: SearchControl, outcome: Outcome, free_now: FreePool,
+        head: Job, rest: list[Job],
+    ) -> Outcome:
+        """Of the `lookahead_depth` jobs after the head, the packing's set is tried first, then
+        the others in queue order, each around the head's reservation; later jobs wait."""
         try:
-            reservation = reserve(problem, free_now, head, started, control.should_stop)
+            reservation = reserve_for_head(problem, outcome, free_now, head, control)
         except Stopped:
-            return self._stopped(outcome, queue[position:])
+            return self._stopped(outcome, [head, *rest])
         outcome.considered.append(head.index)
         depth = max(1, control.settings.lookahead_depth)
-        window = queue[position + 1 : position + 1 + depth]
-        outcome.skipped.extend(
-            (j.index, pb.SKIP_REASON_OUTSIDE_WINDOW) for j in queue[position + 1 + depth :])
+        window = rest[:depth]
+        outcome.skipped.extend((j.index, pb.SKIP_REASON_OUTSIDE_WINDOW) for j in rest[depth:])
         chosen = self._packing(problem, free_now, reservation, window)
         picked = set(chosen)
         tried = [window[k] for k in chosen] + [
@@ -139,7 +122,3 @@ class LosDispatcher:
             extra = now
         return pack(items, now, extra)
 
-    @staticmethod
-    def _stopped(outcome: Outcome, waiting: list[Job]) -> Outcome:
-        outcome.skipped.extend((job.index, pb.SKIP_REASON_BLOCKED) for job in waiting)
-        return outcome
