@@ -157,6 +157,16 @@ def check_options(
 
 
 _NODE_STATES = (pb.NODE_STATE_UP, pb.NODE_STATE_DOWN, pb.NODE_STATE_DRAINED)
+NODE_STATE_RULE = "must be NODE_STATE_UP, NODE_STATE_DOWN or NODE_STATE_DRAINED"
+
+
+def check_capacity_amounts(path: str, capacity: Mapping[str, int], out: Violations) -> None:
+    """A node's capacity at `path`: every resource type named, every amount in (0, 2^40]."""
+    for resource, amount in capacity.items():
+        if not resource:
+            out.add(path, "resource type names must not be empty")
+        if not 0 < amount <= MAX_AMOUNT:
+            out.add(key_path(path, resource), f"must be > 0 and <= 2^40, got {amount}")
 
 
 def _check_nodes(
@@ -185,17 +195,11 @@ def _check_nodes(
         else:
             capacity[node_id] = cap
         if node.state not in _NODE_STATES:
-            out.add(f"nodes[{i}].state", "must be NODE_STATE_UP, NODE_STATE_DOWN or "
-                    "NODE_STATE_DRAINED")
+            out.add(f"nodes[{i}].state", NODE_STATE_RULE)
         if not cap:
             out.add(f"nodes[{i}].capacity", "must name at least one resource type")
         elif "" in cap or min(cap.values()) <= 0 or max(cap.values()) > MAX_AMOUNT:
-            for resource, amount in cap.items():
-                if not resource:
-                    out.add(f"nodes[{i}].capacity", "resource type names must not be empty")
-                if not 0 < amount <= MAX_AMOUNT:
-                    out.add(key_path(f"nodes[{i}].capacity", resource),
-                            f"must be > 0 and <= 2^40, got {amount}")
+            check_capacity_amounts(f"nodes[{i}].capacity", cap, out)
         if out.full:
             break
     return capacity

@@ -29,11 +29,12 @@ from ..config import ServerConfig
 from ..intake.decision_options import DecisionOptions
 from ..intake.interruption import NEVER, Interruption
 from ..intake.limits import check_id, check_types
-from ..intake.shown import key_path, shown
+from ..intake.shown import shown
 from ..intake.validation import (
-    MAX_AMOUNT,
+    NODE_STATE_RULE,
     Violation,
     Violations,
+    check_capacity_amounts,
     check_options,
     check_queued_job,
     check_running_job,
@@ -216,16 +217,10 @@ def _check_node_changes(
         known = change.id in state.position
         added += not known
         if change.state not in _STATES:
-            out.add(f"{path}.state", "must be NODE_STATE_UP, NODE_STATE_DOWN or "
-                    "NODE_STATE_DRAINED")
+            out.add(f"{path}.state", NODE_STATE_RULE)
         if not cap and not known:
             out.add(f"{path}.capacity", "a new node must name at least one resource type")
-        for resource, amount in cap.items():
-            if not resource:
-                out.add(f"{path}.capacity", "resource type names must not be empty")
-            if not 0 < amount <= MAX_AMOUNT:
-                out.add(key_path(f"{path}.capacity", resource),
-                        f"must be > 0 and <= 2^40, got {amount}")
+        check_capacity_amounts(f"{path}.capacity", cap, out)
         if cap:
             capacity[change.id] = cap
         if change.state in _STATES:
