@@ -37,10 +37,9 @@ from .intake.validation import Violation
 from .pipeline import (
     DEFAULT_PROFILE,
     PROFILES,
-    Completion,
     DecisionResult,
-    JobFacts,
     PredictorRegistry,
+    completion_of,
     decide_on,
 )
 from .sessions.state import SessionState
@@ -109,16 +108,8 @@ class InProcessService:
 
     def learn(self, cluster: str, completions: Sequence[JobCompletion]) -> int:
         """Teach the cluster's predictors (ReportCompletions); returns how many were taken."""
-        return self.predictors.learn(cluster or "default", (
-            Completion(
-                job_id=c.job_id,
-                facts=JobFacts(user=c.user, name=c.name, queue=c.queue, units=c.units,
-                               unit_request=dict(c.unit_request),
-                               requested_time=c.requested_time),
-                start_time=c.start_time, end_time=c.end_time,
-            )
-            for c in completions
-        ))
+        return self.predictors.learn(cluster or "default",
+                                     (completion_of(c) for c in completions))
 
 
 class InProcessSession:

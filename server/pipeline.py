@@ -28,6 +28,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import structlog
@@ -66,11 +67,12 @@ from .predictors.registry import PredictorRegistry
 __all__ = [
     "DEFAULT_PROFILE", "DISPATCHERS", "MAX_MODEL_DURATION", "PROFILES", "STAGES", "Completion",
     "DecisionAbandoned", "DecisionResult", "Dispatcher", "DurationPredictor", "Durations",
-    "FreePool", "JobFacts", "NodeIndex", "Occupancy", "Outcome", "PredictorRegistry", "Problem",
-    "SearchControl", "SearchSettings", "Situation", "StoreUnavailable", "build_problem",
-    "corrected_duration", "decide_on", "decision_of", "depends_on_job_only", "index_nodes",
-    "occupancy_of_rows", "predict_durations", "predict_many", "queued_facts", "resolve_settings",
-    "run_decision", "running_facts", "running_rows",
+    "FinishedJob", "FreePool", "JobFacts", "NodeIndex", "Occupancy", "Outcome",
+    "PredictorRegistry", "Problem", "SearchControl", "SearchSettings", "Situation",
+    "StoreUnavailable", "build_problem", "completion_of", "corrected_duration", "decide_on",
+    "decision_of", "depends_on_job_only", "index_nodes", "occupancy_of_rows",
+    "predict_durations", "predict_many", "queued_facts", "resolve_settings", "run_decision",
+    "running_facts", "running_rows",
 ]
 
 log = structlog.get_logger("hpcdispatch.pipeline")
@@ -143,6 +145,50 @@ def running_facts(job: RunningJob) -> JobFacts:
     return JobFacts(
         user=job.user, name=job.name, queue="", units=len(job.units),
         unit_request=first, requested_time=job.requested_time,
+    )
+
+
+class FinishedJob(Protocol):
+    """A completion as reported: the wire's JobCompletion or the domain's (same fields)."""
+
+    @property
+    def job_id(self) -> str: ...
+
+    @property
+    def user(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def queue(self) -> str: ...
+
+    @property
+    def units(self) -> int: ...
+
+    @property
+    def unit_request(self) -> Mapping[str, int]: ...
+
+    @property
+    def requested_time(self) -> int: ...
+
+    @property
+    def start_time(self) -> int: ...
+
+    @property
+    def end_time(self) -> int: ...
+
+
+def completion_of(finished: FinishedJob) -> Completion:
+    """What the predictors' knowledge base learns of a finished job."""
+    return Completion(
+        job_id=finished.job_id,
+        facts=JobFacts(
+            user=finished.user, name=finished.name, queue=finished.queue, units=finished.units,
+            unit_request=dict(finished.unit_request), requested_time=finished.requested_time,
+        ),
+        start_time=finished.start_time,
+        end_time=finished.end_time,
     )
 
 

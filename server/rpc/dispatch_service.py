@@ -20,9 +20,8 @@ from ..pipeline import (
     DEFAULT_PROFILE,
     DISPATCHERS,
     PROFILES,
-    Completion,
-    JobFacts,
     StoreUnavailable,
+    completion_of,
 )
 from .decision_front import DecisionFront, DecisionSlot, Situation, predictor_name
 from .errors import abort_invalid_argument
@@ -101,20 +100,7 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         cluster = request.cluster or "default"
         try:
             accepted = self.predictors.learn(
-                cluster,
-                (
-                    Completion(
-                        job_id=c.job_id,
-                        facts=JobFacts(
-                            user=c.user, name=c.name, queue=c.queue, units=c.units,
-                            unit_request=dict(c.unit_request), requested_time=c.requested_time,
-                        ),
-                        start_time=c.start_time,
-                        end_time=c.end_time,
-                    )
-                    for c in request.completions
-                ),
-            )
+                cluster, (completion_of(c) for c in request.completions))
         except StoreUnavailable as exc:
             # Not acknowledged: the client retries UNAVAILABLE, and storing is idempotent.
             log.error("completions not stored: knowledge base unreachable", cluster=cluster,
