@@ -274,6 +274,39 @@ def test_describe_service(client: DispatcherClient) -> None:
     assert info.default_dispatcher == pb.DISPATCHER_PCP20
 
 
+def _head_and_backfill_request() -> pb.DispatchRequest:
+    """12 cores, 4 busy for 100 s; the oldest job needs all 12 (the head, reserved at t + 100),
+    a 500-s job would delay it, a 50-s job would not."""
+    # Requested times as d_i, in a knowledge base of its own (other tests teach theirs).
+    request = pb.DispatchRequest(time=1000, dispatcher=pb.DISPATCHER_PCP20,
+                                 predictor=pb.PREDICTOR_WALLTIME, cluster="promises-test")
+    request.nodes.add(id="n1", state=pb.NODE_STATE_UP, capacity={"core": 12})
+    request.running_jobs.add(
+        id="r", user="u", start_time=990, requested_time=110,
+        units=[pb.UnitAllocation(node_id="n1", amounts={"core": 4})],
+    )
+    for job_id, cores, length, submit in (("wide", 12, 1000, 950), ("long", 4, 500, 960),
+                                          ("short", 4, 50, 990)):
+        request.queued_jobs.add(id=job_id, user="u", submit_time=submit, units=1,
+                                unit_request={"core": cores}, requested_time=length)
+    return request
+
+
+def test_the_promises_profile_and_easy_head_reach_the_decision(client: DispatcherClient) -> None:
+    info = client.describe()
+    promises = next(p for p in info.profiles if p.name == "promises")
+    assert promises.easy_head and promises.work_conserving and not promises.protect_head
+    request = _head_and_backfill_request()
+    request.search.deterministic = True  # the same decision however loaded the machine is
+    request.search.profile = "qos"  # no reservation yet: the model starts both that fit
+    assert {s.job_id for s in client.dispatch(request).starts} == {"long", "short"}
+    request.search.profile = "promises"
+    assert [s.job_id for s in client.dispatch(request).starts] == ["short"]
+    request.search.profile = "qos"
+    request.search.easy_head = True  # the field alone, over a profile without it
+    assert [s.job_id for s in client.dispatch(request).starts] == ["short"]
+
+
 def test_an_exceeded_prediction_is_corrected_to_the_requested_time(
     client: DispatcherClient,
 ) -> None:

@@ -18,6 +18,17 @@ PROFILES: dict[str, tuple[SearchSettings, str]] = {
         "starts now if it fits, else it holds the reservation), and queued jobs outside the "
         "window start now where they fit without delaying the plan or the reservation.",
     ),
+    "promises": (
+        SearchSettings(
+            "promises", delta_ms=100, delta_max_ms=800, k=1, window=100, stall_ms=10,
+            easy_head=True, work_conserving=True,
+        ),
+        "Keeps EASY's promises at every decision (issue #24): the oldest jobs start now in "
+        "submit order while they fit, exactly as EASY starts them; the first that does not "
+        "holds EASY's reservation; the model (the fast profile's search) chooses which of the "
+        "other jobs start now around it by the papers' slowdown, and jobs outside the window "
+        "that fit around the plan and the reservation start too.",
+    ),
     "papers": (
         SearchSettings("papers", delta_ms=1000, delta_max_ms=16000, k=2, window=100),
         "The CP 2019 / PCP'20 papers' parameters: δ = 1 s, k = 2, δmax = 16 s, m = 100, and "
@@ -70,6 +81,7 @@ def resolve_settings(search: pb.SearchParameters, default_profile: str) -> Searc
             search.reservation_depth if search.HasField("reservation_depth")
             else base.reservation_depth
         ),
+        easy_head=search.easy_head if search.HasField("easy_head") else base.easy_head,
         lookahead_depth=(
             search.lookahead_depth if search.HasField("lookahead_depth")
             else base.lookahead_depth

@@ -19,6 +19,10 @@ class SearchSettings:
     window: int
     stall_ms: int = 0  # end an attempt this long after its last improvement; 0 = never
     protect_head: bool = False  # EASY-like reservation for the oldest job that cannot start
+    # EASY's head discipline (`planning.oldest_first`): the oldest jobs start now in submit
+    # order while they fit, the first that does not holds EASY's reservation, and the model
+    # chooses what else starts now around it.
+    easy_head: bool = False
     # δ and δmax counted in deterministic time (DETERMINISTIC_SECONDS_PER_MS), one worker, a
     # fixed seed, no stall rule.
     deterministic: bool = False

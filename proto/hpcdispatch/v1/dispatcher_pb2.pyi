@@ -596,6 +596,7 @@ class SearchParameters(_message.Message):
     WORK_CONSERVING_FIELD_NUMBER: _builtins.int
     RESERVATION_DEPTH_FIELD_NUMBER: _builtins.int
     LOOKAHEAD_DEPTH_FIELD_NUMBER: _builtins.int
+    EASY_HEAD_FIELD_NUMBER: _builtins.int
     profile: _builtins.str
     """named profile, e.g. "papers" or "fast"; empty = default"""
     delta_ms: _builtins.int
@@ -648,6 +649,12 @@ class SearchParameters(_message.Message):
     """LOS (DISPATCHER_LOS) only: how many queued jobs behind the head the packing considers,
     jobs, >= 1. Unset = 50 (Shmueli & Feitelson 2005).
     """
+    easy_head: _builtins.bool
+    """EASY's head discipline for the CP dispatchers: the oldest queued jobs start now in submit
+    order while they fit, exactly as EASY starts them; the first that does not fit holds
+    EASY's reservation (HCP'19 and PCP'20), and the model chooses what else starts now around
+    it. Unset = the profile's (on in "promises", off otherwise).
+    """
     def __init__(
         self,
         *,
@@ -664,10 +671,11 @@ class SearchParameters(_message.Message):
         work_conserving: _builtins.bool | None = ...,
         reservation_depth: _builtins.int | None = ...,
         lookahead_depth: _builtins.int | None = ...,
+        easy_head: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_k", b"_k", "_lookahead_depth", b"_lookahead_depth", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_reservation_depth", b"_reservation_depth", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "k", b"k", "lookahead_depth", b"lookahead_depth", "more_orders", b"more_orders", "protect_head", b"protect_head", "reservation_depth", b"reservation_depth", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_easy_head", b"_easy_head", "_k", b"_k", "_lookahead_depth", b"_lookahead_depth", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_reservation_depth", b"_reservation_depth", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "easy_head", b"easy_head", "k", b"k", "lookahead_depth", b"lookahead_depth", "more_orders", b"more_orders", "protect_head", b"protect_head", "reservation_depth", b"reservation_depth", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_k", b"_k", "_lookahead_depth", b"_lookahead_depth", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_reservation_depth", b"_reservation_depth", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "k", b"k", "lookahead_depth", b"lookahead_depth", "more_orders", b"more_orders", "profile", b"profile", "protect_head", b"protect_head", "reservation_depth", b"reservation_depth", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_easy_head", b"_easy_head", "_k", b"_k", "_lookahead_depth", b"_lookahead_depth", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_reservation_depth", b"_reservation_depth", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "easy_head", b"easy_head", "k", b"k", "lookahead_depth", b"lookahead_depth", "more_orders", b"more_orders", "profile", b"profile", "protect_head", b"protect_head", "reservation_depth", b"reservation_depth", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__delta_max_ms: _TypeAlias = _typing.Literal["delta_max_ms"]  # noqa: Y015
     _WhichOneofArgType__delta_max_ms: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms"]  # noqa: Y015
@@ -675,6 +683,8 @@ class SearchParameters(_message.Message):
     _WhichOneofArgType__delta_ms: _TypeAlias = _typing.Literal["_delta_ms", b"_delta_ms"]  # noqa: Y015
     _WhichOneofReturnType__deterministic: _TypeAlias = _typing.Literal["deterministic"]  # noqa: Y015
     _WhichOneofArgType__deterministic: _TypeAlias = _typing.Literal["_deterministic", b"_deterministic"]  # noqa: Y015
+    _WhichOneofReturnType__easy_head: _TypeAlias = _typing.Literal["easy_head"]  # noqa: Y015
+    _WhichOneofArgType__easy_head: _TypeAlias = _typing.Literal["_easy_head", b"_easy_head"]  # noqa: Y015
     _WhichOneofReturnType__k: _TypeAlias = _typing.Literal["k"]  # noqa: Y015
     _WhichOneofArgType__k: _TypeAlias = _typing.Literal["_k", b"_k"]  # noqa: Y015
     _WhichOneofReturnType__lookahead_depth: _TypeAlias = _typing.Literal["lookahead_depth"]  # noqa: Y015
@@ -699,6 +709,8 @@ class SearchParameters(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__delta_ms) -> _WhichOneofReturnType__delta_ms | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__deterministic) -> _WhichOneofReturnType__deterministic | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__easy_head) -> _WhichOneofReturnType__easy_head | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__k) -> _WhichOneofReturnType__k | None: ...
     @_typing.overload
@@ -1179,6 +1191,7 @@ class SearchProfile(_message.Message):
     STARVATION_WAIT_S_FIELD_NUMBER: _builtins.int
     MORE_ORDERS_FIELD_NUMBER: _builtins.int
     WORK_CONSERVING_FIELD_NUMBER: _builtins.int
+    EASY_HEAD_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """the name SearchParameters.profile selects"""
     delta_ms: _builtins.int
@@ -1201,6 +1214,8 @@ class SearchProfile(_message.Message):
     """SJF, F1 and WFP3 list schedules in the heuristic plan"""
     work_conserving: _builtins.bool
     """start every other job that fits now and delays no plan"""
+    easy_head: _builtins.bool
+    """EASY's head discipline: oldest jobs first, head reserved"""
     def __init__(
         self,
         *,
@@ -1215,10 +1230,11 @@ class SearchProfile(_message.Message):
         starvation_wait_s: _builtins.int = ...,
         more_orders: _builtins.bool = ...,
         work_conserving: _builtins.bool = ...,
+        easy_head: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "description", b"description", "k", b"k", "more_orders", b"more_orders", "name", b"name", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "description", b"description", "easy_head", b"easy_head", "k", b"k", "more_orders", b"more_orders", "name", b"name", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

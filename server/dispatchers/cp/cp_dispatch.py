@@ -56,7 +56,7 @@ class CpDispatcher:
                     break
         except Abandoned:
             return decision.abandon()
-        return decision.outcome
+        return decision.with_started_first()
 
     def formulate(
         self,
@@ -78,22 +78,25 @@ class CpDispatcher:
         guarded: Guarded | None = None,
     ) -> Reservation | None:
         """EASY's protection for the oldest job that cannot start now, when the settings ask
-        for it and this model can hold it; with a guarded job (`starvation_guard`), for that
-        job when it cannot start now, and for none when it starts now."""
+        for it (`protect_head`, `easy_head`) and this model can hold it; with a guarded job
+        (`starvation_guard`), for that job when it cannot start now, and for none when it
+        starts now."""
         if not self.protects_head:
             return None
         if guarded is not None:
             if guarded.fits_now:
                 return None
             return reserve(problem, problem.free_now.copy(), guarded.job, should_stop=should_stop)
-        if not settings.protect_head:
+        if not (settings.protect_head or settings.easy_head):
             return None
-        blocked = [
-            problem.jobs[i] for i, why in selection.skipped if why == pb.SKIP_REASON_CANNOT_FIT_NOW
-        ]
+        blocked = {
+            i for i, why in selection.skipped if why == pb.SKIP_REASON_CANNOT_FIT_NOW
+        }
         if not blocked:
             return None
-        head = min(blocked, key=lambda j: (j.submit, j.index))
+        head = min(
+            (j for j in problem.jobs if j.index in blocked), key=lambda j: (j.submit, j.index)
+        )
         return reserve(problem, problem.free_now.copy(), head, should_stop=should_stop)
 
     def heuristic_plan(

@@ -50,6 +50,9 @@ class Decision:
     )
     selection: Selection = field(default_factory=Selection)
     guarded: Guarded | None = None  # the starvation guard's job, if any
+    # With `easy_head`: the oldest jobs that fit, started first (job index -> unit nodes);
+    # `problem` is then the problem they leave.
+    started_first: dict[int, list[int]] = field(default_factory=dict)
     jobs: list[Job] = field(default_factory=list)  # the window, in priority order
     reservation: Reservation | None = None  # the head's
     heuristic: Plan | None = None  # the best list schedule so far
@@ -95,4 +98,14 @@ class Decision:
         self.stop_build_clock()
         self.outcome.placements = {}
         self.outcome.status = pb.SOLVE_STATUS_UNKNOWN
+        return self.outcome
+
+    def with_started_first(self) -> Outcome:
+        """The outcome, with the oldest jobs started first (`easy_head`) among its starts."""
+        if self.started_first:
+            outcome = self.outcome
+            outcome.placements = {**self.started_first, **outcome.placements}
+            outcome.considered = [*self.started_first, *outcome.considered]
+            if outcome.status == pb.SOLVE_STATUS_EMPTY:
+                outcome.status = pb.SOLVE_STATUS_HEURISTIC
         return self.outcome

@@ -1,6 +1,9 @@
 """The steps of a CP decision, in order; each says from the settings (or the model) whether it
 applies, so that a new profile knob is a new step, not a new branch of `CpDispatcher.decide`.
 
+0. with `easy_head`, EASY's head discipline: the oldest jobs start now in submit order while
+   they fit, and the rest of the decision is on the problem they leave (its oldest job holds
+   the head reservation);
 1. the papers' reductions: the fit-now filter, then the window of the m highest-priority jobs;
    with the starvation guard (`SearchSettings.starvation_wait_s`), an overdue oldest job that
    fits now leads the window and must start now, and one that does not fit holds the head
@@ -34,6 +37,7 @@ from ..planning.greedy_schedule import best_list_schedule, total_slowdown
 from ..planning.job_selection import select_for_model
 from ..planning.left_shift import left_shift
 from ..planning.list_orders import best_of_orders
+from ..planning.oldest_first import oldest_that_fit, with_started
 from ..planning.starvation_guard import guarded_job, with_guarded_first
 from ..planning.stopping import Stopped
 from ..planning.work_conservation import start_what_fits
@@ -67,6 +71,18 @@ class Step:
 
 
 # 1. The window -----------------------------------------------------------------------------
+
+
+def start_the_oldest_that_fit(d: Decision) -> Next:
+    """EASY's head discipline: the oldest jobs start now in submit order while they fit (placed
+    node by node, as EASY places them); the rest of the decision is on the problem they leave,
+    whose oldest job, if it cannot start now, holds the head reservation."""
+    try:
+        d.started_first = oldest_that_fit(d.problem, d.control.first_fit, d.control.should_stop)
+    except Stopped:
+        raise Abandoned from None
+    d.problem = with_started(d.problem, d.started_first)
+    return Next.GO_ON
 
 
 def reduce_to_window(d: Decision) -> Next:
@@ -114,7 +130,9 @@ def reserve_for_the_head(d: Decision) -> Next:
 
 
 def _head_is_protected(d: Decision) -> bool:
-    return d.dispatcher.protects_head and (d.guarded is not None or d.settings.protect_head)
+    return d.dispatcher.protects_head and (
+        d.guarded is not None or d.settings.protect_head or d.settings.easy_head
+    )
 
 
 # 2. The heuristic plan ---------------------------------------------------------------------
@@ -328,6 +346,7 @@ def _conserves_work(d: Decision) -> bool:
 
 
 DECISION_STEPS: tuple[Step, ...] = (
+    Step("start the oldest that fit", start_the_oldest_that_fit, lambda d: d.settings.easy_head),
     Step("reduce to the window", reduce_to_window),
     Step("guard the oldest job", guard_the_oldest, lambda d: d.settings.starvation_wait_s > 0),
     Step("open the window", open_the_window),

@@ -1,0 +1,81 @@
+"""EASY's head discipline for a CP decision: the oldest jobs start now, in submit order, while
+they fit; the first that does not fit is the head, and the rest of the decision is made on the
+problem they leave.
+
+EASY keeps two promises: the queue is served in submit order (a job never waits for a younger
+one to be served first, except where the younger one fits without delaying it), and the head's
+start τ never moves later for a job started now. The CP dispatchers keep them with their
+`SearchSettings.easy_head` profile knob: `oldest_that_fit` starts the FCFS prefix of the queue
+exactly as EASY does (q_i order, ties by queue position, each placed node by node on what is
+free at t), `with_started` turns those starts into running work of a smaller problem, and the
+head of that problem (its oldest job, which cannot start now) holds EASY's reservation while the
+model chooses, among the jobs that fit around it, what starts now.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .problem import MAX_MODEL_DURATION, Problem, RunningTable
+from .stopping import StopCheck, Stopped, every_few, never
+
+
+def oldest_that_fit(
+    problem: Problem, first_fit: bool, should_stop: StopCheck = never
+) -> dict[int, list[int]]:
+    """The FCFS prefix that fits now: job index -> node of each unit, in submit order, up to
+    the first job that does not fit (jobs that never fit on the up nodes are passed over, as
+    EASY passes them over). Raises Stopped when `should_stop()` turns true meanwhile."""
+    free = problem.free_now.copy()
+    placements: dict[int, list[int]] = {}
+    check = every_few(should_stop)
+    for job in sorted(problem.jobs, key=lambda j: (j.submit, j.index)):
+        if check():
+            raise Stopped("oldest jobs that fit")
+        if problem.units_fit_empty(job.req) < job.units:
+            continue  # never fits: not a head, skipped by the window as such
+        nodes = free.place(job.req, job.units, first_fit)
+        if nodes is None:
+            break
+        placements[job.index] = nodes
+    return placements
+
+
+def with_started(problem: Problem, placements: dict[int, list[int]]) -> Problem:
+    """`problem` once the jobs of `placements` have started at t: they leave the queue, their
+    units leave what is free now, and they run from t for d_i (at most MAX_MODEL_DURATION)."""
+    if not placements:
+        return problem
+    free = problem.free_now.copy()
+    by_index = {j.index: j for j in problem.jobs}
+    nodes: list[int] = []
+    amounts: list[tuple[int, ...]] = []
+    ends: list[int] = []
+    for index, units in placements.items():
+        job = by_index[index]
+        free.take_all(units, job.req)
+        per_node: dict[int, int] = {}
+        for n in units:
+            per_node[n] = per_node.get(n, 0) + 1
+        for n, count in per_node.items():  # one row per (job, node), as running work has
+            nodes.append(n)
+            amounts.append(tuple(count * a for a in job.req))
+            ends.append(min(job.duration, MAX_MODEL_DURATION))
+    run = problem.running
+    width = len(problem.resources)
+    added_nodes = np.asarray(nodes, dtype=np.int64)
+    running = RunningTable(
+        nodes=np.concatenate([run.nodes, added_nodes]),
+        amounts=np.concatenate(
+            [run.amounts.reshape(-1, width), np.asarray(amounts, dtype=np.int64)]
+        ),
+        ends=np.concatenate([run.ends, np.asarray(ends, dtype=np.int64)]),
+        up=np.concatenate([run.up, np.ones(len(nodes), dtype=np.bool_)]),
+    )
+    return Problem(
+        t=problem.t, resources=problem.resources, node_ids=problem.node_ids,
+        capacity=problem.capacity, eligible=problem.eligible, free_now=free, running=running,
+        jobs=[j for j in problem.jobs if j.index not in placements],
+        up_capacity=problem.up_capacity,
+    )
+
