@@ -111,3 +111,16 @@ def test_an_invalid_opening_snapshot_is_refused_naming_the_field() -> None:
                                                            requested_time=0)])
     with pytest.raises(InvalidSnapshot, match=r"queued_jobs\[0\]\.requested_time"):
         InProcessService().open(request)
+
+
+def test_both_paths_agree_under_the_promises_profile(
+    target: str, local: LocalService, tmp_path: Path
+) -> None:
+    # EASY's head discipline (`easy_head`) starts the oldest jobs outside the model: the
+    # session's state and the in-process pipeline must see the same starts.
+    spec = RunSpec(bundled_trace(), DispatchSettings(dispatcher="pcp20", predictor="walltime",
+                                                     profile="promises"), limit_jobs=LIMIT)
+    over_grpc, in_process = _both(target, local, tmp_path, spec)
+    assert over_grpc["profile"] == in_process["profile"] == "promises"
+    assert ((tmp_path / "in-process" / "jobs.csv").read_bytes()
+            == (tmp_path / "grpc" / "jobs.csv").read_bytes())
