@@ -59,7 +59,7 @@ def test_an_unknown_profile_is_refused_before_the_replay(tmp_path: Path) -> None
                str(tmp_path / "out"), "--no-progress")
     assert done.returncode == 2
     assert re.search(r"--profile turbo: the server at \S+ has no such search profile; one of "
-                     r"fast, papers, qos", done.stderr), done.stderr
+                     r"fast, papers, promises, qos", done.stderr), done.stderr
     assert "_InactiveRpcError" not in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()
 
@@ -112,7 +112,7 @@ def test_a_failing_call_mid_replay_is_one_line(tmp_path: Path) -> None:
 def test_serve_help_derives_the_profiles_and_names_both_stores() -> None:
     done = run("serve", "--help")
     text = " ".join(done.stdout.split())
-    assert "{fast,papers,qos}" in text and "(default: qos;" in text
+    assert "{fast,papers,promises,qos}" in text and "(default: qos;" in text
     assert "papers | fast" not in text
     assert "SQLite file path, or a postgresql://" in text
 
