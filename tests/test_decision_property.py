@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from hpcdispatch.catalog import DISPATCHER_NAMES
 from hpcdispatch.decision_check import check_decision
-from hpcdispatch.server.dispatchers.base import SearchSettings
+from hpcdispatch.server.dispatchers.base import Outcome, SearchSettings
 from hpcdispatch.snapshot import (
+    Decision,
     Node,
     NodeState,
     QueuedJob,
@@ -75,6 +76,12 @@ def test_every_decision_passes_the_independent_check(
     name: str, search: SearchSettings, snapshot: Snapshot
 ) -> None:
     outcome, decision = decide(name, snapshot, search)
+    assert_checked_and_accounted(snapshot, outcome, decision)
+
+
+def assert_checked_and_accounted(snapshot: Snapshot, outcome: Outcome, decision: Decision) -> None:
+    """The decision passes the independent check, and every queued job is either considered or
+    skipped, never both."""
     assert check_decision(snapshot, decision) == []
     queued_ids = {q.id for q in snapshot.queued}
     considered = {snapshot.queued[i].id for i in outcome.considered}

@@ -18,7 +18,7 @@ from hpcdispatch.server.dispatchers.planning.reservation import reserve
 from hpcdispatch.server.dispatchers.profiles import PROFILES
 from hpcdispatch.snapshot import Decision, NodeState, Snapshot
 from tests.instances import T, decide, node, problem_of, queued, running
-from tests.test_decision_property import snapshots
+from tests.test_decision_property import assert_checked_and_accounted, snapshots
 
 # A window of 2 leaves jobs outside the model (the work-conserving pass starts some of them).
 EASY_HEAD = SearchSettings("test", delta_ms=20, delta_max_ms=40, k=1, window=2,
@@ -59,12 +59,7 @@ def test_every_decision_starts_easys_prefix_and_keeps_the_heads_start(
     name: str, snapshot: Snapshot
 ) -> None:
     outcome, decision = decide(name, snapshot, EASY_HEAD)
-    assert check_decision(snapshot, decision) == []
-    queued_ids = {q.id for q in snapshot.queued}
-    considered = {snapshot.queued[i].id for i in outcome.considered}
-    skipped = {snapshot.queued[i].id for i, _ in outcome.skipped}
-    assert considered | skipped == queued_ids
-    assert not considered & skipped
+    assert_checked_and_accounted(snapshot, outcome, decision)
     started = _starts(decision)
     # Every job the FCFS dispatcher starts (EASY's prefix) starts.
     _, fcfs = decide("fcfs", snapshot)

@@ -7,12 +7,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from hpcdispatch.decision_check import check_decision
 from hpcdispatch.server.dispatchers.base import SearchSettings
 from hpcdispatch.server.dispatchers.planning.job_selection import never_fits
 from hpcdispatch.snapshot import Snapshot
 from tests.instances import T, decide, problem_of
-from tests.test_decision_property import snapshots
+from tests.test_decision_property import assert_checked_and_accounted, snapshots
 
 # A window of 3 leaves jobs outside the model; a 1-s guard makes the oldest job overdue.
 QOS_LIKE = SearchSettings("test", delta_ms=20, delta_max_ms=40, k=1, window=3,
@@ -24,12 +23,7 @@ QOS_LIKE = SearchSettings("test", delta_ms=20, delta_max_ms=40, k=1, window=3,
 @given(snapshot=snapshots())
 def test_every_qos_decision_passes_the_independent_check(name: str, snapshot: Snapshot) -> None:
     outcome, decision = decide(name, snapshot, QOS_LIKE)
-    assert check_decision(snapshot, decision) == []
-    queued_ids = {q.id for q in snapshot.queued}
-    considered = {snapshot.queued[i].id for i in outcome.considered}
-    skipped = {snapshot.queued[i].id for i, _ in outcome.skipped}
-    assert considered | skipped == queued_ids
-    assert not considered & skipped
+    assert_checked_and_accounted(snapshot, outcome, decision)
     if name == "pcp19":
         return  # the papers' node-level model: the guard is best effort there
     problem = problem_of(snapshot)

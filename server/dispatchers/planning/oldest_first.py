@@ -14,8 +14,12 @@ model chooses, among the jobs that fit around it, what starts now.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
+from .job_orders import fcfs
+from .job_selection import never_fits
 from .problem import MAX_MODEL_DURATION, Problem, RunningTable
 from .stopping import StopCheck, Stopped, every_few, never
 
@@ -29,10 +33,10 @@ def oldest_that_fit(
     free = problem.free_now.copy()
     placements: dict[int, list[int]] = {}
     check = every_few(should_stop)
-    for job in sorted(problem.jobs, key=lambda j: (j.submit, j.index)):
+    for job in fcfs(problem):
         if check():
             raise Stopped("oldest jobs that fit")
-        if problem.units_fit_empty(job.req) < job.units:
+        if never_fits(problem, job):
             continue  # never fits: not a head, skipped by the window as such
         nodes = free.place(job.req, job.units, first_fit)
         if nodes is None:
@@ -54,10 +58,7 @@ def with_started(problem: Problem, placements: dict[int, list[int]]) -> Problem:
     for index, units in placements.items():
         job = by_index[index]
         free.take_all(units, job.req)
-        per_node: dict[int, int] = {}
-        for n in units:
-            per_node[n] = per_node.get(n, 0) + 1
-        for n, count in per_node.items():  # one row per (job, node), as running work has
+        for n, count in Counter(units).items():  # one row per (job, node), as running work has
             nodes.append(n)
             amounts.append(tuple(count * a for a in job.req))
             ends.append(min(job.duration, MAX_MODEL_DURATION))
