@@ -193,7 +193,7 @@ def test_easy_k_never_delays_any_of_its_k_reservations(snapshot: Snapshot) -> No
                 if s > 0} == {problem.jobs[i].id: full[problem.jobs[i].id] for i in reserved}
 
 
-@pytest.mark.parametrize("field", ["reservation_depth", "lookahead_depth"])
+@pytest.mark.parametrize("field", ["reservation_depth", "lookahead_depth", "easy_head_depth"])
 def test_a_depth_below_one_is_invalid_argument_naming_the_field(field: str) -> None:
     request = pb.DispatchRequest(time=T, nodes=[pb.Node(id="n1", capacity={"core": 4},
                                                           state=pb.NODE_STATE_UP)])

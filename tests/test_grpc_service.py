@@ -307,6 +307,33 @@ def test_the_promises_profile_and_easy_head_reach_the_decision(client: Dispatche
     assert [s.job_id for s in client.dispatch(request).starts] == ["short"]
 
 
+def test_easy_head_depth_keeps_the_next_blocked_jobs_reservation(
+    client: DispatcherClient,
+) -> None:
+    # tests/test_later_reservations.py's hand case over the wire: "wide" is the head (n0 at
+    # t + 100), "next" the next blocked job (n1 at t + 50); "young" fits on n1 now without
+    # touching the head, but would push "next" back.
+    assert all(p.easy_head_depth == 1 for p in client.describe().profiles)
+    request = pb.DispatchRequest(time=1000, dispatcher=pb.DISPATCHER_PCP20,
+                                 predictor=pb.PREDICTOR_WALLTIME, cluster="depth-test")
+    request.nodes.add(id="n0", state=pb.NODE_STATE_UP, capacity={"core": 12})
+    request.nodes.add(id="n1", state=pb.NODE_STATE_UP, capacity={"core": 8})
+    for job_id, node_id, cores, ends in (("r0", "n0", 8, 100), ("r1", "n1", 4, 50)):
+        request.running_jobs.add(
+            id=job_id, user="u", start_time=990, requested_time=10 + ends,
+            units=[pb.UnitAllocation(node_id=node_id, amounts={"core": cores})],
+        )
+    for job_id, cores, length, submit in (("wide", 12, 100, 950), ("next", 8, 200, 955),
+                                          ("young", 4, 300, 990)):
+        request.queued_jobs.add(id=job_id, user="u", submit_time=submit, units=1,
+                                unit_request={"core": cores}, requested_time=length)
+    request.search.deterministic = True
+    request.search.profile = "promises"
+    assert [s.job_id for s in client.dispatch(request).starts] == ["young"]
+    request.search.easy_head_depth = 2
+    assert not client.dispatch(request).starts
+
+
 def test_an_exceeded_prediction_is_corrected_to_the_requested_time(
     client: DispatcherClient,
 ) -> None:

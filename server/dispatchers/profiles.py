@@ -82,6 +82,10 @@ def resolve_settings(search: pb.SearchParameters, default_profile: str) -> Searc
             else base.reservation_depth
         ),
         easy_head=search.easy_head if search.HasField("easy_head") else base.easy_head,
+        easy_head_depth=(
+            search.easy_head_depth if search.HasField("easy_head_depth")
+            else base.easy_head_depth
+        ),
         lookahead_depth=(
             search.lookahead_depth if search.HasField("lookahead_depth")
             else base.lookahead_depth

@@ -23,6 +23,9 @@ class SearchSettings:
     # order while they fit, the first that does not holds EASY's reservation, and the model
     # chooses what else starts now around it.
     easy_head: bool = False
+    # With `easy_head`: how many of the oldest blocked jobs hold a reservation that no job
+    # started now may delay (`planning.later_reservations`); 1 = the head's only, as EASY.
+    easy_head_depth: int = 1
     # δ and δmax counted in deterministic time (DETERMINISTIC_SECONDS_PER_MS), one worker, a
     # fixed seed, no stall rule.
     deterministic: bool = False

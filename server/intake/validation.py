@@ -139,7 +139,7 @@ def check_options(
         out.add("search.profile", f"unknown profile {shown(search.profile)}; one of "
                 f"{sorted(PROFILES)}")
     for name in ("delta_ms", "delta_max_ms", "k", "window", "reservation_depth",
-                 "lookahead_depth"):
+                 "lookahead_depth", "easy_head_depth"):
         if search.HasField(name) and getattr(search, name) < 1:
             out.add(f"search.{name}", "must be >= 1")
     if search.HasField("stall_ms") and search.stall_ms < 0:

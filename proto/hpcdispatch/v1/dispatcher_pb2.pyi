@@ -597,6 +597,7 @@ class SearchParameters(_message.Message):
     RESERVATION_DEPTH_FIELD_NUMBER: _builtins.int
     LOOKAHEAD_DEPTH_FIELD_NUMBER: _builtins.int
     EASY_HEAD_FIELD_NUMBER: _builtins.int
+    EASY_HEAD_DEPTH_FIELD_NUMBER: _builtins.int
     profile: _builtins.str
     """named profile, e.g. "papers" or "fast"; empty = default"""
     delta_ms: _builtins.int
@@ -655,6 +656,11 @@ class SearchParameters(_message.Message):
     EASY's reservation (HCP'19 and PCP'20), and the model chooses what else starts now around
     it. Unset = the profile's (on in "promises", off otherwise).
     """
+    easy_head_depth: _builtins.int
+    """With easy_head (HCP'19 and PCP'20): k, how many of the oldest blocked jobs hold a
+    reservation that no job started now may delay, jobs, >= 1; 1 = the head's only, as EASY;
+    k > 1 keeps the next k - 1 as EASY-k keeps them. Unset = the profile's (1 in every profile).
+    """
     def __init__(
         self,
         *,
@@ -672,10 +678,11 @@ class SearchParameters(_message.Message):
         reservation_depth: _builtins.int | None = ...,
         lookahead_depth: _builtins.int | None = ...,
         easy_head: _builtins.bool | None = ...,
+        easy_head_depth: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_easy_head", b"_easy_head", "_k", b"_k", "_lookahead_depth", b"_lookahead_depth", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_reservation_depth", b"_reservation_depth", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "easy_head", b"easy_head", "k", b"k", "lookahead_depth", b"lookahead_depth", "more_orders", b"more_orders", "protect_head", b"protect_head", "reservation_depth", b"reservation_depth", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_easy_head", b"_easy_head", "_easy_head_depth", b"_easy_head_depth", "_k", b"_k", "_lookahead_depth", b"_lookahead_depth", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_reservation_depth", b"_reservation_depth", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "easy_head", b"easy_head", "easy_head_depth", b"easy_head_depth", "k", b"k", "lookahead_depth", b"lookahead_depth", "more_orders", b"more_orders", "protect_head", b"protect_head", "reservation_depth", b"reservation_depth", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_easy_head", b"_easy_head", "_k", b"_k", "_lookahead_depth", b"_lookahead_depth", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_reservation_depth", b"_reservation_depth", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "easy_head", b"easy_head", "k", b"k", "lookahead_depth", b"lookahead_depth", "more_orders", b"more_orders", "profile", b"profile", "protect_head", b"protect_head", "reservation_depth", b"reservation_depth", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_easy_head", b"_easy_head", "_easy_head_depth", b"_easy_head_depth", "_k", b"_k", "_lookahead_depth", b"_lookahead_depth", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_reservation_depth", b"_reservation_depth", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "easy_head", b"easy_head", "easy_head_depth", b"easy_head_depth", "k", b"k", "lookahead_depth", b"lookahead_depth", "more_orders", b"more_orders", "profile", b"profile", "protect_head", b"protect_head", "reservation_depth", b"reservation_depth", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__delta_max_ms: _TypeAlias = _typing.Literal["delta_max_ms"]  # noqa: Y015
     _WhichOneofArgType__delta_max_ms: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms"]  # noqa: Y015
@@ -685,6 +692,8 @@ class SearchParameters(_message.Message):
     _WhichOneofArgType__deterministic: _TypeAlias = _typing.Literal["_deterministic", b"_deterministic"]  # noqa: Y015
     _WhichOneofReturnType__easy_head: _TypeAlias = _typing.Literal["easy_head"]  # noqa: Y015
     _WhichOneofArgType__easy_head: _TypeAlias = _typing.Literal["_easy_head", b"_easy_head"]  # noqa: Y015
+    _WhichOneofReturnType__easy_head_depth: _TypeAlias = _typing.Literal["easy_head_depth"]  # noqa: Y015
+    _WhichOneofArgType__easy_head_depth: _TypeAlias = _typing.Literal["_easy_head_depth", b"_easy_head_depth"]  # noqa: Y015
     _WhichOneofReturnType__k: _TypeAlias = _typing.Literal["k"]  # noqa: Y015
     _WhichOneofArgType__k: _TypeAlias = _typing.Literal["_k", b"_k"]  # noqa: Y015
     _WhichOneofReturnType__lookahead_depth: _TypeAlias = _typing.Literal["lookahead_depth"]  # noqa: Y015
@@ -711,6 +720,8 @@ class SearchParameters(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__deterministic) -> _WhichOneofReturnType__deterministic | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__easy_head) -> _WhichOneofReturnType__easy_head | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__easy_head_depth) -> _WhichOneofReturnType__easy_head_depth | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__k) -> _WhichOneofReturnType__k | None: ...
     @_typing.overload
@@ -1192,6 +1203,7 @@ class SearchProfile(_message.Message):
     MORE_ORDERS_FIELD_NUMBER: _builtins.int
     WORK_CONSERVING_FIELD_NUMBER: _builtins.int
     EASY_HEAD_FIELD_NUMBER: _builtins.int
+    EASY_HEAD_DEPTH_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """the name SearchParameters.profile selects"""
     delta_ms: _builtins.int
@@ -1216,6 +1228,8 @@ class SearchProfile(_message.Message):
     """start every other job that fits now and delays no plan"""
     easy_head: _builtins.bool
     """EASY's head discipline: oldest jobs first, head reserved"""
+    easy_head_depth: _builtins.int
+    """with easy_head: oldest blocked jobs holding a reservation"""
     def __init__(
         self,
         *,
@@ -1231,10 +1245,11 @@ class SearchProfile(_message.Message):
         more_orders: _builtins.bool = ...,
         work_conserving: _builtins.bool = ...,
         easy_head: _builtins.bool = ...,
+        easy_head_depth: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "description", b"description", "easy_head", b"easy_head", "k", b"k", "more_orders", b"more_orders", "name", b"name", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "description", b"description", "easy_head", b"easy_head", "easy_head_depth", b"easy_head_depth", "k", b"k", "more_orders", b"more_orders", "name", b"name", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -35,6 +35,7 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..planning.greedy_schedule import best_list_schedule, total_slowdown
 from ..planning.job_selection import select_for_model
+from ..planning.later_reservations import keep_later_reservations
 from ..planning.left_shift import left_shift
 from ..planning.list_orders import best_of_orders
 from ..planning.oldest_first import oldest_that_fit, with_started
@@ -333,6 +334,29 @@ def start_what_fits_around(d: Decision) -> Next:
     return Next.GO_ON
 
 
+def keep_the_later_reservations(d: Decision) -> Next:
+    """With `easy_head_depth` k > 1, the next k - 1 blocked jobs in submit order hold EASY-k's
+    reservations too, and a start that would delay one of them waits; stopped before that is
+    known (the deadline, the caller gone), only the oldest jobs started first start."""
+    placements = d.outcome.placements
+    try:
+        kept, _ = keep_later_reservations(
+            d.problem, placements, _known(d.reservation, "head reservation"),
+            d.settings.easy_head_depth, d.control.first_fit, d.control.should_stop,
+        )
+    except Stopped:
+        kept = {}
+    d.outcome.placements = kept
+    return Next.GO_ON
+
+
+def _keeps_later_reservations(d: Decision) -> bool:
+    return (
+        d.settings.easy_head and d.settings.easy_head_depth > 1 and d.decided
+        and d.reservation is not None and bool(d.outcome.placements)
+    )
+
+
 def _undecided(d: Decision) -> bool:
     return not d.decided
 
@@ -365,4 +389,5 @@ DECISION_STEPS: tuple[Step, ...] = (
     Step("allocate nodes", allocate_nodes, _searched),
     Step("place", place, _decided),
     Step("start what fits around", start_what_fits_around, _conserves_work),
+    Step("keep the later reservations", keep_the_later_reservations, _keeps_later_reservations),
 )

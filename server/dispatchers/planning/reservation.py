@@ -30,10 +30,12 @@ class Reservation:
     # Start of the head's block in the pooled view after t: τ, or later where that view
     # releases running work later than the node-level τ saw it (see Problem.pooled_releases).
     pooled_start: int
+    nodes: tuple[int, ...] = ()  # the head's node of each unit at τ
 
     def copy(self) -> Reservation:
         return Reservation(
-            self.job, self.start, self.at_start.copy(), self.limit.copy(), self.pooled_start
+            self.job, self.start, self.at_start.copy(), self.limit.copy(), self.pooled_start,
+            self.nodes,
         )
 
     def block(self) -> tuple[int, int, Vec]:
@@ -141,7 +143,7 @@ def reserve(
     for n in set(placed):
         limit.set(n, tuple(map(min, free_now.free[n], pool.free[n])))
     pooled_start = problem.pooled_profile().earliest_start(head.demand(), head.duration, end)
-    return Reservation(head, end, pool, limit, pooled_start)
+    return Reservation(head, end, pool, limit, pooled_start, tuple(placed))
 
 
 def _units(free: npt.NDArray[np.int64], req: Vec) -> npt.NDArray[np.int64]:
