@@ -58,7 +58,13 @@ def _starts(decision: Decision) -> dict[str, list[str]]:
 def test_every_decision_starts_easys_prefix_and_keeps_the_heads_start(
     name: str, snapshot: Snapshot
 ) -> None:
-    outcome, decision = decide(name, snapshot, EASY_HEAD)
+    assert_easys_head_promise(name, snapshot, EASY_HEAD)
+
+
+def assert_easys_head_promise(name: str, snapshot: Snapshot, search: SearchSettings) -> Decision:
+    """`name`'s decision with `search` (an `easy_head` setting): checked and accounted for,
+    it starts EASY's prefix and does not delay the head. Returns the decision."""
+    outcome, decision = decide(name, snapshot, search)
     assert_checked_and_accounted(snapshot, outcome, decision)
     started = _starts(decision)
     # Every job the FCFS dispatcher starts (EASY's prefix) starts.
@@ -72,6 +78,7 @@ def test_every_decision_starts_easys_prefix_and_keeps_the_heads_start(
     if promised is not None and started != mine:
         after_all = _head_start(snapshot, started)
         assert after_all is not None and after_all <= promised
+    return decision
 
 
 def test_a_long_job_that_fits_now_waits_behind_the_head_only_if_it_ends_before_its_start():

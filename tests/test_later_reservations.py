@@ -25,8 +25,8 @@ from hpcdispatch.server.dispatchers.planning.problem import Problem
 from hpcdispatch.server.dispatchers.planning.reservation import Reservation, reserve
 from hpcdispatch.snapshot import Decision, Snapshot
 from tests.instances import T, decide, node, problem_of, queued, running
-from tests.test_decision_property import assert_checked_and_accounted, snapshots
-from tests.test_easy_head import EASY_HEAD, _head_start, _starts
+from tests.test_decision_property import snapshots
+from tests.test_easy_head import EASY_HEAD, assert_easys_head_promise
 
 DEPTH = 3
 EASY_3 = dataclasses.replace(EASY_HEAD, easy_head_depth=DEPTH)
@@ -92,17 +92,7 @@ def test_the_pass_keeps_starts_only_where_they_delay_no_reservation(
 def test_every_decision_with_depth_three_keeps_easys_prefix_and_the_reservations(
     name: str, snapshot: Snapshot
 ) -> None:
-    outcome, decision = decide(name, snapshot, EASY_3)
-    assert_checked_and_accounted(snapshot, outcome, decision)
-    started = _starts(decision)
-    _, fcfs_decision = decide("fcfs", snapshot)
-    prefix_ids = _starts(fcfs_decision)
-    assert set(prefix_ids) <= set(started)
-    mine = {job_id: started[job_id] for job_id in prefix_ids}
-    promised = _head_start(snapshot, mine)
-    if promised is not None and started != mine:
-        after_all = _head_start(snapshot, started)
-        assert after_all is not None and after_all <= promised
+    decision = assert_easys_head_promise(name, snapshot, EASY_3)
     # The decision's own starts, through the pass again, all stay where they are; with the
     # reservations that pass makes, no node is ever over its capacity.
     problem, prefix, head = _after_prefix(snapshot)
