@@ -23,6 +23,7 @@ from hpcdispatch.server.dispatchers.planning.node_profile import NodeProfile
 from hpcdispatch.server.dispatchers.planning.oldest_first import oldest_that_fit, with_started
 from hpcdispatch.server.dispatchers.planning.problem import Problem
 from hpcdispatch.server.dispatchers.planning.reservation import Reservation, reserve
+from hpcdispatch.server.dispatchers.planning.stopping import Stopped
 from hpcdispatch.snapshot import Decision, Snapshot
 from tests.instances import T, decide, node, problem_of, queued, running
 from tests.test_decision_property import snapshots
@@ -103,17 +104,29 @@ def test_every_decision_with_depth_three_keeps_easys_prefix_and_the_reservations
         _assert_jointly_within_capacity(problem, kept, held)
 
 
-def test_a_young_job_that_respects_the_head_waits_when_it_would_delay_the_next_one():
-    # n0 (12 cores) is busy with 8 until t + 100; n1 (8 cores) with 4 until t + 50.
-    # "wide" (12 cores) is the head, reserved on n0 at t + 100; "next" (8 cores, 200 s) is the
-    # next blocked job, its earliest start on n1 at t + 50. "young" (4 cores, 300 s) fits on
-    # n1 now without touching the head, but would push "next" back.
-    snapshot = Snapshot(
+def test_the_pass_stops_when_asked() -> None:
+    snapshot = _two_nodes_three_jobs()
+    problem, prefix, head = _after_prefix(snapshot)
+    assert head is not None and not prefix
+    with pytest.raises(Stopped):
+        keep_later_reservations(problem, {}, head, 2, should_stop=lambda: True)
+
+
+def _two_nodes_three_jobs() -> Snapshot:
+    return Snapshot(
         time=T, nodes=(node(0, cores=12), node(1, cores=8)),
         running=(running("r0", "n0", 8, ends_in=100), running("r1", "n1", 4, ends_in=50)),
         queued=(queued("wide", 12, 100, submit=T - 50), queued("next", 8, 200, submit=T - 45),
                 queued("young", 4, 300, submit=T - 10)),
     )
+
+
+def test_a_young_job_that_respects_the_head_waits_when_it_would_delay_the_next_one():
+    # n0 (12 cores) is busy with 8 until t + 100; n1 (8 cores) with 4 until t + 50.
+    # "wide" (12 cores) is the head, reserved on n0 at t + 100; "next" (8 cores, 200 s) is the
+    # next blocked job, its earliest start on n1 at t + 50. "young" (4 cores, 300 s) fits on
+    # n1 now without touching the head, but would push "next" back.
+    snapshot = _two_nodes_three_jobs()
     for name in ("hcp19", "pcp20"):
         _, head_only = decide(name, snapshot, EASY_HEAD)
         assert {s.job_id for s in head_only.starts} == {"young"}, name

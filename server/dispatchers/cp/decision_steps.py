@@ -316,7 +316,8 @@ def place(d: Decision) -> Next:
 
 def start_what_fits_around(d: Decision) -> Next:
     """Queued jobs outside the window that fit now around the plan and the reservation start
-    too (time permitting: past the deadline, the plan's own starts stand)."""
+    too (time permitting: past the deadline, the plan's own starts stand, and the steps after
+    this one still apply)."""
     placements = _known(d.placements, "placements")
     try:
         extended = start_what_fits(
@@ -324,7 +325,7 @@ def start_what_fits_around(d: Decision) -> Next:
             d.control.first_fit, d.control.should_stop,
         )
     except Stopped:
-        return Next.DONE
+        return Next.GO_ON
     added = [i for i in extended if i not in placements]
     if added:
         d.outcome.placements = extended
