@@ -16,7 +16,9 @@ applies, so that a new profile knob is a new step, not a new branch of `CpDispat
 4. the δ / 2δ / δmax restart policy, each attempt hinted with the best plan so far;
 5. the better of the solver's best plan and the heuristic plan (by total slowdown), after the
    left shift, placed node by node; with `work_conserving`, queued jobs outside the model that
-   fit now around the plan and the reservation start too.
+   fit now around the plan and the reservation start too;
+6. with `easy_head_depth` k > 1, the next k - 1 blocked jobs in submit order hold EASY-k's
+   reservations, and a start that would delay one of them waits (`later_reservations`).
 
 Every step honours the decision's deadline and its caller (`SearchControl.should_stop`). A model
 that is not built by the deadline gives way to the heuristic plan; once the caller is gone, the
