@@ -20,10 +20,6 @@ from collections.abc import Sequence
 from typing import Any
 
 
-def variant_name(base: str, fields: Sequence[str]) -> str:
-    return "+".join([base, *fields])
-
-
 def register(base: str, fields: Sequence[str]) -> str:
     """Add the variant of profile `base` with `fields` (KEY=VALUE each) to the server's
     profiles; returns its name. Raises ValueError naming an unknown profile, field or value."""
@@ -48,7 +44,7 @@ def register(base: str, fields: Sequence[str]) -> str:
                 changes[key] = int(raw)
             except ValueError:
                 raise ValueError(f"{item!r}: {key} is an integer") from None
-    name = variant_name(base, fields)
+    name = "+".join([base, *fields])
     PROFILES[name] = (dataclasses.replace(settings, profile=name, **changes),
                       f"{base} with {', '.join(fields)}: {text}")
     return name

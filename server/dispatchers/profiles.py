@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .base import SearchSettings
@@ -50,44 +53,16 @@ DEFAULT_PROFILE = "qos"
 
 
 def resolve_settings(search: pb.SearchParameters, default_profile: str) -> SearchSettings:
-    """The named profile (or the default), with the request's explicit overrides."""
+    """The named profile (or the default), with the request's explicit overrides: each
+    SearchSettings field the request sets (same name in SearchParameters) replaces the
+    profile's."""
     base, _ = PROFILES[search.profile or default_profile]
-    return SearchSettings(
-        profile=base.profile,
-        delta_ms=search.delta_ms if search.HasField("delta_ms") else base.delta_ms,
-        delta_max_ms=(
-            search.delta_max_ms if search.HasField("delta_max_ms")
-            else max(base.delta_max_ms, search.delta_ms if search.HasField("delta_ms") else 0)
-        ),
-        k=search.k if search.HasField("k") else base.k,
-        window=search.window if search.HasField("window") else base.window,
-        stall_ms=search.stall_ms if search.HasField("stall_ms") else base.stall_ms,
-        protect_head=(
-            search.protect_head if search.HasField("protect_head") else base.protect_head
-        ),
-        deterministic=(
-            search.deterministic if search.HasField("deterministic") else base.deterministic
-        ),
-        starvation_wait_s=(
-            max(0, search.starvation_wait_s) if search.HasField("starvation_wait_s")
-            else base.starvation_wait_s
-        ),
-        more_orders=search.more_orders if search.HasField("more_orders") else base.more_orders,
-        work_conserving=(
-            search.work_conserving if search.HasField("work_conserving")
-            else base.work_conserving
-        ),
-        reservation_depth=(
-            search.reservation_depth if search.HasField("reservation_depth")
-            else base.reservation_depth
-        ),
-        easy_head=search.easy_head if search.HasField("easy_head") else base.easy_head,
-        easy_head_depth=(
-            search.easy_head_depth if search.HasField("easy_head_depth")
-            else base.easy_head_depth
-        ),
-        lookahead_depth=(
-            search.lookahead_depth if search.HasField("lookahead_depth")
-            else base.lookahead_depth
-        ),
-    )
+    names = {f.name for f in dataclasses.fields(base)} - {"profile"}
+    overrides: dict[str, Any] = {
+        field.name: value for field, value in search.ListFields() if field.name in names
+    }
+    if "delta_max_ms" not in overrides:  # δ <= δmax: a larger δ raises the profile's δmax
+        overrides["delta_max_ms"] = max(base.delta_max_ms, overrides.get("delta_ms", 0))
+    if "starvation_wait_s" in overrides:
+        overrides["starvation_wait_s"] = max(0, overrides["starvation_wait_s"])
+    return dataclasses.replace(base, **overrides)
