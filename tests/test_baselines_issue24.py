@@ -25,9 +25,9 @@ from hpcdispatch.server.dispatchers.conservative import (
     Held,
     plan_reservations,
 )
-from hpcdispatch.server.dispatchers.los import pack
 from hpcdispatch.server.dispatchers.planning.job_orders import fcfs
 from hpcdispatch.server.dispatchers.planning.problem import Problem
+from hpcdispatch.server.dispatchers.planning.processor_packing import pack
 from hpcdispatch.server.intake.validation import validate_dispatch_request
 from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb

@@ -334,6 +334,35 @@ def test_easy_head_depth_keeps_the_next_blocked_jobs_reservation(
     assert not client.dispatch(request).starts
 
 
+def test_capacity_first_starts_the_most_processors_now(client: DispatcherClient) -> None:
+    # tests/test_capacity_first.py's hand case over the wire: six one-core nodes, n4 and n5
+    # busy until t + 100; "wide" (6 nodes) is the head at t + 100. "short" now and "four"
+    # after it is the least slowdown; "four" now uses four processors instead of one.
+    profiles = {p.name: p for p in client.describe().profiles}
+    assert profiles["packing"].capacity_first and not profiles["promises"].capacity_first
+    request = pb.DispatchRequest(time=1000, dispatcher=pb.DISPATCHER_PCP20,
+                                 predictor=pb.PREDICTOR_WALLTIME, cluster="capacity-test")
+    for i in range(6):
+        request.nodes.add(id=f"n{i}", state=pb.NODE_STATE_UP, capacity={"core": 1})
+    for node_id in ("n4", "n5"):
+        request.running_jobs.add(
+            id=f"r-{node_id}", user="u", start_time=990, requested_time=110,
+            units=[pb.UnitAllocation(node_id=node_id, amounts={"core": 1})],
+        )
+    for job_id, units, length, submit in (("wide", 6, 100, 950), ("four", 4, 90, 970),
+                                          ("short", 1, 10, 980)):
+        request.queued_jobs.add(id=job_id, user="u", submit_time=submit, units=units,
+                                unit_request={"core": 1}, requested_time=length)
+    request.search.deterministic = True
+    request.search.profile = "promises"
+    assert [s.job_id for s in client.dispatch(request).starts] == ["short"]
+    request.search.capacity_first = True  # the field alone, over a profile without it
+    assert [s.job_id for s in client.dispatch(request).starts] == ["four"]
+    request.search.ClearField("capacity_first")
+    request.search.profile = "packing"
+    assert [s.job_id for s in client.dispatch(request).starts] == ["four"]
+
+
 def test_an_exceeded_prediction_is_corrected_to_the_requested_time(
     client: DispatcherClient,
 ) -> None:

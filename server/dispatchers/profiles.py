@@ -32,6 +32,15 @@ PROFILES: dict[str, tuple[SearchSettings, str]] = {
         "other jobs start now around it by the papers' slowdown, and jobs outside the window "
         "that fit around the plan and the reservation start too.",
     ),
+    "packing": (
+        SearchSettings(
+            "packing", delta_ms=100, delta_max_ms=800, k=1, window=100, stall_ms=10,
+            easy_head=True, work_conserving=True, capacity_first=True,
+        ),
+        "`promises` with capacity used now first (issue #24): around EASY's prefix and head "
+        "reservation, the jobs that start now use the most processors LOS's packing finds, "
+        "and among such sets the model starts the one with the least total slowdown.",
+    ),
     "papers": (
         SearchSettings("papers", delta_ms=1000, delta_max_ms=16000, k=2, window=100),
         "The CP 2019 / PCP'20 papers' parameters: δ = 1 s, k = 2, δmax = 16 s, m = 100, and "

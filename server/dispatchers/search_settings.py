@@ -26,6 +26,10 @@ class SearchSettings:
     # With `easy_head`: how many of the oldest blocked jobs hold a reservation that no job
     # started now may delay (`planning.later_reservations`); 1 = the head's only, as EASY.
     easy_head_depth: int = 1
+    # Capacity used now first, then slowdown (`planning.processor_packing`): the heuristic plan
+    # starts LOS's packing (the most processors now around the head's reservation) when that
+    # starts more processors now, and the model keeps Σ n_i now_i at least the heuristic plan's.
+    capacity_first: bool = False
     # δ and δmax counted in deterministic time (DETERMINISTIC_SECONDS_PER_MS), one worker, a
     # fixed seed, no stall rule.
     deterministic: bool = False

@@ -598,6 +598,7 @@ class SearchParameters(_message.Message):
     LOOKAHEAD_DEPTH_FIELD_NUMBER: _builtins.int
     EASY_HEAD_FIELD_NUMBER: _builtins.int
     EASY_HEAD_DEPTH_FIELD_NUMBER: _builtins.int
+    CAPACITY_FIRST_FIELD_NUMBER: _builtins.int
     profile: _builtins.str
     """named profile, e.g. "papers" or "fast"; empty = default"""
     delta_ms: _builtins.int
@@ -661,6 +662,14 @@ class SearchParameters(_message.Message):
     reservation that no job started now may delay, jobs, >= 1; 1 = the head's only, as EASY;
     k > 1 keeps the next k - 1 as EASY-k keeps them. Unset = the profile's (1 in every profile).
     """
+    capacity_first: _builtins.bool
+    """Capacity used now first, then slowdown (HCP'19, PCP'19, PCP'20): the heuristic plan
+    starts LOS's packing (the jobs of the window with the most processors, rn_i x cores per
+    unit, that start now without delaying the head reservation) when that starts more
+    processors now than the list schedules, and the model keeps the processors it starts now
+    at least the heuristic plan's while it minimises the papers' slowdown. Unset = the
+    profile's (on in "packing", off otherwise).
+    """
     def __init__(
         self,
         *,
@@ -679,11 +688,14 @@ class SearchParameters(_message.Message):
         lookahead_depth: _builtins.int | None = ...,
         easy_head: _builtins.bool | None = ...,
         easy_head_depth: _builtins.int | None = ...,
+        capacity_first: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_easy_head", b"_easy_head", "_easy_head_depth", b"_easy_head_depth", "_k", b"_k", "_lookahead_depth", b"_lookahead_depth", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_reservation_depth", b"_reservation_depth", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "easy_head", b"easy_head", "easy_head_depth", b"easy_head_depth", "k", b"k", "lookahead_depth", b"lookahead_depth", "more_orders", b"more_orders", "protect_head", b"protect_head", "reservation_depth", b"reservation_depth", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_capacity_first", b"_capacity_first", "_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_easy_head", b"_easy_head", "_easy_head_depth", b"_easy_head_depth", "_k", b"_k", "_lookahead_depth", b"_lookahead_depth", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_reservation_depth", b"_reservation_depth", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "capacity_first", b"capacity_first", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "easy_head", b"easy_head", "easy_head_depth", b"easy_head_depth", "k", b"k", "lookahead_depth", b"lookahead_depth", "more_orders", b"more_orders", "protect_head", b"protect_head", "reservation_depth", b"reservation_depth", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_easy_head", b"_easy_head", "_easy_head_depth", b"_easy_head_depth", "_k", b"_k", "_lookahead_depth", b"_lookahead_depth", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_reservation_depth", b"_reservation_depth", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "easy_head", b"easy_head", "easy_head_depth", b"easy_head_depth", "k", b"k", "lookahead_depth", b"lookahead_depth", "more_orders", b"more_orders", "profile", b"profile", "protect_head", b"protect_head", "reservation_depth", b"reservation_depth", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_capacity_first", b"_capacity_first", "_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_easy_head", b"_easy_head", "_easy_head_depth", b"_easy_head_depth", "_k", b"_k", "_lookahead_depth", b"_lookahead_depth", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_reservation_depth", b"_reservation_depth", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "capacity_first", b"capacity_first", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "easy_head", b"easy_head", "easy_head_depth", b"easy_head_depth", "k", b"k", "lookahead_depth", b"lookahead_depth", "more_orders", b"more_orders", "profile", b"profile", "protect_head", b"protect_head", "reservation_depth", b"reservation_depth", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__capacity_first: _TypeAlias = _typing.Literal["capacity_first"]  # noqa: Y015
+    _WhichOneofArgType__capacity_first: _TypeAlias = _typing.Literal["_capacity_first", b"_capacity_first"]  # noqa: Y015
     _WhichOneofReturnType__delta_max_ms: _TypeAlias = _typing.Literal["delta_max_ms"]  # noqa: Y015
     _WhichOneofArgType__delta_max_ms: _TypeAlias = _typing.Literal["_delta_max_ms", b"_delta_max_ms"]  # noqa: Y015
     _WhichOneofReturnType__delta_ms: _TypeAlias = _typing.Literal["delta_ms"]  # noqa: Y015
@@ -712,6 +724,8 @@ class SearchParameters(_message.Message):
     _WhichOneofArgType__window: _TypeAlias = _typing.Literal["_window", b"_window"]  # noqa: Y015
     _WhichOneofReturnType__work_conserving: _TypeAlias = _typing.Literal["work_conserving"]  # noqa: Y015
     _WhichOneofArgType__work_conserving: _TypeAlias = _typing.Literal["_work_conserving", b"_work_conserving"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__capacity_first) -> _WhichOneofReturnType__capacity_first | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__delta_max_ms) -> _WhichOneofReturnType__delta_max_ms | None: ...
     @_typing.overload
@@ -1204,6 +1218,7 @@ class SearchProfile(_message.Message):
     WORK_CONSERVING_FIELD_NUMBER: _builtins.int
     EASY_HEAD_FIELD_NUMBER: _builtins.int
     EASY_HEAD_DEPTH_FIELD_NUMBER: _builtins.int
+    CAPACITY_FIRST_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """the name SearchParameters.profile selects"""
     delta_ms: _builtins.int
@@ -1230,6 +1245,8 @@ class SearchProfile(_message.Message):
     """EASY's head discipline: oldest jobs first, head reserved"""
     easy_head_depth: _builtins.int
     """with easy_head: oldest blocked jobs holding a reservation"""
+    capacity_first: _builtins.bool
+    """the most processors now first, then the papers' slowdown"""
     def __init__(
         self,
         *,
@@ -1246,10 +1263,11 @@ class SearchProfile(_message.Message):
         work_conserving: _builtins.bool = ...,
         easy_head: _builtins.bool = ...,
         easy_head_depth: _builtins.int = ...,
+        capacity_first: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "description", b"description", "easy_head", b"easy_head", "easy_head_depth", b"easy_head_depth", "k", b"k", "more_orders", b"more_orders", "name", b"name", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity_first", b"capacity_first", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "description", b"description", "easy_head", b"easy_head", "easy_head_depth", b"easy_head_depth", "k", b"k", "more_orders", b"more_orders", "name", b"name", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

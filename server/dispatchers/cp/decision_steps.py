@@ -10,9 +10,12 @@ applies, so that a new profile knob is a new step, not a new branch of `CpDispat
    reservation (otherwise `protect_head` says who holds it);
 2. the heuristic plan: the best list schedule (priority and submit order, and with
    `more_orders` SJF, F1 and WFP3 order), so that a decision exists whatever the solver does;
+   with `capacity_first`, the list schedule that starts LOS's packing first (the most
+   processors now around the reservation) when it starts more processors now;
    when it starts every job now (placed node by node), it is optimal and decides;
 3. the model (`Formulation`), with its own list schedule where the shared one is not a solution
-   of it, and now_i = 1 for a guarded job that the heuristic plan starts now;
+   of it, and now_i = 1 for a guarded job that the heuristic plan starts now; with
+   `capacity_first`, Σ n_i now_i at least the heuristic plan's;
 4. the δ / 2δ / δmax restart policy, each attempt hinted with the best plan so far;
 5. the better of the solver's best plan and the heuristic plan (by total slowdown), after the
    left shift, placed node by node; with `work_conserving`, queued jobs outside the model that
@@ -36,11 +39,13 @@ import structlog
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..planning.greedy_schedule import best_list_schedule, total_slowdown
+from ..planning.job_orders import processors
 from ..planning.job_selection import select_for_model
 from ..planning.later_reservations import keep_later_reservations
 from ..planning.left_shift import left_shift
 from ..planning.list_orders import best_of_orders
 from ..planning.oldest_first import oldest_that_fit, with_started
+from ..planning.processor_packing import packed_list_schedule, processors_now
 from ..planning.starvation_guard import guarded_job, with_guarded_first
 from ..planning.stopping import Stopped
 from ..planning.work_conservation import start_what_fits
@@ -166,6 +171,27 @@ def plan_by_more_orders(d: Decision) -> Next:
     return Next.GO_ON
 
 
+def plan_the_most_processors_now(d: Decision) -> Next:
+    """Capacity first: the list schedule that starts LOS's packing now (the set with the most
+    processors now that delays no reservation), then the others, replaces the heuristic plan
+    when it starts more processors now (and the guarded job, if one fits now, still now)."""
+    heuristic = _known(d.heuristic, "heuristic plan")
+    try:
+        packed = packed_list_schedule(
+            d.problem, d.jobs, d.dispatcher.exact_allocation_now, d.control.first_fit,
+            d.reservation, d.control.should_stop,
+        )
+    except Stopped:
+        raise Abandoned from None
+    pinned = d.pinned
+    if pinned is not None and packed.start_offsets[pinned.index] != 0:
+        return Next.GO_ON  # the guarded job starts now whatever else does
+    if processors_now(d.problem, d.jobs, packed) > processors_now(d.problem, d.jobs, heuristic):
+        d.heuristic = packed
+        d.heuristic_objective = total_slowdown(d.problem, d.jobs, packed.start_offsets)
+    return Next.GO_ON
+
+
 def take_a_plan_that_starts_all_now(d: Decision) -> Next:
     """Every job of the window starts now, placed node by node: each s_i is at its lower bound
     t, so no plan has a lower total slowdown and there is nothing to search (most decisions on
@@ -222,6 +248,19 @@ def pin_the_guarded_job(d: Decision) -> Next:
     if _known(d.heuristic, "heuristic plan").start_offsets[pinned.index] == 0:
         at = next(k for k, j in enumerate(formulation.schedule.jobs) if j is pinned)
         formulation.model.add(formulation.schedule.now_literals[at] == 1)
+    return Next.GO_ON
+
+
+def hold_the_processors_started_now(d: Decision) -> Next:
+    """Capacity first: Σ n_i now_i is at least what the heuristic plan starts now (the model's
+    hint, so the model stays feasible), and among such plans the objective is the papers'."""
+    formulation = _known(d.formulation, "model")
+    schedule = formulation.schedule
+    bound = processors_now(d.problem, schedule.jobs, _known(d.heuristic, "heuristic plan"))
+    formulation.model.add(
+        sum(processors(d.problem, j) * now
+            for j, now in zip(schedule.jobs, schedule.now_literals, strict=True)) >= bound
+    )
     return Next.GO_ON
 
 
@@ -380,11 +419,15 @@ DECISION_STEPS: tuple[Step, ...] = (
     Step("reserve for the head", reserve_for_the_head, _head_is_protected),
     Step("plan by list schedules", plan_by_list_schedules),
     Step("plan by more orders", plan_by_more_orders, lambda d: d.settings.more_orders),
+    Step("plan the most processors now", plan_the_most_processors_now,
+         lambda d: d.settings.capacity_first),
     Step("take a plan that starts all now", take_a_plan_that_starts_all_now,
          lambda d: d.dispatcher.exact_allocation_now),
     Step("build the model", build_the_model, _undecided),
     Step("adopt the model's list schedule", adopt_the_models_list_schedule, _modelled),
     Step("pin the guarded job", pin_the_guarded_job, _guard_pins),
+    Step("hold the processors started now", hold_the_processors_started_now,
+         lambda d: d.settings.capacity_first and _modelled(d)),
     Step("finish the build", finish_the_build, _modelled),
     Step("search under the restart policy", search_under_the_restart_policy, _modelled),
     Step("choose the plan", choose_the_plan, _searched),
