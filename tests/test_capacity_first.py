@@ -14,9 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hpcdispatch.server.dispatchers.planning.greedy_schedule import greedy_schedule
 from hpcdispatch.server.dispatchers.planning.processor_packing import (
     most_processors_now,
-    packed_list_schedule,
+    packed_first,
     processors_now,
 )
 from hpcdispatch.server.dispatchers.planning.reservation import reserve
@@ -134,7 +135,7 @@ def test_every_capacity_first_decision_keeps_easys_head_promise(
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(snapshot=one_core_snapshots())
-def test_the_packed_list_schedule_starts_the_packing(snapshot: Snapshot) -> None:
+def test_a_list_schedule_with_the_packing_first_starts_it(snapshot: Snapshot) -> None:
     # On one-core nodes the packing's set is placed whole: the list schedule that starts it
     # first starts at least its processors now, without moving the head's reservation.
     problem = problem_of(snapshot)
@@ -143,9 +144,38 @@ def test_the_packed_list_schedule_starts_the_packing(snapshot: Snapshot) -> None
         return  # the head fits: there is no reservation to pack around
     reservation = reserve(problem, problem.free_now.copy(), head)
     packing = most_processors_now(problem, problem.free_now, reservation, rest)
-    plan = packed_list_schedule(problem, rest, True, False, reservation)
+    plan = greedy_schedule(problem, packed_first(problem, rest, reservation), True, False,
+                           reservation)
     assert processors_now(problem, rest, plan) >= sum(rest[k].units for k in packing)
     assert all(plan.start_offsets[rest[k].index] == 0 for k in packing)
+
+
+def test_a_packed_job_that_runs_past_the_heads_start_is_placed_first() -> None:
+    # n0 (4 cores, 1 GPU) has its GPU busy until t + 100: the head (4 cores and the GPU) is
+    # reserved there, and n0's cores are free only until then. n1 (4 cores) has 2 busy until
+    # t + 100, and its 2 free cores are all a job running past τ may use. The packing starts
+    # "short" (2 cores, 10 s) and "long" (2 cores, 500 s) together; placed in queue order,
+    # "short" would take n1's 2 cores (the tighter fit) and leave "long" nowhere.
+    snapshot = Snapshot(
+        time=T, nodes=(node(0, cores=4, gpu=1), node(1, cores=4, gpu=0)),
+        running=(running("r0", "n0", 0, ends_in=100, gpu=1),
+                 running("r1", "n1", 2, ends_in=100, gpu=0)),
+        queued=(queued("head", 4, 100, submit=T - 50, gpu=1),
+                queued("short", 2, 10, submit=T - 40, gpu=0),
+                queued("long", 2, 500, submit=T - 30, gpu=0)),
+    )
+    problem = problem_of(snapshot)
+    head, short, long = problem.jobs
+    reservation = reserve(problem, problem.free_now.copy(), head)
+    assert reservation.runs_past(long) and not reservation.runs_past(short)
+    assert sorted(most_processors_now(problem, problem.free_now, reservation, [short, long])) \
+        == [0, 1]
+    order = packed_first(problem, [short, long], reservation)
+    assert order == [long, short]
+    plan = greedy_schedule(problem, order, True, False, reservation)
+    assert plan.start_offsets[long.index] == plan.start_offsets[short.index] == 0
+    in_queue_order = greedy_schedule(problem, [short, long], True, False, reservation)
+    assert in_queue_order.start_offsets[long.index] > 0  # what the order avoids
 
 
 def test_search_parameters_carry_capacity_first() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 import pytest
 
+from hpcdispatch.server.dispatchers.profiles import PROFILES
 from hpcdispatch.sim_adapter import cli as sim_cli
 
 CLI = [sys.executable, "-m", "hpcdispatch"]
@@ -58,8 +59,9 @@ def test_an_unknown_profile_is_refused_before_the_replay(tmp_path: Path) -> None
     done = run("simulate", "--profile", "turbo", "--limit-jobs", "20", "--out",
                str(tmp_path / "out"), "--no-progress")
     assert done.returncode == 2
+    names = ", ".join(sorted(PROFILES))
     assert re.search(r"--profile turbo: the server at \S+ has no such search profile; one of "
-                     r"fast, papers, promises, qos", done.stderr), done.stderr
+                     + re.escape(names), done.stderr), done.stderr
     assert "_InactiveRpcError" not in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()
 
@@ -112,7 +114,7 @@ def test_a_failing_call_mid_replay_is_one_line(tmp_path: Path) -> None:
 def test_serve_help_derives_the_profiles_and_names_both_stores() -> None:
     done = run("serve", "--help")
     text = " ".join(done.stdout.split())
-    assert "{fast,papers,promises,qos}" in text and "(default: qos;" in text
+    assert "{" + ",".join(sorted(PROFILES)) + "}" in text and "(default: qos;" in text
     assert "papers | fast" not in text
     assert "SQLite file path, or a postgresql://" in text
 

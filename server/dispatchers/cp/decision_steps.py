@@ -38,14 +38,14 @@ import structlog
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from ..planning.greedy_schedule import best_list_schedule, total_slowdown
+from ..planning.greedy_schedule import best_list_schedule, greedy_schedule, total_slowdown
 from ..planning.job_orders import processors
 from ..planning.job_selection import select_for_model
 from ..planning.later_reservations import keep_later_reservations
 from ..planning.left_shift import left_shift
 from ..planning.list_orders import best_of_orders
 from ..planning.oldest_first import oldest_that_fit, with_started
-from ..planning.processor_packing import packed_list_schedule, processors_now
+from ..planning.processor_packing import packed_first, processors_now
 from ..planning.starvation_guard import guarded_job, with_guarded_first
 from ..planning.stopping import Stopped
 from ..planning.work_conservation import start_what_fits
@@ -177,9 +177,10 @@ def plan_the_most_processors_now(d: Decision) -> Next:
     when it starts more processors now (and the guarded job, if one fits now, still now)."""
     heuristic = _known(d.heuristic, "heuristic plan")
     try:
-        packed = packed_list_schedule(
-            d.problem, d.jobs, d.dispatcher.exact_allocation_now, d.control.first_fit,
-            d.reservation, d.control.should_stop,
+        packed = greedy_schedule(
+            d.problem, packed_first(d.problem, d.jobs, d.reservation),
+            d.dispatcher.exact_allocation_now, d.control.first_fit, d.reservation,
+            d.control.should_stop,
         )
     except Stopped:
         raise Abandoned from None

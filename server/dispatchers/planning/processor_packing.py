@@ -20,12 +20,10 @@ from __future__ import annotations
 import numpy as np
 
 from .free_pool import FreePool
-from .greedy_schedule import greedy_schedule
 from .job_orders import CORE, processors
 from .plan import Plan
 from .problem import Job, Problem
 from .reservation import Reservation
-from .stopping import StopCheck, never
 
 MAX_DP_PROCESSORS = 100_000  # beyond this, the programme counts processors in blocks
 
@@ -91,22 +89,11 @@ def processors_now(problem: Problem, jobs: list[Job], plan: Plan) -> int:
     return sum(processors(problem, j) for j in jobs if plan.start_offsets[j.index] == 0)
 
 
-def packed_list_schedule(
-    problem: Problem,
-    jobs: list[Job],
-    exact_allocation_now: bool,
-    first_fit: bool = False,
-    reservation: Reservation | None = None,
-    should_stop: StopCheck = never,
-) -> Plan:
-    """The list schedule of `jobs` with the packing's set first, then the others: the packed
-    jobs start now where they are placed, the rest plan behind them. Of the packed jobs, those
-    running past τ come first, since only they are bound to the nodes the reservation leaves
-    (each group in `jobs`' order). Raises Stopped when `should_stop()` turns true."""
+def packed_first(problem: Problem, jobs: list[Job], reservation: Reservation | None) -> list[Job]:
+    """`jobs` with the packing's set first, for a list schedule that starts it now and plans
+    the rest behind it. Of the packed jobs, those running past τ come first, since only they
+    are bound to the nodes the reservation leaves (each group in `jobs`' order)."""
     chosen = set(most_processors_now(problem, problem.free_now, reservation, jobs))
     packed = [j for k, j in enumerate(jobs) if k in chosen]
     order = sorted(packed, key=lambda j: not (reservation and reservation.runs_past(j)))
-    order += [j for k, j in enumerate(jobs) if k not in chosen]
-    return greedy_schedule(
-        problem, order, exact_allocation_now, first_fit, reservation, should_stop
-    )
+    return order + [j for k, j in enumerate(jobs) if k not in chosen]
