@@ -2,15 +2,14 @@
 
 Jobs start in submit order while they fit, and the first one that does not fit (the head) gets
 EASY's reservation at τ: EASY's own steps (`LosDispatcher` is an `EasyDispatcher` that chooses
-differently only around the head). Of the next L queued jobs (the
-lookahead, `SearchSettings.lookahead_depth`, `search.lookahead_depth` in a request; 50 by
-default, the paper's), LOS starts now the set that maximises
-the processors used now without delaying the head's start (their Reservation_DP,
-`planning.processor_packing`). Its jobs are then placed node by node around the reservation in
-submit order (one that cannot be placed waits, BLOCKED), and the other lookahead jobs are tried
-after them in submit order, as EASY would, on what is left. Jobs past the lookahead wait
-(OUTSIDE_WINDOW). Difference from the paper: a head that fits starts (the paper's Basic_DP may
-pass it over when others pack better).
+differently only around the head). Of the next L queued jobs (the lookahead,
+`SearchSettings.lookahead_depth`, `search.lookahead_depth` in a request; 50 by default, the
+paper's), LOS starts now the set that maximises the processors used now without delaying the
+head's start (their Reservation_DP, `planning.processor_packing`). Its jobs are then placed
+node by node around the reservation in submit order (one that cannot be placed waits,
+BLOCKED), and the other lookahead jobs are tried after them in submit order, as EASY would, on
+what is left. Jobs past the lookahead wait (OUTSIDE_WINDOW). Difference from the paper: a head
+that fits starts (the paper's Basic_DP may pass it over when others pack better).
 
 Past the deadline, or once the caller is gone, the jobs placed so far are the decision and the
 rest wait (BLOCKED).
