@@ -21,11 +21,13 @@ from hpcdispatch.server.dispatchers.planning.processor_packing import (
     processors_now,
 )
 from hpcdispatch.server.dispatchers.planning.reservation import reserve
+from hpcdispatch.server.dispatchers.profiles import resolve_settings
 from hpcdispatch.snapshot import Decision, Snapshot
+from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.instances import FAST, T, decide, node, problem_of, queued, running
 from tests.test_decision_property import snapshots
 from tests.test_easy_head import EASY_HEAD, assert_easys_head_promise
-from tests.test_later_reservations import _after_prefix
+from tests.test_later_reservations import after_prefix
 
 CAPACITY = dataclasses.replace(EASY_HEAD, capacity_first=True)
 # Every fitting job in the window, and LOS's lookahead over the whole queue.
@@ -95,7 +97,7 @@ def _most_processors_after_the_prefix(snapshot: Snapshot) -> int:
     """By enumeration, on one-core nodes: the most processors the jobs after EASY's prefix can
     start now without delaying the head. Of the nodes free now, the head's leave room only for
     jobs that end by τ."""
-    left, _, reservation = _after_prefix(snapshot)
+    left, _, reservation = after_prefix(snapshot)
     core = left.resources.index("core")
     free = sum(vec[core] for vec in left.free_now.free)
     if reservation is None:
@@ -180,9 +182,6 @@ def test_a_packed_job_that_runs_past_the_heads_start_is_placed_first() -> None:
 
 def test_search_parameters_carry_capacity_first() -> None:
     # The request's field reaches the settings of the profile it names.
-    from hpcdispatch.server.dispatchers.profiles import resolve_settings
-    from hpcdispatch.v1 import dispatcher_pb2 as pb
-
     search = pb.SearchParameters(profile="promises", capacity_first=True)
     assert resolve_settings(search, "qos").capacity_first
     assert not resolve_settings(pb.SearchParameters(profile="promises"), "qos").capacity_first

@@ -33,7 +33,7 @@ DEPTH = 3
 EASY_3 = dataclasses.replace(EASY_HEAD, easy_head_depth=DEPTH)
 
 
-def _after_prefix(snapshot: Snapshot) -> tuple[Problem, dict[int, list[int]], Reservation | None]:
+def after_prefix(snapshot: Snapshot) -> tuple[Problem, dict[int, list[int]], Reservation | None]:
     """The problem EASY's prefix leaves, the prefix, and its head's reservation (if any)."""
     problem = problem_of(snapshot)
     prefix = oldest_that_fit(problem, first_fit=False)
@@ -73,7 +73,7 @@ def test_the_pass_keeps_starts_only_where_they_delay_no_reservation(
 ) -> None:
     # The starts of the head-only decision (depth 1) go through the pass with depth 3.
     _, decision = decide(name, snapshot, EASY_HEAD)
-    problem, prefix, head = _after_prefix(snapshot)
+    problem, prefix, head = after_prefix(snapshot)
     assume(head is not None)
     assert head is not None
     placements = _placements(problem, decision, prefix)
@@ -96,7 +96,7 @@ def test_every_decision_with_depth_three_keeps_easys_prefix_and_the_reservations
     decision = assert_easys_head_promise(name, snapshot, EASY_3)
     # The decision's own starts, through the pass again, all stay where they are; with the
     # reservations that pass makes, no node is ever over its capacity.
-    problem, prefix, head = _after_prefix(snapshot)
+    problem, prefix, head = after_prefix(snapshot)
     if head is not None:
         placements = _placements(problem, decision, prefix)
         kept, held = keep_later_reservations(problem, placements, head, DEPTH)
@@ -106,7 +106,7 @@ def test_every_decision_with_depth_three_keeps_easys_prefix_and_the_reservations
 
 def test_the_pass_stops_when_asked() -> None:
     snapshot = _two_nodes_three_jobs()
-    problem, prefix, head = _after_prefix(snapshot)
+    problem, prefix, head = after_prefix(snapshot)
     assert head is not None and not prefix
     with pytest.raises(Stopped):
         keep_later_reservations(problem, {}, head, 2, should_stop=lambda: True)

@@ -176,6 +176,8 @@ def plan_the_most_processors_now(d: Decision) -> Next:
     processors now that delays no reservation), then the others, replaces the heuristic plan
     when it starts more processors now (and the guarded job, if one fits now, still now)."""
     heuristic = _known(d.heuristic, "heuristic plan")
+    if not any(heuristic.start_offsets[j.index] for j in d.jobs):
+        return Next.GO_ON  # every job starts now: no set starts more processors
     try:
         packed = greedy_schedule(
             d.problem, packed_first(d.problem, d.jobs, d.reservation),
