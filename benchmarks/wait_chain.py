@@ -1,0 +1,157 @@
+"""Why a job waits longer in one replay than in another: the chain of jobs that held its nodes.
+
+Reads the per-job records of two replays of the same trace (`jobs.csv` as written by
+`hpcdispatch simulate` or a campaign: each job's submit, start, end, predicted run time and
+nodes) and follows, from a job that starts later in RUN than in REFERENCE (by default RUN's
+longest wait), the job that held its nodes last: of the jobs that ran on any of its nodes and
+ended by its start, the one that ended last (ties: the one delayed most). While that job itself
+started later than in REFERENCE the chain goes on from it; it ends at a job that did not start
+later, which went ahead of the delayed one, or at a job with no occupant on its nodes.
+
+    python -m benchmarks.wait_chain runs/kth-oracle/01-easy runs/kth-oracle/02-pcp20
+
+Each link says how much later the job started than in REFERENCE, and for its last occupant: its
+width, submit (before or after the job it kept out: after means it went ahead of it), start in
+both runs and predicted against actual run time (an occupant that overran its prediction held a
+reservation back that the dispatcher had counted on). Issue #24's closing notes use it to say why
+a run's longest wait misses EASY's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One job of a replay's `jobs.csv` (times in seconds of the trace's clock)."""
+
+    job_id: int
+    submit: int
+    start: int
+    end: int
+    predicted: int
+    nodes: frozenset[str]
+
+    @property
+    def wait(self) -> int:
+        return self.start - self.submit
+
+    @property
+    def run(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """`job` started `delay` s later than in the reference; `occupant` held its nodes last."""
+
+    job: Job
+    delay: int
+    occupant: Job | None
+    occupant_delay: int  # how much later the occupant started than in the reference
+
+
+def load_jobs(run: Path) -> dict[int, Job]:
+    """The jobs of a run directory (or of a `jobs.csv` path) by job id."""
+    path = run / "jobs.csv" if run.is_dir() else run
+    with path.open(newline="") as handle:
+        return {int(r["job_id"]): Job(int(r["job_id"]), int(r["submit"]), int(r["start"]),
+                                      int(r["end"]), int(r["predicted"]),
+                                      frozenset(r["nodes"].split()))
+                for r in csv.DictReader(handle)}
+
+
+def longest_wait(jobs: dict[int, Job]) -> Job:
+    """The job that waits longest (ties: the first submitted)."""
+    return max(jobs.values(), key=lambda j: (j.wait, -j.submit, -j.job_id))
+
+
+def last_occupant(jobs: dict[int, Job], job: Job, reference: dict[int, Job]) -> Job | None:
+    """Of the other jobs on `job`'s nodes that ended by its start, the one that ended last
+    (ties: the one that started latest relative to the reference)."""
+    before = [o for o in jobs.values()
+              if o.job_id != job.job_id and o.end <= job.start and o.run > 0
+              and o.nodes & job.nodes]
+    if not before:
+        return None
+    return max(before, key=lambda o: (o.end, _delay(o, reference), o.job_id))
+
+
+def _delay(job: Job, reference: dict[int, Job]) -> int:
+    ref = reference.get(job.job_id)
+    return 0 if ref is None else job.start - ref.start
+
+
+def wait_chain(reference: dict[int, Job], run: dict[int, Job], job_id: int | None = None,
+               limit: int = 20) -> list[Link]:
+    """The chain from `job_id` (default: `run`'s longest wait), at most `limit` links, each
+    one a job that started later than in `reference`; the last link's occupant did not (or is
+    missing)."""
+    job = run[job_id] if job_id is not None else longest_wait(run)
+    if job.job_id not in reference:
+        raise KeyError(f"job {job.job_id} is not in the reference run")
+    chain: list[Link] = []
+    seen: set[int] = set()
+    while len(chain) < limit and job.job_id not in seen:
+        seen.add(job.job_id)
+        occupant = last_occupant(run, job, reference)
+        occupant_delay = 0 if occupant is None else _delay(occupant, reference)
+        chain.append(Link(job, _delay(job, reference), occupant, occupant_delay))
+        if occupant is None or occupant_delay <= 0:
+            break
+        job = occupant
+    return chain
+
+
+def describe(link: Link, reference: dict[int, Job]) -> str:
+    """One line of the chain, in words."""
+    job, occupant = link.job, link.occupant
+    head = (f"job {job.job_id} ({_nodes(job)}, waited {job.wait / 3600:.1f} h) "
+            f"started {_signed(link.delay)} against the reference")
+    if occupant is None:
+        return head + "; no other job ran on its nodes before it"
+    ref = reference.get(occupant.job_id)
+    order = "after" if occupant.submit > job.submit else "before"
+    return (f"{head}; its nodes were held last by job {occupant.job_id} ({_nodes(occupant)}, "
+            f"submitted {abs(occupant.submit - job.submit):,} s {order} it, started "
+            f"{occupant.start:,} here and {'–' if ref is None else f'{ref.start:,}'} in the "
+            f"reference ({_signed(link.occupant_delay)}), ran {occupant.run:,} s, "
+            f"predicted {occupant.predicted:,} s)")
+
+
+def _nodes(job: Job) -> str:
+    return f"{len(job.nodes)} node{'' if len(job.nodes) == 1 else 's'}"
+
+
+def _signed(seconds: int) -> str:
+    return f"{'+' if seconds >= 0 else '−'}{abs(seconds):,} s"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("reference", type=Path, help="the reference run (directory or jobs.csv)")
+    parser.add_argument("run", type=Path, help="the run whose wait to explain")
+    parser.add_argument("--job", type=int, help="the job to start from (default: the run's "
+                                                 "longest wait)")
+    args = parser.parse_args(argv)
+    reference, run = load_jobs(args.reference), load_jobs(args.run)
+    if args.job is not None and args.job not in run:
+        parser.error(f"--job {args.job}: no such job in {args.run}")
+    try:
+        chain = wait_chain(reference, run, args.job)
+    except KeyError as e:
+        parser.error(str(e.args[0]))
+    ref_longest, run_longest = longest_wait(reference), longest_wait(run)
+    print(f"longest wait: {run_longest.wait / 3600:.1f} h (job {run_longest.job_id}) here, "
+          f"{ref_longest.wait / 3600:.1f} h (job {ref_longest.job_id}) in the reference")
+    for depth, link in enumerate(chain):
+        print(f"{'  ' * depth}- {describe(link, reference)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
