@@ -9,6 +9,10 @@ started later than in REFERENCE the chain goes on from it; it ends at a job that
 later, which went ahead of the delayed one, or at a job with no occupant on its nodes.
 
     python -m benchmarks.wait_chain runs/kth-oracle/01-easy runs/kth-oracle/02-pcp20
+    python -m benchmarks.wait_chain runs/lublin/01-easy runs/lublin/02-pcp20 --last-to-end
+
+The same work over a longer makespan (first submit to last end) is a lower utilisation, so
+`--last-to-end` starts the chain at the job that ends last, which sets the makespan.
 
 Each link says how much later the job started than in REFERENCE, and for its last occupant: its
 width, submit (before or after the job it kept out: after means it went ahead of it), start in
@@ -68,6 +72,16 @@ def load_jobs(run: Path) -> dict[int, Job]:
 def longest_wait(jobs: dict[int, Job]) -> Job:
     """The job that waits longest (ties: the first submitted)."""
     return max(jobs.values(), key=lambda j: (j.wait, -j.submit, -j.job_id))
+
+
+def last_to_end(jobs: dict[int, Job]) -> Job:
+    """The job that ends last (ties: the last to start): it sets the makespan."""
+    return max(jobs.values(), key=lambda j: (j.end, j.start, j.job_id))
+
+
+def makespan(jobs: dict[int, Job]) -> int:
+    """First submit to last end, in seconds."""
+    return max(j.end for j in jobs.values()) - min(j.submit for j in jobs.values())
 
 
 def last_occupant(jobs: dict[int, Job], job: Job, reference: dict[int, Job]) -> Job | None:
@@ -135,21 +149,36 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("reference", type=Path, help="the reference run (directory or jobs.csv)")
     parser.add_argument("run", type=Path, help="the run whose wait to explain")
-    parser.add_argument("--job", type=int, help="the job to start from (default: the run's "
-                                                 "longest wait)")
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument("--job", type=int, help="the job to start from (default: the run's "
+                                                "longest wait)")
+    start.add_argument("--last-to-end", action="store_true",
+                       help="start from the job that ends last (it sets the makespan)")
+    parser.add_argument("--limit", type=int, default=20, help="at most this many links "
+                                                               "(default 20)")
     args = parser.parse_args(argv)
+    if args.limit < 1:
+        parser.error(f"--limit {args.limit}: at least 1")
     reference, run = load_jobs(args.reference), load_jobs(args.run)
     if args.job is not None and args.job not in run:
         parser.error(f"--job {args.job}: no such job in {args.run}")
+    first = last_to_end(run).job_id if args.last_to_end else args.job
     try:
-        chain = wait_chain(reference, run, args.job)
+        chain = wait_chain(reference, run, first, args.limit)
     except KeyError as e:
         parser.error(str(e.args[0]))
     ref_longest, run_longest = longest_wait(reference), longest_wait(run)
     print(f"longest wait: {run_longest.wait / 3600:.1f} h (job {run_longest.job_id}) here, "
           f"{ref_longest.wait / 3600:.1f} h (job {ref_longest.job_id}) in the reference")
-    for depth, link in enumerate(chain):
-        print(f"{'  ' * depth}- {describe(link, reference)}")
+    here, there = makespan(run), makespan(reference)
+    print(f"makespan: {here:,} s here, {there:,} s in the reference "
+          f"({(here - there) / there:+.1%}); the last job to end is {last_to_end(run).job_id} "
+          f"here, {last_to_end(reference).job_id} in the reference")
+    for depth, link in enumerate(chain, 1):
+        print(f"{depth}. {describe(link, reference)}")
+    last = chain[-1]
+    if last.occupant is not None and last.occupant_delay > 0:
+        print(f"(chain cut at --limit {args.limit}: the last occupant started later too)")
     return 0
 
 

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.wait_chain import Job, load_jobs, longest_wait, main, wait_chain
+from benchmarks.wait_chain import (
+    Job,
+    last_to_end,
+    load_jobs,
+    longest_wait,
+    main,
+    makespan,
+    wait_chain,
+)
 from hpcdispatch.cli import main as cli
 
 HEADER = "job_id,user,submit,start,end,wait,run,requested_time,predicted,killed,nodes"
@@ -63,6 +71,21 @@ def test_the_command_prints_the_chain_and_names_a_bad_job(
     with pytest.raises(SystemExit):
         main([str(runs[0]), str(runs[1]), "--job", "99"])
     assert "--job 99: no such job" in capsys.readouterr().err
+
+
+def test_the_makespan_and_the_chain_from_the_last_job_to_end(
+        runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    reference, run = (load_jobs(p) for p in runs)
+    # The same work ends at 150 instead of 140: W ends last in the run, B in the reference.
+    assert (makespan(run), makespan(reference)) == (150, 140)
+    assert (last_to_end(run).job_id, last_to_end(reference).job_id) == (2, 3)
+    assert main([str(runs[0]), str(runs[1]), "--last-to-end", "--limit", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "makespan: 150 s here, 140 s in the reference (+7.1%)" in out
+    assert "1. job 2 " in out and "2. job" not in out
+    assert "chain cut at --limit 1" in out  # L, W's last occupant, started later too
+    with pytest.raises(SystemExit):
+        main([str(runs[0]), str(runs[1]), "--limit", "0"])
 
 
 def test_on_real_replays_every_link_is_the_last_occupant_of_a_delayed_job(
