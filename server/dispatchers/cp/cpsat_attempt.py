@@ -171,8 +171,11 @@ def solve_attempt(
         done.set()
         watchdog.join()
     mapped = _STATUS.get(status, pb.SOLVE_STATUS_UNKNOWN)
-    # Stopped by the wall clock before its deterministic limit, and before any proof.
-    cut = deterministic and status not in _PROVEN and time.monotonic() >= stop_at
+    # Stopped by the wall clock before its deterministic limit, and before any proof. The
+    # solver's own account says which limit ended it: CP-SAT's wall-clock limit can fire a few
+    # ms before `stop_at` by our clock, while a deterministic limit is reported as reached.
+    cut = (deterministic and status not in _PROVEN
+           and solver.response_proto.deterministic_time < (deterministic_limit or 0.0))
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         solution, objective = extract(SolutionValues(solver))
         return AttemptResult(mapped, solution, objective, cut)

@@ -102,7 +102,7 @@ class NodeProfile:
         end = start + job.duration
         free = self.free_during(start, end)
         pool = FreePool(
-            [tuple(int(a) for a in row) for row in free],
+            [tuple(row) for row in free.tolist()],  # Python ints, converted in C
             self.problem.eligible,
             self.problem.free_now.scale,
         )
