@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", help="Dask scheduler address; default: a local cluster")
     p.add_argument("--from", dest="sources", help="comma list of directories (or judged "
                    "qos.json files) to judge instead of running")
+    p.add_argument("--not-from-documents", metavar="KEY[,KEY]", help="with --from: leave "
+                   "out the runs of these dispatchers (or 'default') that judged qos.json "
+                   "files hold, e.g. conservative judged before issue #24 fixed it")
     p.add_argument("--out", type=Path, help="results directory (default: runs/qos-DATE)")
     p.add_argument("--dry-run", action="store_true", help="list the cells and stop")
     p.add_argument("--no-progress", action="store_true")
@@ -135,6 +138,14 @@ def chosen(args: argparse.Namespace) -> tuple[list[Case], list[str], list[str], 
     if not cases or not predictors:
         raise campaign.UsageError("at least one case and one predictor")
     return cases, predictors, baselines, candidates
+
+
+def without_runs(document: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    """A judged `qos.json` document without the runs of `keys` in its rows."""
+    rows = [{**row, "runs": {k: v for k, v in (row.get("runs") or {}).items()
+                             if k not in keys}}
+            for row in document.get("rows", [])]
+    return {**document, "rows": rows}
 
 
 def trace_of(case: Case, traces_dir: Path) -> str:
@@ -232,7 +243,9 @@ def run(args: argparse.Namespace, command: str) -> int:
     if args.sources:
         sources = [Path(s) for s in _split(args.sources)]
         judged_files = [s for s in sources if s.is_file() and s.suffix == ".json"]
-        documents = [json.loads(s.read_text(encoding="utf-8")) for s in judged_files]
+        left_out = _split(args.not_from_documents)
+        documents = [without_runs(json.loads(s.read_text(encoding="utf-8")), left_out)
+                     for s in judged_files]
         runs = load_runs([s for s in sources if s not in judged_files])
         default_as = args.default_as or server_default()
         count = f"{len(runs)} runs" + (f", {len(documents)} judged documents"
@@ -240,6 +253,8 @@ def run(args: argparse.Namespace, command: str) -> int:
         header += [f"Judged from {', '.join(map(str, sources))} ({count}); runs of "
                    f"{default_as} count as the default where no run asked for the "
                    "server's default.", ""]
+        if left_out:
+            header += [f"Runs of {', '.join(left_out)} in the judged documents left out.", ""]
     else:
         cells = cells_for(args)
         if args.dry_run:

@@ -227,3 +227,12 @@ def test_a_real_tiny_run_prints_the_table_and_can_be_judged_again(
                  "--baselines", "easy,easy-sjf", "--out", str(tmp_path / "again")]) == 0
     again = json.loads((tmp_path / "again" / "qos.json").read_text())
     assert again["rows"][0]["verdicts"] == row["verdicts"]
+    # from the judged document, leaving out one baseline's runs: it is "not run" there
+    assert main(["--from", str(out / "qos.json"), "--not-from-documents", "easy-sjf",
+                 "--cases", "bundled", "--predictors", "walltime", "--baselines",
+                 "easy,easy-sjf", "--out", str(tmp_path / "without")]) == 0
+    without = json.loads((tmp_path / "without" / "qos.json").read_text())
+    assert without["rows"][0]["runs"]["easy-sjf"] is None and row["runs"]["easy-sjf"]
+    assert without["rows"][0]["runs"]["easy"] == row["runs"]["easy"]
+    assert "Runs of easy-sjf in the judged documents left out." in (
+        tmp_path / "without" / "qos.md").read_text()
