@@ -34,6 +34,9 @@ the worker. Every cell returns its summary and CSVs, written here under `--out D
 (`hpcdispatch report DIR` works on it), with `DIR/campaign.json` (every summary, ratios,
 errors) and `DIR/campaign.md` (the table), rewritten as cells finish. A failed cell is
 listed with its error (`DIR/<cell>/error.txt` has the traceback) and the exit code is 1.
+`--resume` with the same `--out` runs only the cells its `campaign.json` does not record as
+ok with the same settings: a campaign of whole-trace replays that was stopped, or that gets one
+more dispatcher, does not redo hours of finished cells.
 
 `--config FILE` reads the same options from YAML (keys as the long flags, lists or comma
 strings); flags given on the command line win:
@@ -48,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import operator
 import shlex
 import shutil
@@ -125,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "CPU: BENCHMARKS.md, replay throughput)")
     p.add_argument("--out", type=Path, help="results directory (default: runs/campaign-DATE)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--resume", action="store_true", help="keep the cells that --out's "
+                   "campaign.json records as ok with the same settings (their directories "
+                   "stay as they are) and run only the others")
     return p
 
 
@@ -298,12 +305,33 @@ def lost_cell(name: str, exc: BaseException) -> CellResult:
                       error=f"{type(exc).__name__}: {exc}", traceback=None)
 
 
+def finished_cells(out: Path, cells: Sequence[CellSpec]) -> dict[str, CellResult]:
+    """The cells of `cells` that `out/campaign.json` records as ok with the same spec and
+    whose summary is still in `out`, as results (without their files, which stay there)."""
+    document = out / "campaign.json"
+    if not document.is_file():
+        return {}
+    specs = {cell["name"]: json.loads(json.dumps(dict(cell))) for cell in cells}
+    kept: dict[str, CellResult] = {}
+    for entry in json.loads(document.read_text(encoding="utf-8"))["cells"]:
+        name = entry["cell"]
+        if (entry["status"] == "ok" and specs.get(name) == entry["spec"]
+                and (out / name / "summary.json").is_file()):
+            kept[name] = CellResult(name=name, host=entry["host"] or "",
+                                    worker=entry["worker"] or "",
+                                    seconds=entry["cell_seconds"] or 0.0,
+                                    summary=entry["summary"], files={}, error=None,
+                                    traceback=None)
+    return kept
+
+
 def run_campaign(args: argparse.Namespace, command: str) -> int:
     """Run every cell, gathering as they finish; 0 if all ran, 1 if any failed."""
     cells = matrix(args)
     out: Path = args.out or Path(time.strftime("runs/campaign-%Y%m%d-%H%M%S"))
+    done = finished_cells(out, cells) if args.resume else {}
     results = run_cells(cells, out, command, workers=args.workers, scheduler=args.scheduler,
-                        target=args.target, progress=not args.no_progress)
+                        target=args.target, progress=not args.no_progress, done=done)
     print((out / "campaign.md").read_text(encoding="utf-8"))
     failed = [name for name, r in results.items() if r["error"]]
     return 1 if failed or len(results) < len(cells) else 0
@@ -311,9 +339,11 @@ def run_campaign(args: argparse.Namespace, command: str) -> int:
 
 def run_cells(cells: Sequence[CellSpec], out: Path, command: str, *, workers: int | None,
               scheduler: str | None, target: str | None = None,
-              progress: bool = True) -> dict[str, CellResult]:
+              progress: bool = True,
+              done: Mapping[str, CellResult] | None = None) -> dict[str, CellResult]:
     """Run `cells` on Dask, writing each under `out` and `out/campaign.{json,md}` as they
-    finish; returns every cell's result by name (a cell without one did not return)."""
+    finish; returns every cell's result by name (a cell without one did not return). The
+    cells of `done` (results of an earlier run, already under `out`) are not run again."""
     import cloudpickle  # type: ignore[import-untyped]
     from distributed import as_completed
     from tqdm import tqdm
@@ -323,7 +353,8 @@ def run_cells(cells: Sequence[CellSpec], out: Path, command: str, *, workers: in
         raise UsageError("--workers must be >= 1")
     cloudpickle.register_pickle_by_value(campaign_cells)  # workers need hpcdispatch only
     started = time.perf_counter()
-    results: dict[str, CellResult] = {}
+    results: dict[str, CellResult] = dict(done or {})
+    todo = [cell for cell in cells if cell["name"] not in results]
     meta: dict[str, Any] = {
         "command": command, "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
         "scheduler": scheduler, "target": target, "out": str(out),
@@ -331,8 +362,11 @@ def run_cells(cells: Sequence[CellSpec], out: Path, command: str, *, workers: in
     }
     with dask_client(scheduler, workers) as (client, cluster):
         meta["cluster"] = cluster
-        print(f"campaign: {len(cells)} cells on {cluster} -> {out}/", file=sys.stderr)
-        traces = ship_traces(client, cells)
+        kept = f" ({len(results)} kept from the last run)" if results else ""
+        print(f"campaign: {len(todo)} cells{kept} on {cluster} -> {out}/", file=sys.stderr)
+        if results:
+            meta["kept"] = sorted(results)
+        traces = ship_traces(client, todo)
         # The scheduler unpickles task graphs by reference, so the function goes as data
         # (pickled by value) and the task is operator.call, which every Python 3.11 has.
         cell_function = client.scatter(run_cell, hash=False, broadcast=True)
@@ -341,7 +375,7 @@ def run_cells(cells: Sequence[CellSpec], out: Path, command: str, *, workers: in
             client.submit(operator.call, cell_function, cell, traces[cell["trace"]],
                           key=f"cell-{cell['name']}", pure=False,
                           priority=0 if cell["dispatcher"] in NO_SEARCH else 1): cell["name"]
-            for cell in cells
+            for cell in todo
         }
         bar = tqdm(as_completed(futures), total=len(futures), desc="cells", unit="cell",
                    file=sys.stderr, disable=not progress)

@@ -177,3 +177,31 @@ def test_cells_replay_in_process_unless_asked_for_grpc_or_given_a_target() -> No
     with_target = command("--target", "127.0.0.1:50051")
     assert "--in-process" not in with_target
     assert with_target[with_target.index("--target") + 1] == "127.0.0.1:50051"
+
+
+def test_resume_runs_only_the_cells_not_yet_ok_with_the_same_settings(
+        scheduler: tuple[str, set[str]], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    address, _ = scheduler
+    out = tmp_path / "campaign"
+    where = ["--scheduler", address, "--out", str(out), "--no-progress"]
+    common = ["--traces", "bundled", "--predictors", "walltime", "--limit-jobs", "60", *where]
+    assert main([*common, "--dispatchers", "easy"]) == 0
+    (easy_cell,) = [p for p in out.iterdir() if p.name.endswith("__easy")]
+    stamp = (easy_cell / "summary.json").stat().st_mtime_ns
+    capsys.readouterr()
+    # one more dispatcher: only its cell runs, EASY's stays as it was and is in the table
+    assert main([*common, "--dispatchers", "easy,fcfs", "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "campaign: 1 cells (1 kept from the last run)" in err
+    assert "__fcfs: 60 jobs" in err and "__easy: " not in err
+    assert (easy_cell / "summary.json").stat().st_mtime_ns == stamp
+    document = json.loads((out / "campaign.json").read_text())
+    assert document["campaign"]["cells"] == {"ok": 2, "failed": 0, "pending": 0}
+    assert document["campaign"]["kept"] == [easy_cell.name]
+    assert {r["dispatcher"] for r in _markdown_rows((out / "campaign.md").read_text())} == {
+        "easy", "fcfs"}
+    # other settings (fewer jobs) are other cells: nothing is kept
+    assert main(["--traces", "bundled", "--predictors", "walltime", "--limit-jobs", "50",
+                 *where, "--dispatchers", "easy", "--resume"]) == 0
+    assert "campaign: 1 cells on" in capsys.readouterr().err
