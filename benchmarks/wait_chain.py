@@ -28,90 +28,79 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    """One job of a replay's `jobs.csv` (times in seconds of the trace's clock)."""
-
-    job_id: int
-    submit: int
-    start: int
-    end: int
-    predicted: int
-    nodes: frozenset[str]
-
-    @property
-    def wait(self) -> int:
-        return self.start - self.submit
-
-    @property
-    def run(self) -> int:
-        return self.end - self.start
+from hpcdispatch.sim_adapter.records import JobRecord
 
 
 @dataclass(frozen=True, slots=True)
 class Link:
     """`job` started `delay` s later than in the reference; `occupant` held its nodes last."""
 
-    job: Job
+    job: JobRecord
     delay: int
-    occupant: Job | None
+    occupant: JobRecord | None
     occupant_delay: int  # how much later the occupant started than in the reference
 
 
-def load_jobs(run: Path) -> dict[int, Job]:
+Jobs = dict[str, JobRecord]  # by job id
+
+
+def load_jobs(run: Path) -> Jobs:
     """The jobs of a run directory (or of a `jobs.csv` path) by job id."""
     path = run / "jobs.csv" if run.is_dir() else run
     with path.open(newline="") as handle:
-        return {int(r["job_id"]): Job(int(r["job_id"]), int(r["submit"]), int(r["start"]),
-                                      int(r["end"]), int(r["predicted"]),
-                                      frozenset(r["nodes"].split()))
+        return {r["job_id"]: JobRecord(
+                    id=r["job_id"], user=r["user"], submit=int(r["submit"]),
+                    start=int(r["start"]), end=int(r["end"]),
+                    requested_time=int(r["requested_time"]), predicted=int(r["predicted"]),
+                    killed=r["killed"] == "1", units=int(r["units"]), cores=int(r["cores"]),
+                    nodes=tuple(r["nodes"].split()))
                 for r in csv.DictReader(handle)}
 
 
-def longest_wait(jobs: dict[int, Job]) -> Job:
+def longest_wait(jobs: Jobs) -> JobRecord:
     """The job that waits longest (ties: the first submitted)."""
-    return max(jobs.values(), key=lambda j: (j.wait, -j.submit, -j.job_id))
+    return max(jobs.values(), key=lambda j: (j.wait, -j.submit))  # ties: first in the file
 
 
-def last_to_end(jobs: dict[int, Job]) -> Job:
+def last_to_end(jobs: Jobs) -> JobRecord:
     """The job that ends last (ties: the last to start): it sets the makespan."""
-    return max(jobs.values(), key=lambda j: (j.end, j.start, j.job_id))
+    return max(jobs.values(), key=lambda j: (j.end, j.start))  # ties: first in the file
 
 
-def makespan(jobs: dict[int, Job]) -> int:
+def makespan(jobs: Jobs) -> int:
     """First submit to last end, in seconds."""
     return max(j.end for j in jobs.values()) - min(j.submit for j in jobs.values())
 
 
-def last_occupant(jobs: dict[int, Job], job: Job, reference: dict[int, Job]) -> Job | None:
+def last_occupant(jobs: Jobs, job: JobRecord, reference: Jobs) -> JobRecord | None:
     """Of the other jobs on `job`'s nodes that ended by its start, the one that ended last
     (ties: the one that started latest relative to the reference)."""
+    mine = set(job.nodes)
     before = [o for o in jobs.values()
-              if o.job_id != job.job_id and o.end <= job.start and o.run > 0
-              and o.nodes & job.nodes]
+              if o.id != job.id and o.end <= job.start and o.run > 0
+              and not mine.isdisjoint(o.nodes)]
     if not before:
         return None
-    return max(before, key=lambda o: (o.end, _delay(o, reference), o.job_id))
+    return max(before, key=lambda o: (o.end, _delay(o, reference)))
 
 
-def _delay(job: Job, reference: dict[int, Job]) -> int:
-    ref = reference.get(job.job_id)
+def _delay(job: JobRecord, reference: Jobs) -> int:
+    ref = reference.get(job.id)
     return 0 if ref is None else job.start - ref.start
 
 
-def wait_chain(reference: dict[int, Job], run: dict[int, Job], job_id: int | None = None,
+def wait_chain(reference: Jobs, run: Jobs, job_id: str | None = None,
                limit: int = 20) -> list[Link]:
     """The chain from `job_id` (default: `run`'s longest wait), at most `limit` links, each
     one a job that started later than in `reference`; the last link's occupant did not (or is
     missing)."""
     job = run[job_id] if job_id is not None else longest_wait(run)
-    if job.job_id not in reference:
-        raise KeyError(f"job {job.job_id} is not in the reference run")
+    if job.id not in reference:
+        raise KeyError(f"job {job.id} is not in the reference run")
     chain: list[Link] = []
-    seen: set[int] = set()
-    while len(chain) < limit and job.job_id not in seen:
-        seen.add(job.job_id)
+    seen: set[str] = set()
+    while len(chain) < limit and job.id not in seen:
+        seen.add(job.id)
         occupant = last_occupant(run, job, reference)
         occupant_delay = 0 if occupant is None else _delay(occupant, reference)
         chain.append(Link(job, _delay(job, reference), occupant, occupant_delay))
@@ -121,23 +110,23 @@ def wait_chain(reference: dict[int, Job], run: dict[int, Job], job_id: int | Non
     return chain
 
 
-def describe(link: Link, reference: dict[int, Job]) -> str:
+def describe(link: Link, reference: Jobs) -> str:
     """One line of the chain, in words."""
     job, occupant = link.job, link.occupant
-    head = (f"job {job.job_id} ({_nodes(job)}, waited {job.wait / 3600:.1f} h) "
+    head = (f"job {job.id} ({_nodes(job)}, waited {job.wait / 3600:.1f} h) "
             f"started {_signed(link.delay)} against the reference")
     if occupant is None:
         return head + "; no other job ran on its nodes before it"
-    ref = reference.get(occupant.job_id)
+    ref = reference.get(occupant.id)
     order = "after" if occupant.submit > job.submit else "before"
-    return (f"{head}; its nodes were held last by job {occupant.job_id} ({_nodes(occupant)}, "
+    return (f"{head}; its nodes were held last by job {occupant.id} ({_nodes(occupant)}, "
             f"submitted {abs(occupant.submit - job.submit):,} s {order} it, started "
             f"{occupant.start:,} here and {'–' if ref is None else f'{ref.start:,}'} in the "
             f"reference ({_signed(link.occupant_delay)}), ran {occupant.run:,} s, "
             f"predicted {occupant.predicted:,} s)")
 
 
-def _nodes(job: Job) -> str:
+def _nodes(job: JobRecord) -> str:
     return f"{len(job.nodes)} node{'' if len(job.nodes) == 1 else 's'}"
 
 
@@ -150,8 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("reference", type=Path, help="the reference run (directory or jobs.csv)")
     parser.add_argument("run", type=Path, help="the run whose wait to explain")
     start = parser.add_mutually_exclusive_group()
-    start.add_argument("--job", type=int, help="the job to start from (default: the run's "
-                                                "longest wait)")
+    start.add_argument("--job", help="the job id to start from (default: the run's longest "
+                                     "wait)")
     start.add_argument("--last-to-end", action="store_true",
                        help="start from the job that ends last (it sets the makespan)")
     parser.add_argument("--limit", type=int, default=20, help="at most this many links "
@@ -162,18 +151,18 @@ def main(argv: list[str] | None = None) -> int:
     reference, run = load_jobs(args.reference), load_jobs(args.run)
     if args.job is not None and args.job not in run:
         parser.error(f"--job {args.job}: no such job in {args.run}")
-    first = last_to_end(run).job_id if args.last_to_end else args.job
+    first = last_to_end(run).id if args.last_to_end else args.job
     try:
         chain = wait_chain(reference, run, first, args.limit)
     except KeyError as e:
         parser.error(str(e.args[0]))
     ref_longest, run_longest = longest_wait(reference), longest_wait(run)
-    print(f"longest wait: {run_longest.wait / 3600:.1f} h (job {run_longest.job_id}) here, "
-          f"{ref_longest.wait / 3600:.1f} h (job {ref_longest.job_id}) in the reference")
+    print(f"longest wait: {run_longest.wait / 3600:.1f} h (job {run_longest.id}) here, "
+          f"{ref_longest.wait / 3600:.1f} h (job {ref_longest.id}) in the reference")
     here, there = makespan(run), makespan(reference)
     print(f"makespan: {here:,} s here, {there:,} s in the reference "
-          f"({(here - there) / there:+.1%}); the last job to end is {last_to_end(run).job_id} "
-          f"here, {last_to_end(reference).job_id} in the reference")
+          f"({(here - there) / there:+.1%}); the last job to end is {last_to_end(run).id} "
+          f"here, {last_to_end(reference).id} in the reference")
     for depth, link in enumerate(chain, 1):
         print(f"{depth}. {describe(link, reference)}")
     last = chain[-1]

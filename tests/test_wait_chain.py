@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from benchmarks.wait_chain import (
-    Job,
     last_to_end,
     load_jobs,
     longest_wait,
@@ -17,14 +16,16 @@ from benchmarks.wait_chain import (
     wait_chain,
 )
 from hpcdispatch.cli import main as cli
+from hpcdispatch.sim_adapter.records import JobRecord
 
-HEADER = "job_id,user,submit,start,end,wait,run,requested_time,predicted,killed,nodes"
+HEADER = ("job_id,user,submit,start,end,wait,run,requested_time,predicted,killed,units,cores,"
+          "nodes")
 
 
 def _jobs(path: Path, rows: list[tuple[int, int, int, int, int, str]]) -> Path:
     """rows: (job_id, submit, start, end, predicted, nodes separated by spaces)."""
-    lines = [HEADER] + [f"{i},u,{q},{s},{e},{s - q},{e - s},{p},{p},0,{n}"
-                        for i, q, s, e, p, n in rows]
+    lines = [HEADER] + [f"{i},u,{q},{s},{e},{s - q},{e - s},{p},{p},0,{len(n.split())},"
+                        f"{len(n.split())},{n}" for i, q, s, e, p, n in rows]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -46,12 +47,12 @@ def runs(tmp_path: Path) -> tuple[Path, Path]:
 def test_the_chain_follows_the_delayed_occupants_to_the_job_that_went_ahead(
         runs: tuple[Path, Path]) -> None:
     reference, run = (load_jobs(p) for p in runs)
-    assert longest_wait(run).job_id == 2
+    assert longest_wait(run).id == "2"
     chain = wait_chain(reference, run)
-    assert [(link.job.job_id, link.delay) for link in chain] == [(2, 40), (1, 40)]
+    assert [(link.job.id, link.delay) for link in chain] == [("2", 40), ("1", 40)]
     # W's nodes were held last by L (it ended at 140, X at 60), L's by B, which started
     # 100 s earlier than in the reference: B went ahead of L, and the chain ends there.
-    assert [link.occupant.job_id for link in chain if link.occupant] == [1, 3]
+    assert [link.occupant.id for link in chain if link.occupant] == ["1", "3"]
     assert chain[-1].occupant_delay == -100
 
 
@@ -78,7 +79,7 @@ def test_the_makespan_and_the_chain_from_the_last_job_to_end(
     reference, run = (load_jobs(p) for p in runs)
     # The same work ends at 150 instead of 140: W ends last in the run, B in the reference.
     assert (makespan(run), makespan(reference)) == (150, 140)
-    assert (last_to_end(run).job_id, last_to_end(reference).job_id) == (2, 3)
+    assert (last_to_end(run).id, last_to_end(reference).id) == ("2", "3")
     assert main([str(runs[0]), str(runs[1]), "--last-to-end", "--limit", "1"]) == 0
     out = capsys.readouterr().out
     assert "makespan: 150 s here, 140 s in the reference (+7.1%)" in out
@@ -95,20 +96,20 @@ def test_on_real_replays_every_link_is_the_last_occupant_of_a_delayed_job(
                 "--dispatcher", "easy", "--dispatcher", "easy-sjf", "--predictor", "walltime",
                 "--out", str(out)]) == 0
     reference, run = load_jobs(out / "01-easy"), load_jobs(out / "02-easy-sjf")
-    delayed = max(run.values(), key=lambda j: j.start - reference[j.job_id].start)
-    assert delayed.start > reference[delayed.job_id].start  # SJF delays someone
-    chain = wait_chain(reference, run, delayed.job_id)
+    delayed = max(run.values(), key=lambda j: j.start - reference[j.id].start)
+    assert delayed.start > reference[delayed.id].start  # SJF delays someone
+    chain = wait_chain(reference, run, delayed.id)
     for k, link in enumerate(chain):
         assert link.delay > 0
         if link.occupant is None:
             continue
         occupant = link.occupant
-        assert occupant.nodes & link.job.nodes and occupant.end <= link.job.start
+        assert set(occupant.nodes) & set(link.job.nodes) and occupant.end <= link.job.start
         # no other job on those nodes ended later, before the delayed job started
-        assert not any(o.nodes & link.job.nodes and occupant.end < o.end <= link.job.start
-                       for o in run.values() if o.job_id != link.job.job_id)
+        assert not any(set(o.nodes) & set(link.job.nodes) and occupant.end < o.end <= link.job.start
+                       for o in run.values() if o.id != link.job.id)
         if k + 1 < len(chain):
             assert chain[k + 1].job == occupant and link.occupant_delay > 0
         else:
             assert link.occupant_delay <= 0
-    assert isinstance(chain[0].job, Job)
+    assert isinstance(chain[0].job, JobRecord)
