@@ -115,23 +115,33 @@ def _compress(
 ) -> list[Job]:
     """Place the held reservations that still fit, compress them in order of their start, and
     return the jobs still to be reserved: the displaced ones (by their old start), then the
-    others in queue order."""
+    others in queue order. A reservation that the pooled view would not start earlier either
+    stays where it is without being given back and searched for again."""
     kept: list[tuple[int, Job, list[int]]] = []
     displaced: list[tuple[int, int, Job]] = []
     rank = {job.index: r for r, job in enumerate(queue)}
     by_start = sorted((j for j in queue if j.index in held),
                       key=lambda j: (held[j.index][0], rank[j.index]))
-    for job in by_start:
-        start, nodes = held[job.index]
-        start = max(start, 0)  # due (or overdue): it would start now
-        if profile.fits_on(job, start, nodes):
-            profile.take(job, start, nodes)
-            kept.append((start, job, nodes))
-        else:
-            displaced.append((start, rank[job.index], job))
-            plan.displaced.append(job.index)
+    # Due (or overdue) reservations would start now.
+    placed = [(max(held[j.index][0], 0), j, held[j.index][1]) for j in by_start]
+    # Every held start and end a step boundary at once, then only the kept ones stay one.
+    profile.add_boundaries(b for start, job, _ in placed for b in (start, start + job.duration))
+    if profile.take_all(placed):  # the usual case: every one still fits
+        kept = placed
+    else:
+        for start, job, nodes in placed:
+            if profile.fits_on(job, start, nodes):
+                profile.take(job, start, nodes)
+                kept.append((start, job, nodes))
+            else:
+                displaced.append((start, rank[job.index], job))
+                plan.displaced.append(job.index)
+    profile.keep_boundaries(b for start, job, _ in kept for b in (start, start + job.duration))
     for start, job, nodes in kept:
         stop_if(should_stop, "conservative compression")
+        if not profile.could_start_before(job, start):  # not even in the pooled view
+            plan.reservations[job.index] = (start, nodes)
+            continue
         profile.give_back(job, start, nodes)
         earlier = profile.earliest(job, should_stop)
         if earlier >= start:  # no gain (never later: its own slot is free): keep its nodes
@@ -172,9 +182,7 @@ def _repack(
         job = jobs[i]
         if plan.reservations[i][0] == 0:
             continue
-        pooled = profile.pooled.copy()
-        pooled.reserve(tuple(-a for a in job.demand()), start_i, job.duration)
-        if not pooled.starts_now(job.demand(), job.duration):
+        if not profile.starts_now_without(job, start_i):  # not even in the pooled view
             continue
         state = profile.checkpoint()
         moved = sorted((s, k) for k, (s, _) in plan.reservations.items() if s > 0)

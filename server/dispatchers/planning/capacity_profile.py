@@ -76,42 +76,14 @@ class CapacityProfile:
         if all(map(le, demand, self._floor)):  # within the lower bound: fits at any time
             return True
         self._apply_pending()
-        before_end = int(self._times.searchsorted(duration, side="left"))  # steps before it
-        return bool(np.all(self._free[:before_end] >= np.array(demand, dtype=np.int64)))
+        return room_now(self._times, self._free, demand, duration)
 
     def earliest_start(self, demand: Vec, duration: int, not_before: int = 0) -> int:
-        """Earliest start >= not_before at which `demand` fits for `duration`.
-
-        The start of a feasible window is `not_before` or a step boundary; a window is a run of
-        consecutive steps with room, long enough for the duration. The last step must hold the
-        demand (callers only ask for jobs that fit the whole pooled system).
-        """
+        """Earliest start >= not_before at which `demand` fits for `duration` (`first_room`)."""
         if all(map(le, demand, self._floor)):  # within the lower bound: fits at any time
             return not_before
         self._apply_pending()
-        times = self._times
-        first = int(times.searchsorted(not_before, side="right")) - 1
-        room: npt.NDArray[np.bool_] = np.all(
-            self._free[first:] >= np.array(demand, dtype=np.int64), axis=1)
-        if room.all():  # room from not_before on, for ever
-            return max(int(times[first]), not_before)
-        steps = len(room)
-        k = 0
-        while k < steps:
-            if not room[k]:
-                blocked = np.flatnonzero(room[k:])
-                if not len(blocked):
-                    break
-                k += int(blocked[0])
-            start = max(int(times[first + k]), not_before)
-            gaps = np.flatnonzero(~room[k:])
-            if not len(gaps):
-                return start  # room until the last step, which lasts forever
-            stop = k + int(gaps[0])
-            if int(times[first + stop]) - start >= duration:
-                return start
-            k = stop
-        raise ValueError("demand exceeds the pooled capacity at every time")
+        return first_room(self._times, self._free, demand, duration, not_before)
 
     def reserve(self, demand: Vec, start: int, duration: int) -> None:
         """Hold `demand` over [start, start + duration) (applied when a query needs it)."""
@@ -120,3 +92,49 @@ class CapacityProfile:
         for r, d in enumerate(demand):
             if d > 0:  # a negative demand (a reservation given back) leaves the bound as it is
                 floor[r] -= d
+
+
+def room_now(
+    times: npt.NDArray[np.int64], free: npt.NDArray[np.int64], demand: Vec, duration: int
+) -> bool:
+    """Whether `demand` fits over [0, duration) in the step function (times, free)."""
+    before_end = int(times.searchsorted(duration, side="left"))  # steps before it
+    return bool(np.all(free[:before_end] >= np.array(demand, dtype=np.int64)))
+
+
+def first_room(
+    times: npt.NDArray[np.int64],
+    free: npt.NDArray[np.int64],
+    demand: Vec,
+    duration: int,
+    not_before: int = 0,
+) -> int:
+    """Earliest start >= not_before at which `demand` fits for `duration` in the step function
+    (times, free): step k holds free[k] from times[k] (times[0] <= not_before) until
+    times[k + 1], the last one for ever.
+
+    The start of a feasible window is `not_before` or a step boundary; a window is a run of
+    consecutive steps with room, long enough for the duration. The last step must hold the
+    demand (callers only ask for jobs that fit the whole pooled system).
+    """
+    first = int(times.searchsorted(not_before, side="right")) - 1
+    room: npt.NDArray[np.bool_] = np.all(free[first:] >= np.array(demand, dtype=np.int64), axis=1)
+    if room.all():  # room from not_before on, for ever
+        return max(int(times[first]), not_before)
+    steps = len(room)
+    k = 0
+    while k < steps:
+        if not room[k]:
+            blocked = np.flatnonzero(room[k:])
+            if not len(blocked):
+                break
+            k += int(blocked[0])
+        start = max(int(times[first + k]), not_before)
+        gaps = np.flatnonzero(~room[k:])
+        if not len(gaps):
+            return start  # room until the last step, which lasts forever
+        stop = k + int(gaps[0])
+        if int(times[first + stop]) - start >= duration:
+            return start
+        k = stop
+    raise ValueError("demand exceeds the pooled capacity at every time")

@@ -4,74 +4,144 @@ A step function: step k holds from times[k] until times[k + 1] (relative to t, 0
 the last step lasts forever. It starts as what is free now plus the predicted releases of the
 running work, and each reservation takes its units from the steps it spans. Arrays of shape
 (steps, nodes, resource types) keep a fit test over a job's whole run vectorised; the pooled
-view (`CapacityProfile`, the sum over nodes) finds candidate start times first, since a job
-that does not fit the pooled capacity cannot fit node by node.
+view (the sum over nodes, one row per step, kept alongside) finds candidate start times first,
+since a job that does not fit the pooled capacity cannot fit node by node.
+
+The arrays keep spare rows at their end, so that a new step boundary (a reservation starting or
+ending between two boundaries) shifts the later steps by one row in place instead of copying
+the whole profile, and a reservation touches only the columns of the nodes it holds.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from functools import lru_cache
+
 import numpy as np
 import numpy.typing as npt
 
-from .capacity_profile import CapacityProfile
-from .free_pool import FreePool
+from .capacity_profile import first_room
+from .free_pool import FreePool, Vec
 from .problem import Job, Problem
 from .stopping import StopCheck, never, stop_if
 
 Counts = npt.NDArray[np.int64]
+# times, free, pooled (used steps only), and whether some free amount may be negative.
+State = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], bool]
+
+
+@lru_cache(maxsize=1 << 12)
+def request_array(req: Vec) -> Counts:
+    """The per-unit request as a read-only array (the same few requests recur all the time)."""
+    array = np.asarray(req, dtype=np.int64)
+    array.flags.writeable = False
+    return array
 
 
 class NodeProfile:
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
         eligible = np.asarray(problem.eligible, dtype=bool)
+        self._eligible = eligible
         shape = (len(problem.node_ids), len(problem.resources))
         now = np.asarray(problem.free_now.free, dtype=np.int64).reshape(shape)
         now[~eligible] = 0  # nodes that are not up never receive work
-        times = [0]
-        steps = [now]
-        for end, blocks in problem.releases_by_time():  # eligible nodes only, ends >= 1
-            step = steps[-1].copy()
-            for b in blocks:
-                step[b.node] += np.asarray(b.amounts, dtype=np.int64)
-            times.append(end)
-            steps.append(step)
-        self.times: npt.NDArray[np.int64] = np.asarray(times, dtype=np.int64)
-        self.free: npt.NDArray[np.int64] = np.stack(steps)
-        pooled = self.free.sum(axis=1)
-        self.pooled = CapacityProfile(
-            tuple(int(a) for a in pooled[0]),
-            [
-                (int(when), tuple(int(a) for a in row))
-                for when, row in zip(self.times[1:], np.diff(pooled, axis=0), strict=True)
-            ],
-        )
+        events = problem.release_events()  # eligible nodes only, ends >= 1, sorted
+        ends, step_of = np.unique(events.ends, return_inverse=True)
+        released = np.zeros((len(ends) + 1, *shape), dtype=np.int64)
+        np.add.at(released, (step_of.reshape(-1) + 1, events.nodes), events.amounts)
+        free = np.cumsum(released, axis=0)
+        free += now
+        self._times: npt.NDArray[np.int64] = np.concatenate(([0], ends)).astype(np.int64)
+        self._free: npt.NDArray[np.int64] = free
+        self._pooled: npt.NDArray[np.int64] = free.sum(axis=1)
+        self._steps = len(self._times)  # rows in use; the rest are spare
+        self._releases = self._times.copy()  # the boundaries of the running work
+        self._negative = bool((free < 0).any())  # some node overfull: fit tests scan them all
 
-    def _steps(self, start: int, end: int) -> tuple[int, int]:
+    @property
+    def times(self) -> npt.NDArray[np.int64]:
+        """Start of each step (a view)."""
+        return self._times[: self._steps]
+
+    @property
+    def free(self) -> npt.NDArray[np.int64]:
+        """Free amounts per step, node and type (a view): (steps, nodes, types)."""
+        return self._free[: self._steps]
+
+    def _steps_of(self, start: int, end: int) -> tuple[int, int]:
         """Indices [first, stop) of the steps that overlap [start, end)."""
-        first = int(np.searchsorted(self.times, start, side="right")) - 1
-        stop = int(np.searchsorted(self.times, end, side="left"))
+        times = self.times
+        first = int(times.searchsorted(start, side="right")) - 1
+        stop = int(times.searchsorted(end, side="left"))
         return first, max(stop, first + 1)
+
+    def _grow(self, rows: int) -> None:
+        """Room for at least `rows` steps (doubling, so that splits cost amortised O(1) rows)."""
+        size = max(rows, 2 * len(self._times))
+        n = self._steps
+        for name in ("_times", "_free", "_pooled"):
+            old = getattr(self, name)
+            new = np.empty((size, *old.shape[1:]), dtype=np.int64)
+            new[:n] = old[:n]
+            setattr(self, name, new)
 
     def _split(self, when: int) -> int:
         """Index of the step that starts exactly at `when`, creating it if needed."""
-        i = int(np.searchsorted(self.times, when, side="right")) - 1
-        if self.times[i] == when:
+        n = self._steps
+        i = int(self._times[:n].searchsorted(when, side="right")) - 1
+        if self._times[i] == when:
             return i
-        self.times = np.insert(self.times, i + 1, when)
-        self.free = np.insert(self.free, i + 1, self.free[i], axis=0)
+        if n == len(self._times):
+            self._grow(n + 1)
+        for array in (self._times, self._free, self._pooled):
+            array[i + 2 : n + 1] = array[i + 1 : n]  # numpy copies overlapping rows safely
+            array[i + 1] = array[i]
+        self._times[i + 1] = when
+        self._steps = n + 1
         return i + 1
+
+    def add_boundaries(self, whens: Iterable[int]) -> None:
+        """Make every time in `whens` (>= 0) a step boundary at once; the function stays the same.
+
+        Many reservations placed one after another then split no step, which would shift
+        the later rows once per boundary."""
+        times = self.times
+        new = np.union1d(times, np.fromiter(whens, dtype=np.int64))
+        if len(new) == len(times):
+            return
+        rows = times.searchsorted(new, side="right") - 1
+        self._times = new
+        self._free = self._free[rows]
+        self._pooled = self._pooled[rows]
+        self._steps = len(new)
+
+    def keep_boundaries(self, whens: Iterable[int]) -> None:
+        """Drop the step boundaries that are neither in `whens` nor an end of running work.
+
+        Only for boundaries no reservation starts or ends at: each such step equals the one
+        before it, so the function stays the same, with the steps it would have had without
+        `add_boundaries`."""
+        times = self.times
+        keep = np.isin(times, np.fromiter(whens, dtype=np.int64)) | np.isin(
+            times, self._releases)
+        if keep.all():
+            return
+        self._times = times[keep]
+        self._free = self.free[keep]
+        self._pooled = self._pooled[: self._steps][keep]
+        self._steps = len(self._times)
 
     def free_during(self, start: int, end: int) -> npt.NDArray[np.int64]:
         """Per node and type, the least free amount over [start, end): (nodes, types)."""
-        first, stop = self._steps(start, end)
-        result: npt.NDArray[np.int64] = self.free[first:stop].min(axis=0)
+        first, stop = self._steps_of(start, end)
+        result: npt.NDArray[np.int64] = self._free[first:stop].min(axis=0)
         return result
 
     @staticmethod
     def units_fitting(free: npt.NDArray[np.int64], job: Job) -> Counts:
         """Units of job i that fit on each node into `free` (one unit never spans nodes)."""
-        req = np.asarray(job.req, dtype=np.int64)
+        req = request_array(job.req)
         asked = req > 0
         if not asked.any():
             return np.zeros(free.shape[0], dtype=np.int64)
@@ -83,69 +153,155 @@ class NodeProfile:
         for all of d_i. Raises Stopped when `should_stop()` turns true (once per candidate)."""
         not_before = 0
         demand = job.demand()
+        times, pooled = self.times, self._pooled[: self._steps]
         while True:
             stop_if(should_stop, "conservative reservation")
-            start = self.pooled.earliest_start(demand, job.duration, not_before)
+            start = first_room(times, pooled, demand, job.duration, not_before)
             free = self.free_during(start, start + job.duration)
             if int(self.units_fitting(free, job).sum()) >= job.units:
                 return start
-            later = self.times[self.times > start]
+            later = int(times.searchsorted(start, side="right"))
             # Past the last step nothing changes any more: the pooled test was exact there
             # only if nodes can hold the job, which `never_fits` checked before.
-            if not len(later):
+            if later == len(times):
                 raise AssertionError("a job that fits an empty system must fit once all ends")
-            not_before = int(later[0])
+            not_before = int(times[later])
+
+    def _room_without(self, job: Job, start: int) -> npt.NDArray[np.bool_]:
+        """Per step, whether the pooled view holds rn_i x req_i once job i's own reservation
+        over [start, start + d_i) is given back (its own steps always do)."""
+        first, stop = self._split(start), self._split(start + job.duration)
+        pooled = self._pooled[: self._steps]
+        room: npt.NDArray[np.bool_] = np.all(pooled >= request_array(job.req) * job.units, axis=1)
+        room[first:stop] = np.all(pooled[first:stop] >= 0, axis=1)
+        return room
+
+    def could_start_before(self, job: Job, start: int) -> bool:
+        """Whether the pooled view, with job i's own reservation at `start` given back, lets it
+        start earlier: a held reservation can move earlier only then (`earliest` >= this).
+
+        A start is a step's start, with room in every step until d_i later."""
+        if start <= 0:
+            return False
+        room = self._room_without(job, start)
+        times = self.times
+        candidates = np.flatnonzero(room[: int(times.searchsorted(start, side="left"))])
+        if not len(candidates):
+            return False
+        blocked = np.flatnonzero(~room)
+        after = blocked.searchsorted(candidates)  # the first step without room after each
+        if after[-1] == len(blocked):
+            return True  # room from the last candidate on, for ever
+        return bool(np.any(times[blocked[after]] - times[candidates] >= job.duration))
+
+    def starts_now_without(self, job: Job, start: int) -> bool:
+        """Whether job i fits over [0, d_i) in the pooled view once its own reservation at
+        `start` is given back."""
+        room = self._room_without(job, start)
+        return bool(room[: int(self.times.searchsorted(job.duration, side="left"))].all())
 
     def place(self, job: Job, start: int, first_fit: bool = False) -> list[int]:
         """Nodes of job i's units for a run from `start` (one entry per unit), by the pool's
         rule (best fit or first fit) over what stays free for all of d_i; taken here."""
         end = start + job.duration
         free = self.free_during(start, end)
-        pool = FreePool(
-            [tuple(row) for row in free.tolist()],  # Python ints, converted in C
-            self.problem.eligible,
-            self.problem.free_now.scale,
-        )
+        pool = FreePool.from_array(free, self.problem.eligible, self.problem.free_now.scale)
         nodes = pool.choose(job.req, job.units, first_fit)
         if nodes is None:
             raise AssertionError("place called where the job does not fit")
         self.take(job, start, nodes)
         return nodes
 
-    def checkpoint(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], CapacityProfile]:
+    def checkpoint(self) -> State:
         """The profile's state, for `restore`."""
-        return self.times.copy(), self.free.copy(), self.pooled.copy()
+        n = self._steps
+        return (self._times[:n].copy(), self._free[:n].copy(), self._pooled[:n].copy(),
+                self._negative)
 
-    def restore(
-        self, state: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], CapacityProfile]
-    ) -> None:
-        self.times, self.free, self.pooled = state
+    def restore(self, state: State) -> None:
+        self._times, self._free, self._pooled, self._negative = state
+        self._steps = len(self._times)
 
     def fits_at(self, job: Job, start: int) -> bool:
         """Whether rn_i units of job i fit node by node over [start, start + d_i)."""
         free = self.free_during(start, start + job.duration)
         return int(self.units_fitting(free, job).sum()) >= job.units
 
-    def _counts(self, nodes: list[int]) -> Counts:
-        return np.bincount(np.asarray(nodes, dtype=np.int64), minlength=self.free.shape[1])
+    def _columns(self, job: Job, nodes: list[int]) -> tuple[Counts, Counts]:
+        """The distinct nodes of `nodes` and what job i's units take on each: (nodes, types)."""
+        counts = np.bincount(np.asarray(nodes, dtype=np.int64), minlength=self._free.shape[1])
+        columns = np.flatnonzero(counts)
+        return columns, counts[columns, None] * request_array(job.req)[None, :]
+
+    def _valid(self, job: Job, nodes: list[int]) -> bool:
+        """Whether `nodes` names one up node per unit of job i."""
+        if len(nodes) != job.units:
+            return False
+        if not nodes:
+            return True
+        array = np.asarray(nodes, dtype=np.int64)
+        return bool(array.min() >= 0 and array.max() < len(self._eligible)
+                    and self._eligible[array].all())
 
     def fits_on(self, job: Job, start: int, nodes: list[int]) -> bool:
         """Whether job i's units fit on `nodes` (one entry per unit) for a run from `start`."""
-        if len(nodes) != job.units or not all(
-            0 <= n < self.free.shape[1] and self.problem.eligible[n] for n in nodes
-        ):
+        if not self._valid(job, nodes):
             return False
-        free = self.free_during(start, start + job.duration)
-        need = self._counts(nodes)[:, None] * np.asarray(job.req, dtype=np.int64)[None, :]
-        return bool(np.all(free >= need))
+        columns, need = self._columns(job, nodes)
+        first, stop = self._steps_of(start, start + job.duration)
+        window = self._free[first:stop]
+        if self._negative and not bool(np.all(window >= 0)):
+            return False  # as before: a node overfull during the run fails the test
+        return bool(np.all(window[:, columns].min(axis=0) >= need))
 
     def take(self, job: Job, start: int, nodes: list[int], sign: int = 1) -> None:
         """Hold job i's units on `nodes` over [start, start + d_i) (`sign` -1: give them back)."""
         end = start + job.duration
         first, stop = self._split(start), self._split(end)
-        self.free[first:stop] -= sign * (
-            self._counts(nodes)[:, None] * np.asarray(job.req, dtype=np.int64)[None, :])
-        self.pooled.reserve(tuple(sign * a for a in job.demand()), start, job.duration)
+        columns, need = self._columns(job, nodes)
+        block = self._free[first:stop, columns] - sign * need
+        self._free[first:stop, columns] = block
+        self._pooled[first:stop] -= sign * need.sum(axis=0)
+        if sign > 0 and not self._negative:
+            self._negative = bool((block < 0).any())
+
+    def take_all(self, held: list[tuple[int, Job, list[int]]]) -> bool:
+        """Take every (start, job i, nodes) of `held` at once if each fits on its nodes after
+        the ones before it (`fits_on` then `take`, one by one, would all succeed); otherwise
+        change nothing and return False. Every start and end must be a step boundary already
+        (`add_boundaries`).
+
+        Amounts only go down, so each fits after the ones before it exactly when no node is
+        short at any time once all are taken."""
+        if self._negative or not all(self._valid(job, nodes) for _, job, nodes in held):
+            return False
+        if not held:
+            return True
+        times = self.times
+        starts = np.fromiter((s for s, _, _ in held), dtype=np.int64, count=len(held))
+        ends = starts + np.fromiter((j.duration for _, j, _ in held), dtype=np.int64,
+                                    count=len(held))
+        first, stop = times.searchsorted(starts), times.searchsorted(ends)
+        if not (np.array_equal(times[first], starts)
+                and np.array_equal(times[np.minimum(stop, len(times) - 1)], ends)):
+            raise AssertionError("take_all needs every start and end as a step boundary")
+        units = np.fromiter((len(nodes) for _, _, nodes in held), dtype=np.int64,
+                            count=len(held))
+        owner = np.repeat(np.arange(len(held)), units)  # reservation of each unit
+        nodes = np.fromiter((n for _, _, ns in held for n in ns), dtype=np.int64,
+                            count=int(units.sum()))
+        req = np.stack([request_array(job.req) for _, job, _ in held])[owner]
+        # Units taken per step: + from its start's step, - from its end's step, summed up.
+        change = np.zeros((len(times) + 1, *self._free.shape[1:]), dtype=np.int64)
+        np.add.at(change, (first[owner], nodes), req)
+        np.subtract.at(change, (stop[owner], nodes), req)
+        taken = np.cumsum(change[:-1], axis=0)
+        left = self.free - taken
+        if bool((left < 0).any()):
+            return False
+        self._free[: self._steps] = left
+        self._pooled[: self._steps] -= taken.sum(axis=1)
+        return True
 
     def give_back(self, job: Job, start: int, nodes: list[int]) -> None:
         """Undo `take(job, start, nodes)`."""
