@@ -5,6 +5,8 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 python="${1:-python3}"
+# A relative path (.venv/bin/python) must survive the cd into the tree below.
+if [[ "$python" == */* ]]; then python="$(cd "$(dirname "$python")" && pwd)/$(basename "$python")"; fi
 tree="$("$root/scripts/package_tree.sh")"
 trap 'rm -rf "$tree"' EXIT
 cd "$tree"
