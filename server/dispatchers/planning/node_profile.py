@@ -20,7 +20,7 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from .capacity_profile import first_room
+from .capacity_profile import first_room, room_now
 from .free_pool import FreePool, Vec
 from .problem import Job, Problem
 from .stopping import StopCheck, never, stop_if
@@ -167,38 +167,27 @@ class NodeProfile:
                 raise AssertionError("a job that fits an empty system must fit once all ends")
             not_before = int(times[later])
 
-    def _room_without(self, job: Job, start: int) -> npt.NDArray[np.bool_]:
-        """Per step, whether the pooled view holds rn_i x req_i once job i's own reservation
-        over [start, start + d_i) is given back (its own steps always do)."""
+    def _pooled_without(self, job: Job, start: int) -> npt.NDArray[np.int64]:
+        """The pooled view (a copy) with job i's own reservation over [start, start + d_i)
+        given back. Makes start and start + d_i step boundaries (no-ops for a held
+        reservation, whose ends already are)."""
         first, stop = self._split(start), self._split(start + job.duration)
-        pooled = self._pooled[: self._steps]
-        room: npt.NDArray[np.bool_] = np.all(pooled >= request_array(job.req) * job.units, axis=1)
-        room[first:stop] = np.all(pooled[first:stop] >= 0, axis=1)
-        return room
+        pooled = self._pooled[: self._steps].copy()
+        pooled[first:stop] += request_array(job.req) * job.units
+        return pooled
 
     def could_start_before(self, job: Job, start: int) -> bool:
         """Whether the pooled view, with job i's own reservation at `start` given back, lets it
-        start earlier: a held reservation can move earlier only then (`earliest` >= this).
-
-        A start is a step's start, with room in every step until d_i later."""
+        start earlier: a held reservation can move earlier only then (`earliest` >= this)."""
         if start <= 0:
             return False
-        room = self._room_without(job, start)
-        times = self.times
-        candidates = np.flatnonzero(room[: int(times.searchsorted(start, side="left"))])
-        if not len(candidates):
-            return False
-        blocked = np.flatnonzero(~room)
-        after = blocked.searchsorted(candidates)  # the first step without room after each
-        if after[-1] == len(blocked):
-            return True  # room from the last candidate on, for ever
-        return bool(np.any(times[blocked[after]] - times[candidates] >= job.duration))
+        pooled = self._pooled_without(job, start)
+        return first_room(self.times, pooled, job.demand(), job.duration) < start
 
     def starts_now_without(self, job: Job, start: int) -> bool:
         """Whether job i fits over [0, d_i) in the pooled view once its own reservation at
         `start` is given back."""
-        room = self._room_without(job, start)
-        return bool(room[: int(self.times.searchsorted(job.duration, side="left"))].all())
+        return room_now(self.times, self._pooled_without(job, start), job.demand(), job.duration)
 
     def place(self, job: Job, start: int, first_fit: bool = False) -> list[int]:
         """Nodes of job i's units for a run from `start` (one entry per unit), by the pool's
