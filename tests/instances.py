@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from pathlib import Path
 
 from hpcdispatch.catalog import DISPATCHER_NAMES
+from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.server.dispatchers.base import Outcome, SearchControl, SearchSettings
 from hpcdispatch.server.dispatchers.planning.problem import Problem, build_problem
 from hpcdispatch.server.pipeline import predict_durations, run_decision
@@ -78,6 +81,30 @@ class OverAllocating:
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         return Outcome(placements={j.index: [0] * j.units for j in problem.jobs},
                        status=pb.SOLVE_STATUS_HEURISTIC)
+
+
+class Held:
+    """A dispatcher standing in for `kind` whose decisions wait until the test releases them
+    (then decide as EASY): a decision in progress for as long as a test needs, on a machine
+    however busy, without a long search whose length depends on the machine's speed."""
+
+    name = "held"
+
+    def __init__(self, kind: int, hold_at_most: float = 300.0,
+                 release_file: Path | None = None) -> None:
+        self.kind = kind
+        self.entered = threading.Event()  # a decision is being held
+        self.release = threading.Event()
+        self.hold_at_most = hold_at_most  # a forgotten release ends the test, not the suite
+        self.release_file = release_file  # released when it exists (a server in a process)
+
+    def decide(self, problem: Problem, control: SearchControl) -> Outcome:
+        self.entered.set()
+        give_up = time.monotonic() + self.hold_at_most
+        while not self.release.wait(0.05) and time.monotonic() < give_up:
+            if self.release_file is not None and self.release_file.exists():
+                break
+        return DISPATCHERS[pb.DISPATCHER_EASY].decide(problem, control)
 
 
 class Crashing:

@@ -57,7 +57,7 @@ def metrics_server(**overrides: Any) -> Iterator[RunningServer]:
 
 
 def scrape_text(port: int, host: str = "127.0.0.1") -> str:
-    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as reply:
+    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=60) as reply:
         return str(reply.read().decode("utf-8"))
 
 

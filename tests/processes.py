@@ -9,13 +9,32 @@ import sys
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[1]
 
-def start_serve(config: Path) -> tuple[subprocess.Popen[str], int, list[str]]:
+# `hpcdispatch serve` whose PCP'20 decisions wait until the file argv[1] exists (tests.Held).
+_HELD_SERVE = """
+import sys
+from pathlib import Path
+from hpcdispatch.cli import main
+from hpcdispatch.server.dispatchers import DISPATCHERS
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+from tests.instances import Held
+DISPATCHERS[pb.DISPATCHER_PCP20] = Held(pb.DISPATCHER_PCP20, release_file=Path(sys.argv[1]))
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def start_serve(
+    config: Path, held_until: Path | None = None
+) -> tuple[subprocess.Popen[str], int, list[str]]:
     """`hpcdispatch serve --config CONFIG` on a free loopback port, JSON logs on its stdout;
-    returns once it logs "serving", with the port it logged and the lines so far."""
+    returns once it logs "serving", with the port it logged and the lines so far. With
+    `held_until`, its PCP'20 decisions are held until that file exists."""
     env = {**os.environ, "HPCDISPATCH_LISTEN": "127.0.0.1:0", "HPCDISPATCH_LOG_FORMAT": "json"}
-    proc = subprocess.Popen([sys.executable, "-m", "hpcdispatch", "serve", "--config",
-                             str(config)], env=env, stdout=subprocess.PIPE,
+    serve = ["serve", "--config", str(config)]
+    command = ([sys.executable, "-m", "hpcdispatch", *serve] if held_until is None
+               else [sys.executable, "-c", _HELD_SERVE, str(held_until), *serve])
+    proc = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     lines = []

@@ -35,7 +35,7 @@ def _enter_in_thread(
     return thread
 
 
-def _wait_until(condition: object, seconds: float = 5.0) -> None:
+def _wait_until(condition: object, seconds: float = 60.0) -> None:
     end = time.monotonic() + seconds
     while not condition():  # type: ignore[operator]
         assert time.monotonic() < end, "condition not reached"
@@ -56,7 +56,7 @@ def test_slots_bound_the_decisions_at_once_and_waiters_go_in_arrival_order() -> 
     admission.leave(first)
     admission.leave(second)
     for w in waiters:
-        w.join(5)
+        w.join(60)
     assert log == ["a: in", "b: in", "c: in"]
     assert admission.busy == 0 and admission.waiting == 0
 
@@ -69,10 +69,11 @@ def test_a_request_that_cannot_be_ready_by_its_deadline_is_refused_at_once() -> 
     admission.leave(held)  # PCP'20 decisions now cost ~0.2 s
     assert admission.cost(PCP20) >= 0.15
     held = admission.enter(PCP20, far, _never)
-    started = time.monotonic()
-    with pytest.raises(Refused, match="overloaded"):
+    # Refused on arrival, by the estimate, without joining the queue (a request refused after
+    # waiting says how long it waited instead).
+    with pytest.raises(Refused, match="would not leave this one its") as refused:
         admission.enter(PCP20, time.monotonic() + 0.1, _never)
-    assert time.monotonic() - started < 0.05  # refused without waiting
+    assert "waited" not in str(refused.value)
     assert admission.waiting == 0
     admission.leave(held)
 
@@ -82,7 +83,7 @@ def test_a_waiting_request_leaves_once_its_deadline_no_longer_leaves_time() -> N
     held = admission.enter(EASY, time.monotonic() + 60, _never)
     log: list[str] = []
     waiter = _enter_in_thread(admission, EASY, time.monotonic() + 0.3, log, "late")
-    waiter.join(5)
+    waiter.join(60)
     assert log == ["late: refused"]
     assert admission.waiting == 0
     admission.leave(held)
@@ -96,7 +97,7 @@ def test_a_waiting_request_whose_caller_left_leaves_the_queue() -> None:
     waiter = _enter_in_thread(admission, EASY, time.monotonic() + 60, log, "x", gone)
     _wait_until(lambda: admission.waiting == 1)
     gone.set()
-    waiter.join(5)
+    waiter.join(60)
     assert log == ["x: refused (cancelled)"]
     admission.leave(held)
 
@@ -111,9 +112,9 @@ def test_a_request_behind_one_that_left_is_not_blocked_by_it() -> None:
     second = _enter_in_thread(admission, EASY, time.monotonic() + 60, log, "next")
     _wait_until(lambda: admission.waiting == 2)
     gone.set()
-    first.join(5)
+    first.join(60)
     admission.leave(held)
-    second.join(5)
+    second.join(60)
     assert log == ["gone: refused (cancelled)", "next: in"]
 
 

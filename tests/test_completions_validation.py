@@ -129,6 +129,6 @@ def test_completions_the_store_could_not_keep_are_unavailable_not_acknowledged(
         stub = pb_grpc.DispatcherServiceStub(channel)
         with pytest.raises(grpc.RpcError) as info:
             stub.ReportCompletions(pb.ReportCompletionsRequest(
-                cluster="unreachable", completions=[good_completion("lost")]), timeout=10)
+                cluster="unreachable", completions=[good_completion("lost")]), timeout=120)
     assert info.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
     assert "none of the 1 completions stored" in info.value.details()  # type: ignore[attr-defined]

@@ -23,6 +23,7 @@ from hpcdispatch.server.pipeline import (
 from hpcdispatch.server.predictors.base import Completion, JobFacts
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
 from hpcdispatch.server.rpc.app import ServerConfig, start_server
+from hpcdispatch.server.rpc.decision_front import DecisionSlot
 from hpcdispatch.snapshot import RunningJob, Snapshot, UnitAllocation
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS
@@ -163,17 +164,26 @@ def test_the_service_answers_what_the_pipeline_decides(kind: int) -> None:
         direct.decision.starts, key=lambda s: s.job_id)
 
 
-def test_a_short_deadline_still_leaves_the_decision_time() -> None:
+class _CallerWithDeadline:
+    """The part of a grpc.ServicerContext a decision slot reads: the time the caller left."""
+
+    def __init__(self, left: float) -> None:
+        self.left = left
+
+    def time_remaining(self) -> float:
+        return self.left
+
+    def is_active(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("left", "budget"), [(0.1, 0.05), (0.18, 0.09), (1.0, 0.8),
+                                              (30.0, 27.0)])
+def test_a_short_deadline_still_leaves_the_decision_time(left: float, budget: float) -> None:
     """The margin kept back from a caller's deadline is at most half of it: a plugin that gives
-    180 ms gets a decision (a fixed 200 ms margin refused every such call)."""
-    request = snapshot_to_pb(_small(), pb.DispatchRequest(dispatcher=pb.DISPATCHER_EASY))
-    running = start_server(ServerConfig(listen="127.0.0.1:0", default_predictor="walltime"))
-    try:
-        with grpc.insecure_channel(running.target) as channel:
-            stub = pb_grpc.DispatcherServiceStub(channel)
-            stub.Dispatch(request, timeout=30)  # connected and warm
-            response = stub.Dispatch(request, timeout=0.18)
-    finally:
-        running.stop(0)
-    assert check_decision(_small(), decision_from_pb(response)) == []
-    assert {s.job_id for s in response.starts} == {"a", "b"}
+    180 ms gets half of it to decide (a fixed 200 ms margin refused every such call), a long
+    deadline keeps back a tenth, at least DEADLINE_MARGIN_SECONDS."""
+    received = 1000.0
+    slot = DecisionSlot.of(pb.DISPATCHER_EASY, _CallerWithDeadline(left),  # type: ignore[arg-type]
+                           received, max_seconds=3600)
+    assert slot.deadline - received == pytest.approx(budget)

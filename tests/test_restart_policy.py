@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from hpcdispatch.server.dispatchers.base import SearchSettings
+from hpcdispatch.server.dispatchers.cp import restart_policy
 from hpcdispatch.server.dispatchers.cp.restart_policy import AttemptResult, run_restart_policy
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
@@ -74,16 +75,33 @@ def test_stop_when_the_objective_is_unchanged_over_k_attempts(
     assert result.objective == best
 
 
-def test_the_deadline_caps_every_attempt_and_the_whole_policy() -> None:
-    slept: list[float] = []
+class FakeClock:
+    """time.monotonic() for the policy: time passes only when an attempt says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_the_deadline_caps_every_attempt_and_the_whole_policy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(restart_policy, "time", clock)
+    given: list[float] = []
 
     def attempt(limit: float, best_so_far: str | None) -> AttemptResult[str]:
-        slept.append(limit)
-        time.sleep(limit)
+        given.append(limit)
+        clock.now += limit  # each attempt uses all of its limit
         return AttemptResult(UNK, None, None)
 
-    started = time.monotonic()
-    run_restart_policy(attempt, settings(delta=100, delta_max=16_000), started + 0.25)
-    assert sum(slept) <= 0.25 + 1e-6
-    assert slept[0] == pytest.approx(0.1, abs=0.01)
-    assert slept[-1] < 0.2  # the second attempt got only what was left, not 2δ
+    result = run_restart_policy(attempt, settings(delta=100, delta_max=16_000), 0.25)
+    ends = [a.ended_by for a in result.attempts]
+    # δ = 100 ms, then 2δ capped by the 150 ms left; then no time left for a third.
+    assert given == pytest.approx([0.1, 0.15])
+    assert ends == [pb.ATTEMPT_END_LIMIT, pb.ATTEMPT_END_DEADLINE]
+    assert result.deadline_cut
+
+

@@ -18,11 +18,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.server.config import load_config
+from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.server.rpc.app import start_server
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
+from tests.instances import Held
 from tests.observability import free_port, scrape_text, value
 from tests.processes import start_serve
 
@@ -34,45 +36,42 @@ def test_sigterm_finishes_the_decision_in_flight_after_health_goes_not_serving(
 ) -> None:
     config = tmp_path / "server.yaml"
     metrics_port = free_port()
-    config.write_text("default_dispatcher: pcp20\nworkers: 2\ngrace_seconds: 20\n"
+    config.write_text("default_dispatcher: pcp20\nworkers: 2\ngrace_seconds: 300\n"
                       f"metrics_port: {metrics_port}\n")
-    # Port 0: the server picks a free port and logs it ("serving", port=N).
-    proc, port, lines = start_serve(config)
+    # The decision is held in the server until the test has seen health go NOT_SERVING, so
+    # it is in flight however loaded the machine (a long search could end too soon or late).
+    release = tmp_path / "release"
+    proc, port, lines = start_serve(config, held_until=release)
     assert proc.stdout is not None
     target = f"127.0.0.1:{port}"
     try:
-        client = DispatcherClient(target, timeout=30)
-        client.wait_ready(timeout=30)
+        client = DispatcherClient(target, timeout=300)
+        client.wait_ready(timeout=120)
         request = snapshot_to_pb(synthetic_snapshot(PRESETS["eurora"], 80, 0.7, seed=4))
         request.dispatcher = pb.DISPATCHER_PCP20
-        request.search.profile = "papers"
-        request.search.delta_ms = 1500  # long enough to be in flight when SIGTERM arrives
-        request.search.delta_max_ms = 1500  # one attempt, however loaded the machine is
-        request.search.k = 1
         result: dict[str, object] = {}
 
         def call() -> None:
             try:
-                result["response"] = client.dispatch(request, timeout=30)
+                result["response"] = client.dispatch(request, timeout=300)
             except grpc.RpcError as exc:  # pragma: no cover - reported below
                 result["error"] = exc
 
         worker = threading.Thread(target=call)
         worker.start()
-        # SIGTERM once the server counts the decision as in progress (however loaded the
-        # machine, a fixed sleep could signal before the request arrived or after it ended).
-        deadline = time.monotonic() + 20
+        # SIGTERM once the server counts the decision as in progress.
+        give_up = time.monotonic() + 120
         while value(scrape_text(metrics_port), "hpcdispatch_decisions_in_progress") < 1:
-            assert time.monotonic() < deadline and worker.is_alive(), "decision never in flight"
+            assert time.monotonic() < give_up and worker.is_alive(), "decision never in flight"
             time.sleep(0.02)
         proc.send_signal(signal.SIGTERM)
         with grpc.insecure_channel(target) as channel:
             statuses = set()
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
+            give_up = time.monotonic() + 120
+            while time.monotonic() < give_up:
                 try:
                     reply = health_pb2_grpc.HealthStub(channel).Check(
-                        health_pb2.HealthCheckRequest(service=""), timeout=1
+                        health_pb2.HealthCheckRequest(service=""), timeout=30
                     )
                     statuses.add(reply.status)
                     if reply.status == health_pb2.HealthCheckResponse.NOT_SERVING:
@@ -81,9 +80,11 @@ def test_sigterm_finishes_the_decision_in_flight_after_health_goes_not_serving(
                     raise AssertionError(f"health refused during the grace period: {exc}"
                                          ) from exc
                 time.sleep(0.05)
-        worker.join(timeout=30)
+        assert worker.is_alive(), "the decision should be held in flight"
+        release.touch()
+        worker.join(timeout=300)
         try:
-            code = proc.wait(timeout=30)
+            code = proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
             proc.kill()
             raise AssertionError("server did not exit:\n" + "".join(lines)
@@ -126,53 +127,51 @@ def test_dispatch_command_reports_a_bad_snapshot(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
-def long_decision_request() -> pb.DispatchRequest:
-    """A decision that takes about 1.5 s: one 1.5 s CP-SAT attempt."""
-    request = snapshot_to_pb(synthetic_snapshot(PRESETS["eurora"], 80, 0.7, seed=4))
-    request.dispatcher = pb.DISPATCHER_PCP20
-    request.search.profile = "papers"
-    request.search.delta_ms = 1500
-    request.search.delta_max_ms = 1500
-    request.search.k = 1
-    return request
-
-
-def test_during_the_grace_period_health_is_not_serving_and_new_decisions_go_elsewhere() -> None:
+def test_during_the_grace_period_health_is_not_serving_and_new_decisions_go_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """stop(): health answers NOT_SERVING (not UNAVAILABLE), a new Dispatch is UNAVAILABLE,
-    other calls are served, and the decision in flight finishes before the server stops."""
+    other calls are served, and the decision in flight (held until the test has seen all
+    that) finishes before the server stops."""
+    held = Held(pb.DISPATCHER_PCP20)
+    monkeypatch.setitem(DISPATCHERS, pb.DISPATCHER_PCP20, held)
     config = dataclasses.replace(load_config(env={}), listen="127.0.0.1:0", workers=4)
     running = start_server(config)
     result: dict[str, object] = {}
+    request = snapshot_to_pb(synthetic_snapshot(PRESETS["eurora"], 80, 0.7, seed=4))
+    request.dispatcher = pb.DISPATCHER_PCP20
     with grpc.insecure_channel(running.target) as channel:
         stub = pb_grpc.DispatcherServiceStub(channel)
 
         def call() -> None:
             try:
-                result["response"] = stub.Dispatch(long_decision_request(), timeout=30)
+                result["response"] = stub.Dispatch(request, timeout=300)
             except grpc.RpcError as exc:  # pragma: no cover - reported below
                 result["error"] = exc
 
         worker = threading.Thread(target=call)
         worker.start()
-        deadline = time.monotonic() + 20
-        while running.drain.in_flight < 1:
-            assert time.monotonic() < deadline and worker.is_alive(), "decision never in flight"
-            time.sleep(0.01)
-        stopper = threading.Thread(target=running.stop, kwargs={"grace": 20.0})
+        assert held.entered.wait(120), "decision never in flight"
+        stopper = threading.Thread(target=running.stop, kwargs={"grace": 300.0})
         stopper.start()
-        time.sleep(0.2)  # stop() has begun (it turns health NOT_SERVING first)
         health = health_pb2_grpc.HealthStub(channel)
+        give_up = time.monotonic() + 120
+        while health.Check(health_pb2.HealthCheckRequest(service=""), timeout=30).status != \
+                health_pb2.HealthCheckResponse.NOT_SERVING:  # stop() has begun
+            assert time.monotonic() < give_up, "health never went NOT_SERVING"
+            time.sleep(0.01)
         for service in ("", "hpcdispatch.v1.DispatcherService"):
-            reply = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+            reply = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=30)
             assert reply.status == health_pb2.HealthCheckResponse.NOT_SERVING
         with pytest.raises(grpc.RpcError) as refused:
-            stub.Dispatch(long_decision_request(), timeout=5)
+            stub.Dispatch(request, timeout=30)
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
         assert "shutting down" in refused.value.details()  # type: ignore[attr-defined]
-        assert stub.DescribeService(pb.DescribeServiceRequest(), timeout=5).version
+        assert stub.DescribeService(pb.DescribeServiceRequest(), timeout=30).version
         assert worker.is_alive(), "the first decision should still be in flight"
-        worker.join(timeout=30)
-        stopper.join(timeout=30)
+        held.release.set()
+        worker.join(timeout=300)
+        stopper.join(timeout=300)
     assert not stopper.is_alive()
     assert "error" not in result, result
     response = result["response"]

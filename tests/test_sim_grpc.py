@@ -134,7 +134,7 @@ def test_invalid_decision_from_a_grpc_service_stops_the_replay() -> None:
         trace = bundled_trace()
         system = system_from_header(read_header(trace))
         recorder = RunRecorder(None)
-        with DispatcherClient(f"127.0.0.1:{port}", timeout=10) as client:
+        with DispatcherClient(f"127.0.0.1:{port}", timeout=120) as client:
             simulator = Simulator(system, rule_for_system(system), GrpcBackend(client),
                                   recorder)
             with pytest.raises(InvalidDecisionError, match="over capacity on 'core'"):

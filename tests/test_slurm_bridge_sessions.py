@@ -493,9 +493,9 @@ def test_an_unreachable_service_loses_the_session_and_the_next_cycle_reopens_it(
     slurm = SimSlurm()
     with serving() as server:
         port = server.port
-        with DispatcherClient(server.target, timeout=2.0, retries=2) as client:
+        with DispatcherClient(server.target, timeout=120.0, retries=2) as client:
             metrics = BridgeMetrics()
-            bridge = Bridge(BridgeConfig(frozenset({"batch"}), dispatch_timeout=1.0,
+            bridge = Bridge(BridgeConfig(frozenset({"batch"}), dispatch_timeout=120.0,
                                          dispatcher=pb.DISPATCHER_EASY), slurm, client,
                             metrics, clock=lambda: slurm.now, out=lambda s: None)
             slurm.submit(12, duration=100)  # the cluster is full until it ends
@@ -508,7 +508,7 @@ def test_an_unreachable_service_loses_the_session_and_the_next_cycle_reopens_it(
             failed = bridge.cycle()
             assert not failed.ok and failed.error_kind == "service_unavailable"
             with serving(port):
-                client.wait_ready(20)  # the channel reconnects with its own backoff
+                client.wait_ready(120)  # the channel reconnects with its own backoff
                 slurm.tick(T0 + 3 * STEP)
                 assert bridge.cycle().ok
     assert resyncs(metrics) == {"session_lost": 1}

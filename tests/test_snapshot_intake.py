@@ -18,11 +18,12 @@ from hpcdispatch.server.config import ServerConfig
 from hpcdispatch.server.dispatchers.base import SearchControl
 from hpcdispatch.server.intake import snapshot_intake, validation
 from hpcdispatch.server.intake.decision_options import DecisionOptions
+from hpcdispatch.server.intake.interruption import Interruption
 from hpcdispatch.server.intake.node_table import NodeTables
 from hpcdispatch.server.intake.running_job_cache import RunningJobCache, check_running_job
 from hpcdispatch.server.intake.snapshot_intake import fast_checked_running, take_in
 from hpcdispatch.server.intake.validation import Violation, validate_dispatch_request
-from hpcdispatch.server.pipeline import resolve_settings, run_decision
+from hpcdispatch.server.pipeline import DecisionAbandoned, resolve_settings, run_decision
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
 from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.synthetic import synthetic_snapshot
@@ -325,3 +326,38 @@ def test_concurrent_snapshots_of_one_cluster_are_each_checked_right() -> None:
     for t in threads:
         t.join()
     assert errors == []
+
+
+class LeavesAfter:
+    """A caller that leaves once the intake has looked at it `checks` times; counts the looks."""
+
+    def __init__(self, checks: int) -> None:
+        self.checks, self.asked = checks, 0
+
+    def __call__(self) -> bool:
+        self.asked += 1
+        return self.asked > self.checks
+
+
+@pytest.mark.parametrize("checks", [0, 3])
+def test_a_costly_conversion_stops_at_the_first_look_after_its_caller_left(checks: int) -> None:
+    """200 running jobs of 5,000 units (1,000,000 units, within every limit): the intake looks
+    at its caller every CHUNK units and stops at the first look after the caller left —
+    counted in looks, so however slow the machine, the rest of the request is not converted
+    (before issue #22 it converted all of it)."""
+    request = pb.DispatchRequest(time=1000, dispatcher=pb.DISPATCHER_EASY)
+    for n in range(64):
+        request.nodes.add(id=f"n{n}", state=pb.NODE_STATE_UP, capacity={"core": 16})
+    unit = pb.UnitAllocation(node_id="n0")
+    for j in range(200):
+        job = request.running_jobs.add(id=f"r{j}", user="u", start_time=500,
+                                       requested_time=3600)
+        job.units.extend([unit] * 5_000)
+    request.queued_jobs.add(id="q0", user="u", submit_time=900, units=1,
+                            unit_request={"core": 1}, requested_time=3600)
+    caller = LeavesAfter(checks)
+    with pytest.raises(DecisionAbandoned) as abandoned:
+        take_in(request, CONFIG, KINDS, NodeTables(), RunningJobCache(),
+                Interruption(deadline=None, cancelled=caller))
+    assert abandoned.value.stage == "convert" and abandoned.value.cancelled
+    assert caller.asked == checks + 1  # far fewer looks than 1,000,000 / CHUNK = 244

@@ -62,7 +62,7 @@ def describe(
                else grpc.secure_channel(target, credentials))
     with channel:
         return pb_grpc.DispatcherServiceStub(channel).DescribeService(
-            pb.DescribeServiceRequest(), timeout=10)
+            pb.DescribeServiceRequest(), timeout=120)
 
 
 def test_mtls_client_with_a_valid_certificate_gets_decisions(
@@ -132,7 +132,7 @@ def test_server_name_override_for_a_certificate_of_another_name(tmp_path: Path) 
         assert mismatch.value.code() == grpc.StatusCode.UNAVAILABLE
         override = [("grpc.ssl_target_name_override", "dispatcher.internal")]
         with DispatcherClient(server.target, credentials=trust, extra_options=override) as c:
-            assert c.describe(timeout=10).version
+            assert c.describe(timeout=120).version
 
 
 @pytest.mark.parametrize(("keys", "message"), [
@@ -208,11 +208,11 @@ def test_a_certificate_of_the_client_ca_with_another_identity_is_permission_deni
     assert "intruder" in details and "tls_client_identities" in details
     with grpc.secure_channel(identity_server.target, intruder) as channel:
         with pytest.raises(grpc.RpcError) as dispatch:
-            pb_grpc.DispatcherServiceStub(channel).Dispatch(small_request(), timeout=10)
+            pb_grpc.DispatcherServiceStub(channel).Dispatch(small_request(), timeout=120)
         assert dispatch.value.code() == grpc.StatusCode.PERMISSION_DENIED  # type: ignore[attr-defined]
         # Health stays open to any certificate of the client CA (probes).
         reply = health_pb2_grpc.HealthStub(channel).Check(
-            health_pb2.HealthCheckRequest(service=""), timeout=10)
+            health_pb2.HealthCheckRequest(service=""), timeout=120)
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 

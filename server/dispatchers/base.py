@@ -31,6 +31,7 @@ class AttemptRecord:
     wall_seconds: float
     objective: float | None
     deadline_cut: bool = False  # a deterministic attempt stopped by the wall-clock deadline
+    ended_by: int = pb.ATTEMPT_END_UNSPECIFIED  # pb.AttemptEnd: why it ended
 
 
 @dataclass(frozen=True, slots=True)

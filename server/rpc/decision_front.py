@@ -242,7 +242,8 @@ def _report(
     report.solve_seconds = outcome.solve_seconds
     for a in outcome.attempts:
         attempt = report.attempts.add(
-            time_limit_ms=a.time_limit_ms, status=a.status, wall_seconds=a.wall_seconds
+            time_limit_ms=a.time_limit_ms, status=a.status, wall_seconds=a.wall_seconds,
+            ended_by=a.ended_by,
         )
         if a.objective is not None:
             attempt.objective = a.objective

@@ -300,6 +300,42 @@ SOLVE_STATUS_EMPTY: SolveStatus.ValueType  # 8
 """nothing to decide (no queued job could enter a model)"""
 Global___SolveStatus: _TypeAlias = SolveStatus  # noqa: Y015
 
+class _AttemptEnd:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _AttemptEndEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AttemptEnd.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ATTEMPT_END_UNSPECIFIED: _AttemptEnd.ValueType  # 0
+    """not reported (an older server)"""
+    ATTEMPT_END_PROOF: _AttemptEnd.ValueType  # 1
+    """the solver proved optimality or infeasibility"""
+    ATTEMPT_END_LIMIT: _AttemptEnd.ValueType  # 2
+    """its own limit (δ, 2δ, ...: wall-clock or deterministic)"""
+    ATTEMPT_END_STALL: _AttemptEnd.ValueType  # 3
+    """no better solution for `stall_ms` after the last one"""
+    ATTEMPT_END_DEADLINE: _AttemptEnd.ValueType  # 4
+    """the request's deadline, before its own limit"""
+    ATTEMPT_END_CALLER_GONE: _AttemptEnd.ValueType  # 5
+    """the caller cancelled or disconnected meanwhile"""
+
+class AttemptEnd(_AttemptEnd, metaclass=_AttemptEndEnumTypeWrapper):
+    """Why one solver attempt ended."""
+
+ATTEMPT_END_UNSPECIFIED: AttemptEnd.ValueType  # 0
+"""not reported (an older server)"""
+ATTEMPT_END_PROOF: AttemptEnd.ValueType  # 1
+"""the solver proved optimality or infeasibility"""
+ATTEMPT_END_LIMIT: AttemptEnd.ValueType  # 2
+"""its own limit (δ, 2δ, ...: wall-clock or deterministic)"""
+ATTEMPT_END_STALL: AttemptEnd.ValueType  # 3
+"""no better solution for `stall_ms` after the last one"""
+ATTEMPT_END_DEADLINE: AttemptEnd.ValueType  # 4
+"""the request's deadline, before its own limit"""
+ATTEMPT_END_CALLER_GONE: AttemptEnd.ValueType  # 5
+"""the caller cancelled or disconnected meanwhile"""
+Global___AttemptEnd: _TypeAlias = AttemptEnd  # noqa: Y015
+
 class _SessionFailure:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -924,6 +960,7 @@ class Attempt(_message.Message):
     STATUS_FIELD_NUMBER: _builtins.int
     WALL_SECONDS_FIELD_NUMBER: _builtins.int
     OBJECTIVE_FIELD_NUMBER: _builtins.int
+    ENDED_BY_FIELD_NUMBER: _builtins.int
     time_limit_ms: _builtins.int
     """the limit given to the solver, milliseconds"""
     status: Global___SolveStatus.ValueType
@@ -932,6 +969,8 @@ class Attempt(_message.Message):
     """time the attempt took, seconds"""
     objective: _builtins.float
     """total slowdown of the best solution of this attempt"""
+    ended_by: Global___AttemptEnd.ValueType
+    """why it ended"""
     def __init__(
         self,
         *,
@@ -939,10 +978,11 @@ class Attempt(_message.Message):
         status: Global___SolveStatus.ValueType = ...,
         wall_seconds: _builtins.float = ...,
         objective: _builtins.float | None = ...,
+        ended_by: Global___AttemptEnd.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_objective", b"_objective", "objective", b"objective"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_objective", b"_objective", "objective", b"objective", "status", b"status", "time_limit_ms", b"time_limit_ms", "wall_seconds", b"wall_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_objective", b"_objective", "ended_by", b"ended_by", "objective", b"objective", "status", b"status", "time_limit_ms", b"time_limit_ms", "wall_seconds", b"wall_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__objective: _TypeAlias = _typing.Literal["objective"]  # noqa: Y015
     _WhichOneofArgType__objective: _TypeAlias = _typing.Literal["_objective", b"_objective"]  # noqa: Y015

@@ -91,6 +91,13 @@ def _never() -> bool:
     return False
 
 
+class _StopReason:
+    """Why the watchdog stopped the search (None: it did not; the solver returned by itself)."""
+
+    def __init__(self) -> None:
+        self.reason: int | None = None
+
+
 def _watch(
     solver: cp_model.CpSolver,
     clock: _SolutionClock,
@@ -99,16 +106,27 @@ def _watch(
     cancelled: Callable[[], bool],
     poll: float | None,
     done: threading.Event,
+    stopped: _StopReason,
 ) -> None:
     """Call stop_search() at `hard_stop`, on a stall, or once `cancelled()` (asked every
-    `poll` seconds; None: never asked)."""
+    `poll` seconds; None: never asked), and record why in `stopped`.
+
+    stop_search() does nothing before solve() has begun (CP-SAT makes the search it stops
+    inside solve), so once a reason exists it is repeated every poll until the solver returns:
+    a caller who leaves while the model loads still stops the search."""
     while not done.is_set():
         current = time.monotonic()
-        if current >= hard_stop or cancelled() or (
-            stall is not None and clock.last is not None and current - clock.last >= stall
-        ):
+        if stopped.reason is None:
+            if cancelled():
+                stopped.reason = pb.ATTEMPT_END_CALLER_GONE
+            elif current >= hard_stop:  # the attempt's end time (its limit, or the deadline)
+                stopped.reason = pb.ATTEMPT_END_LIMIT
+            elif stall is not None and clock.last is not None and current - clock.last >= stall:
+                stopped.reason = pb.ATTEMPT_END_STALL
+        if stopped.reason is not None:
             solver.stop_search()
-            return
+            done.wait(poll if poll is not None else CANCEL_POLL_SECONDS)
+            continue
         wake = hard_stop - current
         if stall is not None:  # look again when the stall would be reached
             wake = min(wake, stall if clock.last is None else clock.last + stall - current)
@@ -137,6 +155,9 @@ def solve_attempt(
 
     With `deterministic_limit` (deterministic seconds) the search is reproducible: one worker,
     a fixed seed, no stall rule; `stop_at` then only caps it."""
+    if cancelled is not None and cancelled():  # gone before the search began: no search
+        return AttemptResult(pb.SOLVE_STATUS_UNKNOWN, None, None,
+                             ended_by=pb.ATTEMPT_END_CALLER_GONE)
     if hint is not None:
         set_hints(model, hint)
     deterministic = deterministic_limit is not None
@@ -156,11 +177,13 @@ def solve_attempt(
     params.log_search_progress = False
     clock = _SolutionClock()
     done = threading.Event()
+    stopped = _StopReason()
     watchdog = threading.Thread(
         target=_watch,
         args=(
             solver, clock, stop_at + WATCHDOG_GRACE_SECONDS, stall_seconds,
             cancelled or _never, CANCEL_POLL_SECONDS if cancelled is not None else None, done,
+            stopped,
         ),
         daemon=True,
     )
@@ -176,10 +199,23 @@ def solve_attempt(
     # ms before `stop_at` by our clock, while a deterministic limit is reported as reached.
     cut = (deterministic and status not in _PROVEN
            and solver.response_proto.deterministic_time < (deterministic_limit or 0.0))
+    ended_by = _ended_by(status, stopped.reason, cut)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         solution, objective = extract(SolutionValues(solver))
-        return AttemptResult(mapped, solution, objective, cut)
-    return AttemptResult(mapped, None, None, cut)
+        return AttemptResult(mapped, solution, objective, cut, ended_by)
+    return AttemptResult(mapped, None, None, cut, ended_by)
+
+
+def _ended_by(status: int, watchdog: int | None, cut: bool) -> int:
+    """Why an attempt ended (pb.AttemptEnd): a proof, else the caller gone or a stall (seen by
+    the watchdog), else its end time: the deadline when that stopped a deterministic attempt
+    short of its deterministic limit, its own limit otherwise (the restart policy knows when
+    a wall-clock limit was the time left)."""
+    if status in _PROVEN:
+        return pb.ATTEMPT_END_PROOF
+    if watchdog in (pb.ATTEMPT_END_CALLER_GONE, pb.ATTEMPT_END_STALL):
+        return watchdog
+    return pb.ATTEMPT_END_DEADLINE if cut else pb.ATTEMPT_END_LIMIT
 
 
 def model_size(model: cp_model.CpModel) -> tuple[int, int]:

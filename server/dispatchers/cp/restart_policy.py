@@ -62,6 +62,7 @@ class AttemptResult(Generic[S]):
     objective: float | None  # total slowdown of `solution`
     # A deterministic attempt that the wall-clock deadline stopped before its own limit.
     deadline_cut: bool = False
+    ended_by: int = pb.ATTEMPT_END_LIMIT  # pb.AttemptEnd: why the attempt ended
 
 
 @dataclass(slots=True)
@@ -109,9 +110,12 @@ def run_restart_policy(
         wall = time.monotonic() - started
         result.solve_seconds += wall
         result.deadline_cut |= outcome.deadline_cut
+        ended_by = outcome.ended_by
+        if ended_by == pb.ATTEMPT_END_LIMIT and limit_s < limit_ms / 1000.0:
+            ended_by = pb.ATTEMPT_END_DEADLINE  # its wall-clock limit was the time left
         result.attempts.append(
             AttemptRecord(round(limit_s * 1000), outcome.status, wall, outcome.objective,
-                          outcome.deadline_cut)
+                          outcome.deadline_cut, ended_by)
         )
         if outcome.status == pb.SOLVE_STATUS_INFEASIBLE:
             result.status = pb.SOLVE_STATUS_INFEASIBLE
