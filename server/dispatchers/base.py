@@ -65,6 +65,12 @@ class Outcome:
     build_seconds: float = 0.0
     solve_seconds: float = 0.0
     objective: float | None = None
+    # Waiting jobs' expected starts, job index -> (s_i - t, whether it is a promise): what
+    # `squeue --start` shows a user. Empty where the dispatcher makes no such plan.
+    expected_starts: dict[int, tuple[int, bool]] = field(default_factory=dict)
+    # Promises that could not be kept (a running job outlived its expected end): job index ->
+    # seconds they moved later, by the least possible.
+    promises_moved: dict[int, int] = field(default_factory=dict)
 
 
 class Dispatcher(Protocol):

@@ -41,6 +41,17 @@ PROFILES: dict[str, tuple[SearchSettings, str]] = {
         "reservation, the jobs that start now use the most processors LOS's packing finds, "
         "and among such sets the model starts the one with the least total slowdown.",
     ),
+    "book": (
+        SearchSettings(
+            "book", delta_ms=100, delta_max_ms=800, k=1, window=100, stall_ms=10,
+            promise_after_s=0,
+        ),
+        "The promise book (issue #34): every queued job holds a promised start from its "
+        "arrival, kept from one decision to the next and only ever moved earlier (while the "
+        "expected durations hold; a promise a running job's overrun breaks moves by the least "
+        "possible); jobs whose promise is due start, and the jobs without one that fit around "
+        "every promise start by the most processors first, then the papers' slowdown.",
+    ),
     "papers": (
         SearchSettings("papers", delta_ms=1000, delta_max_ms=16000, k=2, window=100),
         "The CP 2019 / PCP'20 papers' parameters: δ = 1 s, k = 2, δmax = 16 s, m = 100, and "

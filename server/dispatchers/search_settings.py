@@ -50,3 +50,8 @@ class SearchSettings:
     # LOS (`los`): how many queued jobs behind the head the packing looks at (Shmueli &
     # Feitelson 2005 use 50).
     lookahead_depth: int = 50
+    # The promise book (`cp.promise_decision`): a queued job holds a promised start once it has
+    # waited this many seconds (0: from its arrival), kept from one decision to the next and
+    # only ever moved earlier; the jobs without one start around every promise, the most
+    # processors first, then the papers' priority. -1 = off (no promises).
+    promise_after_s: int = -1

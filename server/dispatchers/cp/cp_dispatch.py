@@ -15,6 +15,7 @@ from typing import ClassVar
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..base import Outcome, SearchControl, SearchSettings
+from ..conservative import ReservationBook
 from ..planning.greedy_schedule import best_list_schedule
 from ..planning.job_selection import Selection
 from ..planning.list_orders import best_of_orders
@@ -26,6 +27,7 @@ from ..planning.stopping import StopCheck, never
 from .decision import Abandoned, Decision, Next
 from .decision_steps import DECISION_STEPS, Step
 from .formulation import Formulation, ModelInputs
+from .promise_decision import decide_with_promises
 
 
 class CpDispatcher:
@@ -48,7 +50,13 @@ class CpDispatcher:
     # The decision, step by step (`decision_steps`).
     steps: ClassVar[tuple[Step, ...]] = DECISION_STEPS
 
+    def __init__(self) -> None:
+        # The promises held between decisions (promise book profiles), per node list.
+        self.promises = ReservationBook()
+
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
+        if control.settings.promise_after_s >= 0:
+            return decide_with_promises(problem, control, self.promises)
         decision = Decision(self, problem, control)
         try:
             for step in self.steps:

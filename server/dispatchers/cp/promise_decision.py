@@ -1,0 +1,141 @@
+"""A CP decision under the promise book: promise, then pack, then slowdown.
+
+With `SearchSettings.promise_after_s` >= 0 a waiting job holds a promised start s_i once it has
+waited that long (0: from its arrival, as conservative backfilling promises every job), and the
+promise is kept from one decision to the next (`PromiseBook`, per caller scope and node list):
+it only ever moves earlier while the expected durations hold. At each decision at t:
+
+1. the promises held are placed, compressed, and given to the jobs that qualify now
+   (`planning.promises.keep_promises`); a promise that can no longer be kept (a running job
+   outlived its expected end) moves by the least possible, and the outcome says by how much;
+2. every job whose promise is due starts now;
+3. the jobs without a promise that fit now around every promise are the candidates; the model
+   (`now_set`) chooses which start now: the most processors first, then the papers' priority;
+   the chosen ones are placed node by node, and every other candidate that still fits starts
+   too (work conservation: nothing a promise does not need stays idle);
+4. each waiting job's expected start is reported: its promise, or for the window's other jobs
+   the start a list schedule in priority order would give them (what `squeue --start` shows).
+
+Nothing started now can move a promise later: it fits around all of them for its whole d_i.
+A decision where nothing can start builds no model.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from ..base import Outcome, SearchControl
+from ..planning.job_orders import fcfs
+from ..planning.job_selection import never_fits
+from ..planning.node_profile import NodeProfile
+from ..planning.problem import Job, Problem
+from ..planning.promises import PromisePlan, keep_promises
+from ..planning.stopping import Stopped
+from .now_set import choose_now_set, place_now
+
+JobKey = tuple[str, int]  # (job id, q_i)
+Held = dict[JobKey, tuple[int, list[int]]]  # absolute start, node index of each unit
+
+
+class Book(Protocol):
+    """Where the promises live between decisions (`conservative.ReservationBook`)."""
+
+    def key(self, problem: Problem) -> tuple[str, ...]: ...
+    def held(self, key: tuple[str, ...], t: int) -> Held: ...
+    def record(self, key: tuple[str, ...], t: int, before: Held, after: Held) -> None: ...
+
+
+def decide_with_promises(problem: Problem, control: SearchControl, book: Book) -> Outcome:
+    """The decision at t under the promise book (see the module's steps)."""
+    settings, t = control.settings, problem.t
+    outcome = Outcome(placements={}, status=pb.SOLVE_STATUS_EMPTY)
+    key = book.key(problem)
+    before = book.held(key, t)
+    keys: list[JobKey] = [(job.id, job.submit) for job in problem.jobs]
+    never = {j.index for j in problem.jobs if never_fits(problem, j)}
+    outcome.skipped.extend((i, pb.SKIP_REASON_NEVER_FITS) for i in sorted(never))
+    held = {i: (before[k][0] - t, before[k][1]) for i, k in enumerate(keys)
+            if k in before and i not in never}
+    newcomers = [j for j in fcfs(problem) if j.index not in held and j.index not in never
+                 and t - j.submit >= settings.promise_after_s]
+    try:
+        plan = keep_promises(problem, held, newcomers, control.first_fit, control.should_stop)
+    except Stopped:  # not even the held promises placed: nothing starts, the book stays
+        outcome.status = pb.SOLVE_STATUS_UNKNOWN
+        return outcome
+    outcome.placements.update(plan.due())
+    outcome.considered.extend(plan.due())
+    outcome.promises_moved.update(plan.moved)
+    _start_the_others(problem, control, plan, never, outcome)
+    _report_expected_starts(problem, control, plan, never, outcome)
+    after: Held = {keys[i]: (t + s, nodes) for i, (s, nodes) in plan.starts.items() if s > 0}
+    book.record(key, t, before, after)
+    if outcome.placements and outcome.status == pb.SOLVE_STATUS_EMPTY:
+        outcome.status = pb.SOLVE_STATUS_HEURISTIC
+    return outcome
+
+
+def _start_the_others(
+    problem: Problem, control: SearchControl, plan: PromisePlan, never: set[int],
+    outcome: Outcome,
+) -> None:
+    """Steps 3: the jobs without a promise that fit now around every promise, by the model."""
+    profile = plan.profile
+    waiting = [j for j in problem.jobs_by_slowdown()
+               if j.index not in plan.starts and j.index not in never]
+    candidates, left_out = [], []
+    for job in waiting:
+        if control.should_stop():
+            break
+        if len(candidates) < control.settings.window and profile.fits_at(job, 0):
+            candidates.append(job)
+        else:
+            left_out.append(job)
+    outcome.skipped.extend((j.index, pb.SKIP_REASON_CANNOT_FIT_NOW) for j in left_out)
+    if not candidates:
+        return
+    built = time.monotonic()
+    chosen = choose_now_set(problem, profile, candidates, control)
+    outcome.attempts, outcome.solve_seconds = chosen.attempts, chosen.solve_seconds
+    outcome.variables, outcome.constraints = chosen.variables, chosen.constraints
+    outcome.build_seconds = max(time.monotonic() - built - chosen.solve_seconds, 0.0)
+    outcome.status = chosen.status
+    placed = place_now(profile, chosen.chosen, control.first_fit)
+    # Work conservation: whatever still fits starts too, highest priority first.
+    placed.update(place_now(profile, [j for j in candidates if j.index not in placed],
+                            control.first_fit))
+    outcome.placements.update(placed)
+    outcome.considered.extend(j.index for j in candidates)
+    outcome.skipped.extend((j.index, pb.SKIP_REASON_BLOCKED) for j in candidates
+                           if j.index not in placed)
+
+
+def _report_expected_starts(
+    problem: Problem, control: SearchControl, plan: PromisePlan, never: set[int],
+    outcome: Outcome,
+) -> None:
+    """Step 4: each waiting job's promise, and for up to a window of the others the start a
+    list schedule in priority order gives them after this decision (the profile is left as
+    it was)."""
+    for i, (start, _) in plan.starts.items():
+        if start > 0:
+            outcome.expected_starts[i] = (start, True)
+    profile: NodeProfile = plan.profile
+    others: list[Job] = [j for j in problem.jobs_by_slowdown()
+                         if j.index not in plan.starts and j.index not in never
+                         and j.index not in outcome.placements][: control.settings.window]
+    if not others:
+        return
+    state = profile.checkpoint()
+    try:
+        for job in others:
+            start = profile.earliest(job, control.should_stop)
+            profile.place(job, start, control.first_fit)
+            outcome.expected_starts[job.index] = (start, False)
+    except Stopped:
+        pass  # the rest get no estimate this time
+    finally:
+        profile.restore(state)
