@@ -125,14 +125,10 @@ class InProcessSession:
 
     def update(self, t: int, ended: Iterable[str], cancelled: Iterable[str],
                submitted: Iterable[QueuedJob], started: Iterable[RunningJob]) -> None:
-        """The cluster at `t`: as UpdateSession applies an accepted delta."""
-        state = self.state
-        state.end(ended)
-        state.cancel(cancelled)
-        state.submit(submitted)
-        state.start(started)
-        state.time = t
-        state.sequence += 1
+        """The cluster at `t`: as UpdateSession applies an accepted delta (whole, and never
+        failing part-way; there is no call to end in an error before an answer, so nothing
+        to resend)."""
+        self.state.apply(t, self.state.sequence + 1, (), ended, cancelled, submitted, started)
 
     def decide(self) -> InProcessDecision:
         """The checked decision on the state as it is now."""

@@ -9,6 +9,7 @@ from pathlib import Path
 from hpcdispatch.catalog import DISPATCHER_NAMES
 from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.server.dispatchers.base import Outcome, SearchControl, SearchSettings
+from hpcdispatch.server.dispatchers.fcfs import FcfsDispatcher
 from hpcdispatch.server.dispatchers.planning.problem import Problem, build_problem
 from hpcdispatch.server.pipeline import predict_durations, run_decision
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
@@ -115,3 +116,26 @@ class Crashing:
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         raise RuntimeError("boom")
+
+
+class Held:
+    """A dispatcher standing in for FCFS whose decisions wait until the test releases them:
+    a slow decision without sleeps. `entered` is set once a decision is being made (for a
+    session call: once its delta is applied); `release` lets every decision go on, and a
+    decision whose caller has gone (cancelled, or past its deadline) goes on by itself, as a
+    real search stops. Each decision is then FCFS's."""
+
+    name = "held"
+    kind = pb.DISPATCHER_FCFS
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.calls = 0  # decisions begun
+
+    def decide(self, problem: Problem, control: SearchControl) -> Outcome:
+        self.calls += 1
+        self.entered.set()
+        while not self.release.wait(0.01) and not control.cancelled():
+            pass
+        return FcfsDispatcher().decide(problem, control)

@@ -169,6 +169,15 @@ class ServiceMetrics:
             "hpcdispatch_sessions_forgotten_total",
             "Sessions dropped by the server (why: expired = idle too long, evicted = beyond "
             "max_sessions).", ("why",), registry=r)
+        self.session_busy = Counter(
+            "hpcdispatch_session_busy_total",
+            "Session calls answered ABORTED (SESSION_BUSY) at once because another call held "
+            "their session.", registry=r)
+        self.session_resends = Counter(
+            "hpcdispatch_session_resends_total",
+            "Resends of a session's latest delta, not applied again (answer: kept = the "
+            "answer given before, decided = a decision on the state it made, its first call "
+            "having ended in an error).", ("answer",), registry=r)
         self.session_decision_seconds = Histogram(
             "hpcdispatch_session_decision_seconds",
             "Time from request to answer of a session call that decides (delta, decision).",

@@ -5,11 +5,18 @@ A session call that decides goes through the same decision front as Dispatch (ad
 control, decision threads, pipeline, independent check, metrics, answer); only the snapshot comes
 from the session's memory instead of the request, with what the running work makes of the nodes
 (kept by the session as deltas apply, instead of recomputed from every running job) and the
-facts the independent check reads. The delta is checked before a decision slot
-is asked for and applied once one is granted, so a refused or invalid call leaves the session
-unchanged. A decision abandoned after that (deadline, caller gone) leaves the delta applied:
-the caller's next delta then carries a sequence number the session has moved past, and it
-resyncs.
+facts the independent check reads.
+
+Nothing is left half-done (the contract's "Sessions" section):
+- OpenSession stores the session only once it can answer (after its decision, with `decide`):
+  a refused, invalid or abandoned OpenSession creates nothing and evicts nothing;
+- UpdateSession checks the delta, and a deciding call gets its decision slot, before the
+  session changes, so a refused or invalid call leaves it as it was; once applied, the delta
+  is remembered with its answer (server/sessions/resend.py), and a resend of the same request
+  gets that answer, or a decision on the state the delta made when the first call ended in an
+  error (deadline, caller gone) before answering;
+- a call on a session that another call holds is answered at once, ABORTED (SESSION_BUSY):
+  it takes no decision slot and no thread for longer than that answer.
 
 A session belongs to the identity that opened it (the mTLS client certificate's names, "" without
 one; see server/sessions/store.py): another identity's calls naming it are answered as for an
@@ -32,9 +39,10 @@ from ..intake.interruption import Interruption
 from ..intake.snapshot_intake import SnapshotIntake
 from ..intake.validation import Violation
 from ..pipeline import DecisionAbandoned
-from ..sessions.delta import check_delta
+from ..sessions.delta import CheckedDelta, check_delta
+from ..sessions.resend import LastDelta, delta_digest
 from ..sessions.state import SessionState
-from ..sessions.store import SessionGone, SessionStore, session_tag
+from ..sessions.store import Session, SessionBusy, SessionGone, SessionStore, session_tag
 from .decision_front import DecisionFront, DecisionSlot, predictor_name
 from .errors import abort_invalid_argument, abort_with_details
 from .metrics import dispatcher_label, status_label
@@ -43,6 +51,8 @@ from .tls import caller_identity
 log = structlog.get_logger("hpcdispatch.sessions")
 
 ERROR_DOMAIN = "hpcdispatch.v1"
+# The ErrorInfo reason of a call refused because another call holds its session (ABORTED).
+SESSION_BUSY = "SESSION_BUSY"
 
 
 def failure_name(reason: int) -> str:
@@ -51,17 +61,23 @@ def failure_name(reason: int) -> str:
         "SESSION_FAILURE_")
 
 
+def abort_with_reason(
+    context: grpc.ServicerContext, code: grpc.StatusCode, reason: str, message: str,
+    session_id: str,
+) -> None:
+    """`code` with an ErrorInfo: the reason, and the session's tag (its id is a secret, and may
+    be anything the caller sent)."""
+    info = error_details_pb2.ErrorInfo(
+        reason=reason, domain=ERROR_DOMAIN, metadata={"session": session_tag(session_id)},
+    )
+    abort_with_details(context, code, message, [info])
+
+
 def abort_failed_precondition(
     context: grpc.ServicerContext, reason: int, message: str, session_id: str
 ) -> None:
-    """FAILED_PRECONDITION with an ErrorInfo: the reason, and the session's tag (its id is a
-    secret, and may be anything the caller sent)."""
-    info = error_details_pb2.ErrorInfo(
-        reason=failure_name(reason), domain=ERROR_DOMAIN,
-        metadata={"session": session_tag(session_id)},
-    )
-    abort_with_details(context, grpc.StatusCode.FAILED_PRECONDITION,
-                       f"{message}; resync with a full snapshot", [info])
+    abort_with_reason(context, grpc.StatusCode.FAILED_PRECONDITION, failure_name(reason),
+                      f"{message}; resync with a full snapshot", session_id)
 
 
 def interruption_of(context: grpc.ServicerContext, received: float) -> Interruption:
@@ -113,13 +129,20 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         snapshot, nodes, options = intake.snapshot, intake.nodes, intake.options
         assert snapshot is not None and nodes is not None and options is not None
         state = SessionState(options.cluster, snapshot, nodes)
+        response = pb.OpenSessionResponse(sequence=0)
+        if request.decide:
+            # Decided before the session exists: a refusal or an abandoned decision leaves
+            # nothing behind, and no live session is evicted for it.
+            with self.front.slot(full.dispatcher, context, received) as slot:
+                response.decision.CopyFrom(self._decide(state, options, slot, received))
+            if not context.is_active():  # nobody would learn the new session's id
+                left = context.time_remaining()
+                abort_abandoned(context, DecisionAbandoned(
+                    "answer", cancelled=left is None or left > 0))
         session = self.store.open(state, caller_identity(context))
         log.info("session opened", session=session.tag, cluster=state.cluster,
                  nodes=len(state.nodes), running=len(state.running), queued=len(state.queued))
-        response = pb.OpenSessionResponse(session_id=session.id, sequence=0)
-        if request.decide:
-            with session.lock, self.front.slot(full.dispatcher, context, received) as slot:
-                response.decision.CopyFrom(self._decide(state, options, slot, received))
+        response.session_id = session.id
         return response
 
     def UpdateSession(
@@ -132,38 +155,18 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         except SessionGone as gone:
             self._fail(context, gone.reason, str(gone), request.session_id)
             raise AssertionError("unreachable") from None  # pragma: no cover
-        with session.lock:
-            state = session.state
-            try:
-                checked = check_delta(state, request, self.config,
-                                      self.front.predictors.kinds(),
-                                      interruption_of(context, received))
-            except DecisionAbandoned as abandoned:
-                abort_abandoned(context, abandoned)
-            if checked.failure is not None:
-                self._fail(context, checked.failure.reason, checked.failure.message, session.id)
-            if checked.violations:
-                self._reject(context, "invalid delta", checked.violations)
-
-            def apply() -> None:
-                for node_id, node_state, capacity in checked.node_changes:
-                    state.set_node(node_id, node_state, capacity)
-                state.end(request.ended_job_ids)
-                state.cancel(request.cancelled_job_ids)
-                state.submit(checked.submitted)
-                state.start(checked.started)
-                state.time = request.time
-                state.sequence = request.sequence
-
-            if not request.decide:
-                apply()
-                return pb.UpdateSessionResponse(sequence=state.sequence)
-            options = checked.options
-            assert options is not None  # set: the delta is ok
-            with self.front.slot(request.dispatcher, context, received) as slot:
-                apply()
-                decision = self._decide(state, options, slot, received)
-            return pb.UpdateSessionResponse(sequence=state.sequence, decision=decision)
+        try:
+            with session.exclusive():
+                last = session.last
+                if last is not None and last.repeated_by(request):
+                    return self._answer_again(session, last, request, context, received)
+                return self._apply(session, request, context, received)
+        except SessionBusy as busy:
+            self.metrics.session_busy.inc()
+            log.info("session busy", session=session.tag)
+            abort_with_reason(context, grpc.StatusCode.ABORTED, SESSION_BUSY, str(busy),
+                              session.id)
+            raise AssertionError("unreachable") from None  # pragma: no cover
 
     def CloseSession(
         self, request: pb.CloseSessionRequest, context: grpc.ServicerContext
@@ -172,6 +175,57 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         if self.store.close(request.session_id, caller_identity(context)):
             log.info("session closed", session=session_tag(request.session_id))
         return pb.CloseSessionResponse()
+
+    # -- a delta, and its resend ----------------------------------------------------------
+
+    def _apply(
+        self, session: Session, request: pb.UpdateSessionRequest,
+        context: grpc.ServicerContext, received: float,
+    ) -> pb.UpdateSessionResponse:
+        """Check the delta, apply it (once a deciding call has its slot), decide, answer; the
+        delta is remembered from the moment it is applied, its answer once given."""
+        state = session.state
+        try:
+            checked = check_delta(state, request, self.config, self.front.predictors.kinds(),
+                                  interruption_of(context, received))
+        except DecisionAbandoned as abandoned:
+            abort_abandoned(context, abandoned)
+        if checked.failure is not None:
+            self._fail(context, checked.failure.reason, checked.failure.message, session.id)
+        if checked.violations:
+            self._reject(context, "invalid delta", checked.violations)
+        digest = delta_digest(request)
+        if not request.decide:
+            apply_checked(state, request, checked)
+            answer = pb.UpdateSessionResponse(sequence=state.sequence)
+            session.last = LastDelta(request.sequence, digest, None, answer)
+            return answer
+        options = checked.options
+        assert options is not None  # set: the delta is ok
+        with self.front.slot(request.dispatcher, context, received) as slot:
+            apply_checked(state, request, checked)
+            session.last = last = LastDelta(request.sequence, digest, options)
+            decision = self._decide(state, options, slot, received)
+        last.answer = pb.UpdateSessionResponse(sequence=state.sequence, decision=decision)
+        return last.answer
+
+    def _answer_again(
+        self, session: Session, last: LastDelta, request: pb.UpdateSessionRequest,
+        context: grpc.ServicerContext, received: float,
+    ) -> pb.UpdateSessionResponse:
+        """A resend of the applied delta `last`: its answer, or, when its call ended before
+        answering, a decision on the state it made (applied nothing again either way)."""
+        answer = last.answer
+        self.metrics.session_resends.labels("kept" if answer is not None else "decided").inc()
+        log.info("session delta resent", session=session.tag, sequence=last.sequence,
+                 answered=answer is not None)
+        if answer is not None:
+            return answer
+        assert last.options is not None  # a call without decision answers as it applies
+        with self.front.slot(request.dispatcher, context, received) as slot:
+            decision = self._decide(session.state, last.options, slot, received)
+        last.answer = pb.UpdateSessionResponse(sequence=last.sequence, decision=decision)
+        return last.answer
 
     # -- errors --------------------------------------------------------------------------------
 
@@ -220,3 +274,10 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
             fallback=result.fallback_reason or None,
         )
         return response
+
+
+def apply_checked(state: SessionState, request: pb.UpdateSessionRequest,
+                  checked: CheckedDelta) -> None:
+    """Apply a delta check_delta accepted (whole: applying never fails)."""
+    state.apply(request.time, request.sequence, checked.node_changes, request.ended_job_ids,
+                request.cancelled_job_ids, checked.submitted, checked.started)

@@ -143,10 +143,14 @@ def _check_limits(
 
 
 def _precondition(state: SessionState, request: pb.UpdateSessionRequest) -> Failure | None:
+    if request.sequence == state.sequence and state.sequence > 0:
+        return Failure(pb.SESSION_FAILURE_SEQUENCE_GAP,
+                       f"sequence {request.sequence} was already applied with another delta "
+                       "(a resend must repeat its request exactly)")
     if request.sequence != state.sequence + 1:
         return Failure(pb.SESSION_FAILURE_SEQUENCE_GAP,
                        f"sequence {request.sequence} does not follow the session's "
-                       f"{state.sequence}; open a new session with a full snapshot")
+                       f"{state.sequence}")
     if request.time < state.time:
         return Failure(pb.SESSION_FAILURE_TIME_BACKWARDS,
                        f"time {request.time} is before the session's time {state.time}")

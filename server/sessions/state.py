@@ -214,6 +214,23 @@ class SessionState:
 
     # -- changing (only after session_delta has accepted the delta) ---------------------------
 
+    def apply(
+        self, time: int, sequence: int,
+        node_changes: Iterable[tuple[str, NodeState, Mapping[str, int] | None]] = (),
+        ended: Iterable[str] = (), cancelled: Iterable[str] = (),
+        submitted: Iterable[QueuedJob] = (), started: Iterable[RunningJob] = (),
+    ) -> None:
+        """Apply one accepted delta whole, in the contract's order (node changes, ended,
+        cancelled, submitted, started); the state is then at `time` and `sequence`."""
+        for node_id, node_state, capacity in node_changes:
+            self.set_node(node_id, node_state, capacity)
+        self.end(ended)
+        self.cancel(cancelled)
+        self.submit(submitted)
+        self.start(started)
+        self.time = time
+        self.sequence = sequence
+
     def set_node(self, node_id: str, state: NodeState, capacity: Mapping[str, int] | None) -> None:
         """Change a node's state (and capacity unless None), or append a new node."""
         at = self.position.get(node_id)

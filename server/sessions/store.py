@@ -13,8 +13,13 @@ evicts, when the owner already holds `max_per_owner`, the owner's own least rece
 session; otherwise, when the server holds `max_sessions`, the least recently used session of
 the identity holding the most (the opener's own when it holds as many as any other): no caller
 can take another below an equal share. An evicted session's caller resyncs on its next call.
-Each session has its own lock: calls on one session run one at a time, calls on different
-sessions in parallel.
+A session is stored only once it can be answered: OpenSession opens it after its decision, so a
+refused or abandoned OpenSession creates and evicts nothing.
+
+Calls on one session run one at a time, calls on different sessions in parallel. A call does
+not wait for the session: while another call holds it (checking a delta, waiting for a
+decision slot, deciding), `Session.exclusive` refuses at once (SessionBusy), so calls on one
+busy session never hold the server's threads, and never enter the decision slots' queue.
 """
 
 from __future__ import annotations
@@ -25,11 +30,13 @@ import secrets
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
+from .resend import LastDelta
 from .state import SessionState
 
 # Ids of expired or evicted sessions remembered to answer SESSION_EXPIRED.
@@ -52,10 +59,26 @@ class Session:
     used: float  # time.monotonic() of the last call
     owner: str = ""  # the identity that opened it ("" without client certificates)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    last: LastDelta | None = None  # the delta of the current sequence number (resend.py)
 
     @property
     def tag(self) -> str:
         return session_tag(self.id)
+
+    @contextmanager
+    def exclusive(self) -> Iterator[SessionState]:
+        """The session's state for one call; SessionBusy at once while another call has it."""
+        if not self.lock.acquire(blocking=False):
+            raise SessionBusy(f"session {self.tag} is busy with another call (a delta being "
+                              "checked or decided); call again once that one has answered")
+        try:
+            yield self.state
+        finally:
+            self.lock.release()
+
+
+class SessionBusy(Exception):
+    """Another call on the session is in progress."""
 
 
 class SessionGone(Exception):

@@ -1493,7 +1493,9 @@ class UpdateSessionRequest(_message.Message):
     session_id: _builtins.str
     """from OpenSessionResponse"""
     sequence: _builtins.int
-    """the session's last sequence number + 1"""
+    """The session's last sequence number + 1; or, to resend the latest delta after an error,
+    that delta's own number with the request repeated exactly (answered, never applied twice).
+    """
     time: _builtins.int
     """t from now on, seconds, >= the session's time"""
     decide: _builtins.bool
@@ -1560,7 +1562,9 @@ class UpdateSessionResponse(_message.Message):
     """the session's sequence number after this delta"""
     @_builtins.property
     def decision(self) -> Global___DispatchResponse:
-        """set when `decide` was asked"""
+        """Set when `decide` was asked. To a resend: the decision answered before, or a new one on
+        the state the delta made when the first call ended before answering.
+        """
 
     def __init__(
         self,

@@ -144,7 +144,29 @@ class SessionServiceStub:
         a job may so be ended (or cancelled) and sent again (started / submitted) in one delta
         to replace it;
       * the order of the session's lists is the order of a full snapshot: nodes in the order
-        first seen (added nodes go last), queued and running jobs in the order they entered.
+        first seen (added nodes go last), queued and running jobs in the order they entered;
+      * calls on one session are answered one at a time, and never wait for each other: a call
+        on a session another call holds (its delta being checked, waiting for a decision slot,
+        or decided) is answered at once ABORTED, with a google.rpc.ErrorInfo of reason
+        "SESSION_BUSY" (domain "hpcdispatch.v1"). It changed nothing, and took no decision slot:
+        call again once the call in progress has answered (gRPC's guide: ABORTED, a concurrency
+        conflict the caller resolves at a higher level; the session itself is fine, no resync).
+    Nothing is left half-done:
+      * OpenSession creates the session only when it answers OK: refused by admission
+        (RESOURCE_EXHAUSTED), invalid (INVALID_ARGUMENT), or abandoned (DEADLINE_EXCEEDED,
+        CANCELLED), it creates nothing and evicts no other session;
+      * UpdateSession applies its delta whole or not at all. Every error that comes before the
+        delta is applied (INVALID_ARGUMENT, FAILED_PRECONDITION, ABORTED, RESOURCE_EXHAUSTED
+        from admission, a deadline passing while the delta is checked or waits for a decision
+        slot) leaves the session as it was. Once applied (a deciding call applies its delta when
+        its decision slot is granted), the call may still end in an error: its deadline passes
+        or its caller leaves during the decision, or its answer is lost on the way back. The
+        caller then sends the very same request again (same sequence number, same fields), and
+        this resend is not applied a second time: it gets the answer the first call gave, byte
+        for byte, or, when that call ended before answering, a decision on the state the delta
+        made (a new decision, at the state's time, with the request's options). Only the latest
+        delta can be resent; any other request under a sequence number already used is a
+        SEQUENCE_GAP (FAILED_PRECONDITION). A caller that does not resend may also resync.
     A session belongs to the client identity that opened it (the mTLS client certificate; without
     one, knowing its id, a 128-bit secret): another identity naming it is answered as for an
     unknown session. The server holds at most `max_sessions` sessions, `max_sessions_per_identity`
@@ -159,11 +181,16 @@ class SessionServiceStub:
     def __new__(cls, channel: _aio.Channel) -> SessionServiceAsyncStub: ...
     OpenSession: _grpc.UnaryUnaryMultiCallable[_dispatcher_pb2.OpenSessionRequest, _dispatcher_pb2.OpenSessionResponse]
     """Open a session with a full snapshot (validated as Dispatch validates it); with `decide`,
-    also answer a decision on it. Errors as Dispatch.
+    also answer a decision on it, made before the session exists. Errors as Dispatch; a call
+    that ends in any error has created no session and evicted none.
     """
     UpdateSession: _grpc.UnaryUnaryMultiCallable[_dispatcher_pb2.UpdateSessionRequest, _dispatcher_pb2.UpdateSessionResponse]
-    """Apply one delta and, with `decide`, answer a decision on the resulting state.
-    Errors: INVALID_ARGUMENT (session unchanged), FAILED_PRECONDITION (resync), and Dispatch's.
+    """Apply one delta and, with `decide`, answer a decision on the resulting state; a resend of
+    the latest delta is answered without applying it again (see above). Errors:
+    INVALID_ARGUMENT (session unchanged), FAILED_PRECONDITION (resync), ABORTED with reason
+    SESSION_BUSY (another call holds the session; nothing changed), RESOURCE_EXHAUSTED
+    (admission; nothing changed), and DEADLINE_EXCEEDED / CANCELLED, after which the delta
+    may have been applied: resend the same request to learn its answer.
     """
     CloseSession: _grpc.UnaryUnaryMultiCallable[_dispatcher_pb2.CloseSessionRequest, _dispatcher_pb2.CloseSessionResponse]
     """Forget a session. Closing an unknown session succeeds (it may have expired already)."""
@@ -189,7 +216,29 @@ class SessionServiceAsyncStub(SessionServiceStub):
         a job may so be ended (or cancelled) and sent again (started / submitted) in one delta
         to replace it;
       * the order of the session's lists is the order of a full snapshot: nodes in the order
-        first seen (added nodes go last), queued and running jobs in the order they entered.
+        first seen (added nodes go last), queued and running jobs in the order they entered;
+      * calls on one session are answered one at a time, and never wait for each other: a call
+        on a session another call holds (its delta being checked, waiting for a decision slot,
+        or decided) is answered at once ABORTED, with a google.rpc.ErrorInfo of reason
+        "SESSION_BUSY" (domain "hpcdispatch.v1"). It changed nothing, and took no decision slot:
+        call again once the call in progress has answered (gRPC's guide: ABORTED, a concurrency
+        conflict the caller resolves at a higher level; the session itself is fine, no resync).
+    Nothing is left half-done:
+      * OpenSession creates the session only when it answers OK: refused by admission
+        (RESOURCE_EXHAUSTED), invalid (INVALID_ARGUMENT), or abandoned (DEADLINE_EXCEEDED,
+        CANCELLED), it creates nothing and evicts no other session;
+      * UpdateSession applies its delta whole or not at all. Every error that comes before the
+        delta is applied (INVALID_ARGUMENT, FAILED_PRECONDITION, ABORTED, RESOURCE_EXHAUSTED
+        from admission, a deadline passing while the delta is checked or waits for a decision
+        slot) leaves the session as it was. Once applied (a deciding call applies its delta when
+        its decision slot is granted), the call may still end in an error: its deadline passes
+        or its caller leaves during the decision, or its answer is lost on the way back. The
+        caller then sends the very same request again (same sequence number, same fields), and
+        this resend is not applied a second time: it gets the answer the first call gave, byte
+        for byte, or, when that call ended before answering, a decision on the state the delta
+        made (a new decision, at the state's time, with the request's options). Only the latest
+        delta can be resent; any other request under a sequence number already used is a
+        SEQUENCE_GAP (FAILED_PRECONDITION). A caller that does not resend may also resync.
     A session belongs to the client identity that opened it (the mTLS client certificate; without
     one, knowing its id, a 128-bit secret): another identity naming it is answered as for an
     unknown session. The server holds at most `max_sessions` sessions, `max_sessions_per_identity`
@@ -201,11 +250,16 @@ class SessionServiceAsyncStub(SessionServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     OpenSession: _aio.UnaryUnaryMultiCallable[_dispatcher_pb2.OpenSessionRequest, _dispatcher_pb2.OpenSessionResponse]  # type: ignore[assignment]
     """Open a session with a full snapshot (validated as Dispatch validates it); with `decide`,
-    also answer a decision on it. Errors as Dispatch.
+    also answer a decision on it, made before the session exists. Errors as Dispatch; a call
+    that ends in any error has created no session and evicted none.
     """
     UpdateSession: _aio.UnaryUnaryMultiCallable[_dispatcher_pb2.UpdateSessionRequest, _dispatcher_pb2.UpdateSessionResponse]  # type: ignore[assignment]
-    """Apply one delta and, with `decide`, answer a decision on the resulting state.
-    Errors: INVALID_ARGUMENT (session unchanged), FAILED_PRECONDITION (resync), and Dispatch's.
+    """Apply one delta and, with `decide`, answer a decision on the resulting state; a resend of
+    the latest delta is answered without applying it again (see above). Errors:
+    INVALID_ARGUMENT (session unchanged), FAILED_PRECONDITION (resync), ABORTED with reason
+    SESSION_BUSY (another call holds the session; nothing changed), RESOURCE_EXHAUSTED
+    (admission; nothing changed), and DEADLINE_EXCEEDED / CANCELLED, after which the delta
+    may have been applied: resend the same request to learn its answer.
     """
     CloseSession: _aio.UnaryUnaryMultiCallable[_dispatcher_pb2.CloseSessionRequest, _dispatcher_pb2.CloseSessionResponse]  # type: ignore[assignment]
     """Forget a session. Closing an unknown session succeeds (it may have expired already)."""
@@ -230,7 +284,29 @@ class SessionServiceServicer(metaclass=_abc_1.ABCMeta):
         a job may so be ended (or cancelled) and sent again (started / submitted) in one delta
         to replace it;
       * the order of the session's lists is the order of a full snapshot: nodes in the order
-        first seen (added nodes go last), queued and running jobs in the order they entered.
+        first seen (added nodes go last), queued and running jobs in the order they entered;
+      * calls on one session are answered one at a time, and never wait for each other: a call
+        on a session another call holds (its delta being checked, waiting for a decision slot,
+        or decided) is answered at once ABORTED, with a google.rpc.ErrorInfo of reason
+        "SESSION_BUSY" (domain "hpcdispatch.v1"). It changed nothing, and took no decision slot:
+        call again once the call in progress has answered (gRPC's guide: ABORTED, a concurrency
+        conflict the caller resolves at a higher level; the session itself is fine, no resync).
+    Nothing is left half-done:
+      * OpenSession creates the session only when it answers OK: refused by admission
+        (RESOURCE_EXHAUSTED), invalid (INVALID_ARGUMENT), or abandoned (DEADLINE_EXCEEDED,
+        CANCELLED), it creates nothing and evicts no other session;
+      * UpdateSession applies its delta whole or not at all. Every error that comes before the
+        delta is applied (INVALID_ARGUMENT, FAILED_PRECONDITION, ABORTED, RESOURCE_EXHAUSTED
+        from admission, a deadline passing while the delta is checked or waits for a decision
+        slot) leaves the session as it was. Once applied (a deciding call applies its delta when
+        its decision slot is granted), the call may still end in an error: its deadline passes
+        or its caller leaves during the decision, or its answer is lost on the way back. The
+        caller then sends the very same request again (same sequence number, same fields), and
+        this resend is not applied a second time: it gets the answer the first call gave, byte
+        for byte, or, when that call ended before answering, a decision on the state the delta
+        made (a new decision, at the state's time, with the request's options). Only the latest
+        delta can be resent; any other request under a sequence number already used is a
+        SEQUENCE_GAP (FAILED_PRECONDITION). A caller that does not resend may also resync.
     A session belongs to the client identity that opened it (the mTLS client certificate; without
     one, knowing its id, a 128-bit secret): another identity naming it is answered as for an
     unknown session. The server holds at most `max_sessions` sessions, `max_sessions_per_identity`
@@ -246,7 +322,8 @@ class SessionServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_dispatcher_pb2.OpenSessionResponse, _abc.Awaitable[_dispatcher_pb2.OpenSessionResponse]]:
         """Open a session with a full snapshot (validated as Dispatch validates it); with `decide`,
-        also answer a decision on it. Errors as Dispatch.
+        also answer a decision on it, made before the session exists. Errors as Dispatch; a call
+        that ends in any error has created no session and evicted none.
         """
 
     @_abc_1.abstractmethod
@@ -255,8 +332,12 @@ class SessionServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _dispatcher_pb2.UpdateSessionRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_dispatcher_pb2.UpdateSessionResponse, _abc.Awaitable[_dispatcher_pb2.UpdateSessionResponse]]:
-        """Apply one delta and, with `decide`, answer a decision on the resulting state.
-        Errors: INVALID_ARGUMENT (session unchanged), FAILED_PRECONDITION (resync), and Dispatch's.
+        """Apply one delta and, with `decide`, answer a decision on the resulting state; a resend of
+        the latest delta is answered without applying it again (see above). Errors:
+        INVALID_ARGUMENT (session unchanged), FAILED_PRECONDITION (resync), ABORTED with reason
+        SESSION_BUSY (another call holds the session; nothing changed), RESOURCE_EXHAUSTED
+        (admission; nothing changed), and DEADLINE_EXCEEDED / CANCELLED, after which the delta
+        may have been applied: resend the same request to learn its answer.
         """
 
     @_abc_1.abstractmethod
