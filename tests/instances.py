@@ -84,30 +84,6 @@ class OverAllocating:
                        status=pb.SOLVE_STATUS_HEURISTIC)
 
 
-class Held:
-    """A dispatcher standing in for `kind` whose decisions wait until the test releases them
-    (then decide as EASY): a decision in progress for as long as a test needs, on a machine
-    however busy, without a long search whose length depends on the machine's speed."""
-
-    name = "held"
-
-    def __init__(self, kind: int, hold_at_most: float = 300.0,
-                 release_file: Path | None = None) -> None:
-        self.kind = kind
-        self.entered = threading.Event()  # a decision is being held
-        self.release = threading.Event()
-        self.hold_at_most = hold_at_most  # a forgotten release ends the test, not the suite
-        self.release_file = release_file  # released when it exists (a server in a process)
-
-    def decide(self, problem: Problem, control: SearchControl) -> Outcome:
-        self.entered.set()
-        give_up = time.monotonic() + self.hold_at_most
-        while not self.release.wait(0.05) and time.monotonic() < give_up:
-            if self.release_file is not None and self.release_file.exists():
-                break
-        return DISPATCHERS[pb.DISPATCHER_EASY].decide(problem, control)
-
-
 class Crashing:
     """A dispatcher standing in for HCP'19 that raises."""
 
@@ -119,23 +95,33 @@ class Crashing:
 
 
 class Held:
-    """A dispatcher standing in for FCFS whose decisions wait until the test releases them:
-    a slow decision without sleeps. `entered` is set once a decision is being made (for a
-    session call: once its delta is applied); `release` lets every decision go on, and a
-    decision whose caller has gone (cancelled, or past its deadline) goes on by itself, as a
-    real search stops. Each decision is then FCFS's."""
+    """A dispatcher standing in for `kind` (FCFS unless told) whose decisions wait until the
+    test releases them: a slow decision without sleeps, in progress for as long as a test
+    needs however busy the machine. `entered` is set once a decision is being made (for a
+    session call: once its delta is applied); `release` lets every decision go on (or, for a
+    server in another process, `release_file` coming into existence), and a decision whose
+    caller has gone (cancelled, or past its deadline) goes on by itself, as a real search
+    stops. Each decision is then `decides_as`'s (FCFS unless told)."""
 
     name = "held"
-    kind = pb.DISPATCHER_FCFS
 
-    def __init__(self) -> None:
+    def __init__(self, kind: int = pb.DISPATCHER_FCFS, decides_as: int = pb.DISPATCHER_FCFS,
+                 release_file: Path | None = None, hold_at_most: float = 300.0) -> None:
+        self.kind, self.decides_as = kind, decides_as
         self.entered = threading.Event()
         self.release = threading.Event()
+        self.release_file = release_file
+        self.hold_at_most = hold_at_most  # a forgotten release ends the test, not the suite
         self.calls = 0  # decisions begun
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         self.calls += 1
         self.entered.set()
-        while not self.release.wait(0.01) and not control.cancelled():
+        give_up = time.monotonic() + self.hold_at_most
+        while not self.release.wait(0.01) and not control.cancelled() and not (
+            self.release_file is not None and self.release_file.exists()
+        ) and time.monotonic() < give_up:
             pass
-        return FcfsDispatcher().decide(problem, control)
+        if self.decides_as == pb.DISPATCHER_FCFS:
+            return FcfsDispatcher().decide(problem, control)
+        return DISPATCHERS[self.decides_as].decide(problem, control)

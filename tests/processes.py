@@ -19,7 +19,8 @@ from hpcdispatch.cli import main
 from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.instances import Held
-DISPATCHERS[pb.DISPATCHER_PCP20] = Held(pb.DISPATCHER_PCP20, release_file=Path(sys.argv[1]))
+DISPATCHERS[pb.DISPATCHER_PCP20] = Held(pb.DISPATCHER_PCP20, pb.DISPATCHER_EASY,
+                                release_file=Path(sys.argv[1]))
 sys.exit(main(sys.argv[2:]))
 """
 

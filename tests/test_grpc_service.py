@@ -442,7 +442,7 @@ def test_health_is_answered_while_decisions_hold_every_decision_slot(
 ) -> None:
     # 2 worker threads: one decision at a time, the other thread stays for health checks. The
     # decision is held until the test has seen what it checks, however busy the machine.
-    held = Held(pb.DISPATCHER_PCP20)
+    held = Held(pb.DISPATCHER_PCP20, pb.DISPATCHER_EASY)
     monkeypatch.setitem(DISPATCHERS, pb.DISPATCHER_PCP20, held)
     config = dataclasses.replace(load_config(env={}), listen="127.0.0.1:0", workers=2)
     running = start_server(config)

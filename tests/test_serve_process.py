@@ -133,7 +133,7 @@ def test_during_the_grace_period_health_is_not_serving_and_new_decisions_go_else
     """stop(): health answers NOT_SERVING (not UNAVAILABLE), a new Dispatch is UNAVAILABLE,
     other calls are served, and the decision in flight (held until the test has seen all
     that) finishes before the server stops."""
-    held = Held(pb.DISPATCHER_PCP20)
+    held = Held(pb.DISPATCHER_PCP20, pb.DISPATCHER_EASY)
     monkeypatch.setitem(DISPATCHERS, pb.DISPATCHER_PCP20, held)
     config = dataclasses.replace(load_config(env={}), listen="127.0.0.1:0", workers=4)
     running = start_server(config)
