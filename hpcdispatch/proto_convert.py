@@ -52,6 +52,7 @@ def queued_job_from_pb(j: pb.QueuedJob) -> QueuedJob:
         unit_request=dict(j.unit_request),
         requested_time=j.requested_time,
         actual_duration=j.actual_duration if j.HasField("actual_duration") else None,
+        promised_start=j.promised_start if j.HasField("promised_start") else None,
     )
 
 
@@ -94,6 +95,8 @@ def snapshot_to_pb(snapshot: Snapshot, request: pb.DispatchRequest | None = None
         )
         if q.actual_duration is not None:
             qmsg.actual_duration = q.actual_duration
+        if q.promised_start is not None:
+            qmsg.promised_start = q.promised_start
     return out
 
 

@@ -54,6 +54,7 @@ class QueuedJob:
     unit_request: Resources  # req[i][r] / rn_i
     requested_time: int
     actual_duration: int | None = None  # simulation only (oracle)
+    promised_start: int | None = None  # a promise an earlier answer gave (the promise book)
 
 
 @dataclass(frozen=True, slots=True)

@@ -146,6 +146,8 @@ def check_options(
         out.add("search.stall_ms", "must be >= 0")
     if search.HasField("starvation_wait_s") and search.starvation_wait_s < 0:
         out.add("search.starvation_wait_s", "must be >= 0")
+    if search.HasField("promise_after_s") and search.promise_after_s < -1:
+        out.add("search.promise_after_s", "must be >= -1 (-1: no promises)")
     if search.profile and search.profile not in PROFILES:
         return None
     # δ <= δmax once the profile's defaults fill what the request leaves unset.
@@ -320,6 +322,8 @@ def check_queued_job(
     check_duration(job.requested_time, f"{path}.requested_time", out)
     if check_types(job.unit_request, f"{path}.unit_request", config, out):
         check_unit_request(job.unit_request, f"{path}.unit_request", known_types, out)
+    if job.HasField("promised_start"):
+        check_time(job.promised_start, f"{path}.promised_start", out)
     if job.HasField("actual_duration"):
         check_duration(job.actual_duration, f"{path}.actual_duration", out)
     elif oracle:

@@ -252,3 +252,7 @@ def _report(
     report.considered_job_ids.extend(problem.jobs[i].id for i in outcome.considered)
     for i, reason in outcome.skipped:
         report.skipped_jobs.add(job_id=problem.jobs[i].id, reason=reason)
+    for i, (start, promised) in outcome.expected_starts.items():
+        report.expected_starts.add(
+            job_id=problem.jobs[i].id, start_time=problem.t + start, promised=promised,
+            moved_later_seconds=outcome.promises_moved.get(i, 0))

@@ -129,7 +129,7 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
                     protect_head=s.protect_head, starvation_wait_s=s.starvation_wait_s,
                     more_orders=s.more_orders, work_conserving=s.work_conserving,
                     easy_head=s.easy_head, easy_head_depth=s.easy_head_depth,
-                    capacity_first=s.capacity_first,
+                    capacity_first=s.capacity_first, promise_after_s=s.promise_after_s,
                 )
                 for s, text in PROFILES.values()
             ],

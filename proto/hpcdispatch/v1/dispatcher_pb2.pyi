@@ -565,6 +565,7 @@ class QueuedJob(_message.Message):
     UNIT_REQUEST_FIELD_NUMBER: _builtins.int
     REQUESTED_TIME_FIELD_NUMBER: _builtins.int
     ACTUAL_DURATION_FIELD_NUMBER: _builtins.int
+    PROMISED_START_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """unique among running and queued jobs"""
     user: _builtins.str
@@ -583,6 +584,12 @@ class QueuedJob(_message.Message):
     """Actual run time, seconds, > 0. Known only in simulation; used by the ORACLE predictor and
     ignored by the others.
     """
+    promised_start: _builtins.int
+    """The start this job was promised by an earlier answer (an ExpectedStart with promised =
+    true), seconds on the caller's clock, sent back so that whichever replica answers keeps it
+    (the promise book, e.g. profile "book"). Unset: the answering server's own book, if it
+    holds one. Ignored by dispatchers without a promise book.
+    """
     @_builtins.property
     def unit_request(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """req[i][r] / rn_i: amount per unit per type, > 0"""
@@ -599,14 +606,20 @@ class QueuedJob(_message.Message):
         unit_request: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
         requested_time: _builtins.int = ...,
         actual_duration: _builtins.int | None = ...,
+        promised_start: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_actual_duration", b"_actual_duration", "actual_duration", b"actual_duration"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_actual_duration", b"_actual_duration", "_promised_start", b"_promised_start", "actual_duration", b"actual_duration", "promised_start", b"promised_start"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_actual_duration", b"_actual_duration", "actual_duration", b"actual_duration", "id", b"id", "name", b"name", "queue", b"queue", "requested_time", b"requested_time", "submit_time", b"submit_time", "unit_request", b"unit_request", "units", b"units", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_actual_duration", b"_actual_duration", "_promised_start", b"_promised_start", "actual_duration", b"actual_duration", "id", b"id", "name", b"name", "promised_start", b"promised_start", "queue", b"queue", "requested_time", b"requested_time", "submit_time", b"submit_time", "unit_request", b"unit_request", "units", b"units", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__actual_duration: _TypeAlias = _typing.Literal["actual_duration"]  # noqa: Y015
     _WhichOneofArgType__actual_duration: _TypeAlias = _typing.Literal["_actual_duration", b"_actual_duration"]  # noqa: Y015
+    _WhichOneofReturnType__promised_start: _TypeAlias = _typing.Literal["promised_start"]  # noqa: Y015
+    _WhichOneofArgType__promised_start: _TypeAlias = _typing.Literal["_promised_start", b"_promised_start"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__actual_duration) -> _WhichOneofReturnType__actual_duration | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__promised_start) -> _WhichOneofReturnType__promised_start | None: ...
 
 Global___QueuedJob: _TypeAlias = QueuedJob  # noqa: Y015
 
@@ -635,6 +648,7 @@ class SearchParameters(_message.Message):
     EASY_HEAD_FIELD_NUMBER: _builtins.int
     EASY_HEAD_DEPTH_FIELD_NUMBER: _builtins.int
     CAPACITY_FIRST_FIELD_NUMBER: _builtins.int
+    PROMISE_AFTER_S_FIELD_NUMBER: _builtins.int
     profile: _builtins.str
     """named profile, e.g. "papers" or "fast"; empty = default"""
     delta_ms: _builtins.int
@@ -706,6 +720,15 @@ class SearchParameters(_message.Message):
     at least the heuristic plan's while it minimises the papers' slowdown. Unset = the
     profile's (on in "packing", off otherwise).
     """
+    promise_after_s: _builtins.int
+    """The promise book (HCP'19, PCP'19, PCP'20): a queued job holds a promised start once it has
+    waited this long, seconds, >= -1 (0: from its arrival; -1: off, no promises). A promise is
+    kept from one decision to the next and only ever moves earlier while the expected
+    durations hold; it is reported in DecisionReport.expected_starts and may be sent back in
+    QueuedJob.promised_start. Jobs whose promise is due start; the jobs without one that fit
+    around every promise start by the most processors first, then the papers' slowdown.
+    Unset = the profile's (0 in "book", -1 otherwise).
+    """
     def __init__(
         self,
         *,
@@ -725,10 +748,11 @@ class SearchParameters(_message.Message):
         easy_head: _builtins.bool | None = ...,
         easy_head_depth: _builtins.int | None = ...,
         capacity_first: _builtins.bool | None = ...,
+        promise_after_s: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_capacity_first", b"_capacity_first", "_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_easy_head", b"_easy_head", "_easy_head_depth", b"_easy_head_depth", "_k", b"_k", "_lookahead_depth", b"_lookahead_depth", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_reservation_depth", b"_reservation_depth", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "capacity_first", b"capacity_first", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "easy_head", b"easy_head", "easy_head_depth", b"easy_head_depth", "k", b"k", "lookahead_depth", b"lookahead_depth", "more_orders", b"more_orders", "protect_head", b"protect_head", "reservation_depth", b"reservation_depth", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_capacity_first", b"_capacity_first", "_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_easy_head", b"_easy_head", "_easy_head_depth", b"_easy_head_depth", "_k", b"_k", "_lookahead_depth", b"_lookahead_depth", "_more_orders", b"_more_orders", "_promise_after_s", b"_promise_after_s", "_protect_head", b"_protect_head", "_reservation_depth", b"_reservation_depth", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "capacity_first", b"capacity_first", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "easy_head", b"easy_head", "easy_head_depth", b"easy_head_depth", "k", b"k", "lookahead_depth", b"lookahead_depth", "more_orders", b"more_orders", "promise_after_s", b"promise_after_s", "protect_head", b"protect_head", "reservation_depth", b"reservation_depth", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_capacity_first", b"_capacity_first", "_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_easy_head", b"_easy_head", "_easy_head_depth", b"_easy_head_depth", "_k", b"_k", "_lookahead_depth", b"_lookahead_depth", "_more_orders", b"_more_orders", "_protect_head", b"_protect_head", "_reservation_depth", b"_reservation_depth", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "capacity_first", b"capacity_first", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "easy_head", b"easy_head", "easy_head_depth", b"easy_head_depth", "k", b"k", "lookahead_depth", b"lookahead_depth", "more_orders", b"more_orders", "profile", b"profile", "protect_head", b"protect_head", "reservation_depth", b"reservation_depth", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_capacity_first", b"_capacity_first", "_delta_max_ms", b"_delta_max_ms", "_delta_ms", b"_delta_ms", "_deterministic", b"_deterministic", "_easy_head", b"_easy_head", "_easy_head_depth", b"_easy_head_depth", "_k", b"_k", "_lookahead_depth", b"_lookahead_depth", "_more_orders", b"_more_orders", "_promise_after_s", b"_promise_after_s", "_protect_head", b"_protect_head", "_reservation_depth", b"_reservation_depth", "_stall_ms", b"_stall_ms", "_starvation_wait_s", b"_starvation_wait_s", "_window", b"_window", "_work_conserving", b"_work_conserving", "capacity_first", b"capacity_first", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "deterministic", b"deterministic", "easy_head", b"easy_head", "easy_head_depth", b"easy_head_depth", "k", b"k", "lookahead_depth", b"lookahead_depth", "more_orders", b"more_orders", "profile", b"profile", "promise_after_s", b"promise_after_s", "protect_head", b"protect_head", "reservation_depth", b"reservation_depth", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__capacity_first: _TypeAlias = _typing.Literal["capacity_first"]  # noqa: Y015
     _WhichOneofArgType__capacity_first: _TypeAlias = _typing.Literal["_capacity_first", b"_capacity_first"]  # noqa: Y015
@@ -748,6 +772,8 @@ class SearchParameters(_message.Message):
     _WhichOneofArgType__lookahead_depth: _TypeAlias = _typing.Literal["_lookahead_depth", b"_lookahead_depth"]  # noqa: Y015
     _WhichOneofReturnType__more_orders: _TypeAlias = _typing.Literal["more_orders"]  # noqa: Y015
     _WhichOneofArgType__more_orders: _TypeAlias = _typing.Literal["_more_orders", b"_more_orders"]  # noqa: Y015
+    _WhichOneofReturnType__promise_after_s: _TypeAlias = _typing.Literal["promise_after_s"]  # noqa: Y015
+    _WhichOneofArgType__promise_after_s: _TypeAlias = _typing.Literal["_promise_after_s", b"_promise_after_s"]  # noqa: Y015
     _WhichOneofReturnType__protect_head: _TypeAlias = _typing.Literal["protect_head"]  # noqa: Y015
     _WhichOneofArgType__protect_head: _TypeAlias = _typing.Literal["_protect_head", b"_protect_head"]  # noqa: Y015
     _WhichOneofReturnType__reservation_depth: _TypeAlias = _typing.Literal["reservation_depth"]  # noqa: Y015
@@ -778,6 +804,8 @@ class SearchParameters(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__lookahead_depth) -> _WhichOneofReturnType__lookahead_depth | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__more_orders) -> _WhichOneofReturnType__more_orders | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__promise_after_s) -> _WhichOneofReturnType__promise_after_s | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__protect_head) -> _WhichOneofReturnType__protect_head | None: ...
     @_typing.overload
@@ -991,6 +1019,45 @@ class Attempt(_message.Message):
 Global___Attempt: _TypeAlias = Attempt  # noqa: Y015
 
 @_typing.final
+class ExpectedStart(_message.Message):
+    """A waiting job's expected start after a decision: what `squeue --start` shows a user."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    PROMISED_FIELD_NUMBER: _builtins.int
+    MOVED_LATER_SECONDS_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    start_time: _builtins.int
+    """seconds, on the caller's clock (> t: the job waits)"""
+    promised: _builtins.bool
+    """A promise (profiles with the promise book, e.g. "book"): kept from one decision to the
+    next and only ever moved earlier while the expected durations hold. false: the estimate of
+    the current plan (a list schedule in priority order), which the next decision may change.
+    """
+    moved_later_seconds: _builtins.int
+    """> 0: the promise could not be kept (a running job outlived its expected end, a node went
+    down, d_i grew) and moved later by this many seconds, the least possible given the
+    promises made before it. 0: kept, or moved earlier.
+    """
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.str = ...,
+        start_time: _builtins.int = ...,
+        promised: _builtins.bool = ...,
+        moved_later_seconds: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "moved_later_seconds", b"moved_later_seconds", "promised", b"promised", "start_time", b"start_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExpectedStart: _TypeAlias = ExpectedStart  # noqa: Y015
+
+@_typing.final
 class DecisionReport(_message.Message):
     """How a decision was reached."""
 
@@ -1010,6 +1077,7 @@ class DecisionReport(_message.Message):
     SKIPPED_JOBS_FIELD_NUMBER: _builtins.int
     OBJECTIVE_FIELD_NUMBER: _builtins.int
     FALLBACK_REASON_FIELD_NUMBER: _builtins.int
+    EXPECTED_STARTS_FIELD_NUMBER: _builtins.int
     dispatcher: Global___Dispatcher.ValueType
     """the dispatcher that was asked for"""
     predictor: Global___Predictor.ValueType
@@ -1044,6 +1112,12 @@ class DecisionReport(_message.Message):
     def skipped_jobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___SkippedJob]:
         """the others, with the reason"""
 
+    @_builtins.property
+    def expected_starts(self) -> _containers.RepeatedCompositeFieldContainer[Global___ExpectedStart]:
+        """Waiting jobs' promised starts (every promised job) and, for up to the window m of the
+        others, their planned starts; empty for dispatchers that make no such plan.
+        """
+
     def __init__(
         self,
         *,
@@ -1061,10 +1135,11 @@ class DecisionReport(_message.Message):
         skipped_jobs: _abc.Iterable[Global___SkippedJob] | None = ...,
         objective: _builtins.float | None = ...,
         fallback_reason: _builtins.str = ...,
+        expected_starts: _abc.Iterable[Global___ExpectedStart] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_objective", b"_objective", "objective", b"objective"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_objective", b"_objective", "attempts", b"attempts", "build_seconds", b"build_seconds", "considered_job_ids", b"considered_job_ids", "dispatcher", b"dispatcher", "fallback_reason", b"fallback_reason", "model_constraints", b"model_constraints", "model_variables", b"model_variables", "objective", b"objective", "predictor", b"predictor", "profile", b"profile", "skipped_jobs", b"skipped_jobs", "solve_seconds", b"solve_seconds", "status", b"status", "total_seconds", b"total_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_objective", b"_objective", "attempts", b"attempts", "build_seconds", b"build_seconds", "considered_job_ids", b"considered_job_ids", "dispatcher", b"dispatcher", "expected_starts", b"expected_starts", "fallback_reason", b"fallback_reason", "model_constraints", b"model_constraints", "model_variables", b"model_variables", "objective", b"objective", "predictor", b"predictor", "profile", b"profile", "skipped_jobs", b"skipped_jobs", "solve_seconds", b"solve_seconds", "status", b"status", "total_seconds", b"total_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__objective: _TypeAlias = _typing.Literal["objective"]  # noqa: Y015
     _WhichOneofArgType__objective: _TypeAlias = _typing.Literal["_objective", b"_objective"]  # noqa: Y015
@@ -1259,6 +1334,7 @@ class SearchProfile(_message.Message):
     EASY_HEAD_FIELD_NUMBER: _builtins.int
     EASY_HEAD_DEPTH_FIELD_NUMBER: _builtins.int
     CAPACITY_FIRST_FIELD_NUMBER: _builtins.int
+    PROMISE_AFTER_S_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """the name SearchParameters.profile selects"""
     delta_ms: _builtins.int
@@ -1287,6 +1363,8 @@ class SearchProfile(_message.Message):
     """with easy_head: oldest blocked jobs holding a reservation"""
     capacity_first: _builtins.bool
     """the most processors now first, then the papers' slowdown"""
+    promise_after_s: _builtins.int
+    """the promise book: seconds waited before a promise; -1 = off"""
     def __init__(
         self,
         *,
@@ -1304,10 +1382,11 @@ class SearchProfile(_message.Message):
         easy_head: _builtins.bool = ...,
         easy_head_depth: _builtins.int = ...,
         capacity_first: _builtins.bool = ...,
+        promise_after_s: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity_first", b"capacity_first", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "description", b"description", "easy_head", b"easy_head", "easy_head_depth", b"easy_head_depth", "k", b"k", "more_orders", b"more_orders", "name", b"name", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity_first", b"capacity_first", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "description", b"description", "easy_head", b"easy_head", "easy_head_depth", b"easy_head_depth", "k", b"k", "more_orders", b"more_orders", "name", b"name", "promise_after_s", b"promise_after_s", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -15,12 +15,12 @@ from typing import ClassVar
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..base import Outcome, SearchControl, SearchSettings
-from ..conservative import ReservationBook
 from ..planning.greedy_schedule import best_list_schedule
 from ..planning.job_selection import Selection
 from ..planning.list_orders import best_of_orders
 from ..planning.plan import Plan
 from ..planning.problem import Job, Problem
+from ..planning.promises import PromiseBook
 from ..planning.reservation import Reservation, reserve
 from ..planning.starvation_guard import Guarded
 from ..planning.stopping import StopCheck, never
@@ -52,7 +52,7 @@ class CpDispatcher:
 
     def __init__(self) -> None:
         # The promises held between decisions (promise book profiles), per node list.
-        self.promises = ReservationBook()
+        self.promises = PromiseBook()
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         if control.settings.promise_after_s >= 0:

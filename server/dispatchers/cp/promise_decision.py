@@ -2,8 +2,9 @@
 
 With `SearchSettings.promise_after_s` >= 0 a waiting job holds a promised start s_i once it has
 waited that long (0: from its arrival, as conservative backfilling promises every job), and the
-promise is kept from one decision to the next (`PromiseBook`, per caller scope and node list):
-it only ever moves earlier while the expected durations hold. At each decision at t:
+oldest waiting job always holds one (EASY's head). A promise is kept from one decision to the
+next (`PromiseBook`, per node list; or sent back by the caller, `Job.promised`) and only ever
+moves earlier while the expected durations hold. At each decision at t:
 
 1. the promises held are placed, compressed, and given to the jobs that qualify now
    (`planning.promises.keep_promises`); a promise that can no longer be kept (a running job
@@ -23,7 +24,6 @@ A decision where nothing can start builds no model.
 from __future__ import annotations
 
 import time
-from typing import Protocol
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
@@ -32,37 +32,35 @@ from ..planning.job_orders import fcfs
 from ..planning.job_selection import never_fits
 from ..planning.node_profile import NodeProfile
 from ..planning.problem import Job, Problem
-from ..planning.promises import PromisePlan, keep_promises
+from ..planning.promises import PromiseBook, PromisePlan, keep_promises
 from ..planning.stopping import Stopped
 from .now_set import choose_now_set, place_now
 
-JobKey = tuple[str, int]  # (job id, q_i)
-Held = dict[JobKey, tuple[int, list[int]]]  # absolute start, node index of each unit
 
-
-class Book(Protocol):
-    """Where the promises live between decisions (`conservative.ReservationBook`)."""
-
-    def key(self, problem: Problem) -> tuple[str, ...]: ...
-    def held(self, key: tuple[str, ...], t: int) -> Held: ...
-    def record(self, key: tuple[str, ...], t: int, before: Held, after: Held) -> None: ...
-
-
-def decide_with_promises(problem: Problem, control: SearchControl, book: Book) -> Outcome:
+def decide_with_promises(
+    problem: Problem, control: SearchControl, book: PromiseBook,
+) -> Outcome:
     """The decision at t under the promise book (see the module's steps)."""
     settings, t = control.settings, problem.t
     outcome = Outcome(placements={}, status=pb.SOLVE_STATUS_EMPTY)
-    key = book.key(problem)
-    before = book.held(key, t)
-    keys: list[JobKey] = [(job.id, job.submit) for job in problem.jobs]
+    recalled = book.recall(problem)
     never = {j.index for j in problem.jobs if never_fits(problem, j)}
     outcome.skipped.extend((i, pb.SKIP_REASON_NEVER_FITS) for i in sorted(never))
-    held = {i: (before[k][0] - t, before[k][1]) for i, k in enumerate(keys)
-            if k in before and i not in never}
-    newcomers = [j for j in fcfs(problem) if j.index not in held and j.index not in never
-                 and t - j.submit >= settings.promise_after_s]
+    held = {i: kept for i, kept in recalled.held.items() if i not in never}
+    freed = recalled.room_freed
+    for job in problem.jobs:  # a promise the caller sends back wins over the book's
+        if job.promised is not None and job.index not in never:
+            kept = held.get(job.index)
+            if kept is None or kept[0] != job.promised - t:  # not the book's: placed anew
+                held[job.index], freed = (job.promised - t, []), True
+    # Who gets a promise now: every job that has waited promise_after_s, and the oldest job
+    # (EASY's head: whatever the threshold, the oldest waiting job holds one).
+    waiting = [j for j in fcfs(problem) if j.index not in never]
+    newcomers = [j for k, j in enumerate(waiting) if j.index not in held
+                 and (k == 0 or t - j.submit >= settings.promise_after_s)]
     try:
-        plan = keep_promises(problem, held, newcomers, control.first_fit, control.should_stop)
+        plan = keep_promises(problem, held, newcomers, control.first_fit, control.should_stop,
+                             compress=freed)
     except Stopped:  # not even the held promises placed: nothing starts, the book stays
         outcome.status = pb.SOLVE_STATUS_UNKNOWN
         return outcome
@@ -71,8 +69,7 @@ def decide_with_promises(problem: Problem, control: SearchControl, book: Book) -
     outcome.promises_moved.update(plan.moved)
     _start_the_others(problem, control, plan, never, outcome)
     _report_expected_starts(problem, control, plan, never, outcome)
-    after: Held = {keys[i]: (t + s, nodes) for i, (s, nodes) in plan.starts.items() if s > 0}
-    book.record(key, t, before, after)
+    book.record(problem, recalled, plan, outcome.placements)
     if outcome.placements and outcome.status == pb.SOLVE_STATUS_EMPTY:
         outcome.status = pb.SOLVE_STATUS_HEURISTIC
     return outcome

@@ -40,6 +40,7 @@ class Job:
     req: Vec  # per-unit request per resource type
     duration: int  # d_i, predicted, >= 1
     pooled: Vec = ()  # rn_i × req_i, when the maker computed it (build_problem does)
+    promised: int | None = None  # s_i an earlier answer promised (absolute), sent back
 
     def demand(self) -> Vec:
         """Pooled demand rn_i × req_i."""
@@ -468,6 +469,7 @@ def build_problem(
             req=req,
             duration=min(max(1, queued_durations[q.id]), MAX_MODEL_DURATION),
             pooled=tuple([units * r for r in req]),
+            promised=q.promised_start,
         ))
     return Problem(
         t=snapshot.time,

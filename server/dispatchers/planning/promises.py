@@ -22,6 +22,8 @@ the due ones is chosen around the profile this leaves (every promise held in it)
 
 from __future__ import annotations
 
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -50,18 +52,22 @@ def keep_promises(
     newcomers: Iterable[Job],
     first_fit: bool = False,
     should_stop: StopCheck = never,
+    compress: bool = True,
 ) -> PromisePlan:
     """Place the `held` promises (job index -> (s_i - t, possibly <= 0, nodes)), compress them,
     and promise each of `newcomers` (jobs without one, in the order given) the earliest start
     around them. Raises Stopped when `should_stop()` turns true before the held promises are
-    placed; once they are, a stop leaves the rest where they were, or without a promise."""
+    placed; once they are, a stop leaves the rest where they were, or without a promise.
+    `compress` False: no room appeared since the last decision compressed them
+    (`Recalled.room_freed`), and step 2 is skipped (one pass of it per new room)."""
     plan = PromisePlan(NodeProfile(problem))
     jobs = problem.jobs
     order = sorted(held, key=lambda i: (held[i][0], jobs[i].submit, i))
     _place_held(plan, [(max(held[i][0], 0), jobs[i], held[i][1]) for i in order], first_fit,
                 should_stop)
     try:
-        _compress(plan, first_fit, should_stop)
+        if compress:
+            _compress(plan, first_fit, should_stop)
         for job in newcomers:
             stop_if(should_stop, "new promises")
             start = plan.profile.earliest(job, should_stop)
@@ -116,3 +122,115 @@ def _compress(plan: PromisePlan, first_fit: bool, should_stop: StopCheck) -> Non
             plan.starts[i] = (earlier, profile.place(job, earlier, first_fit))
         else:  # no gain (never later: its own room is free): it keeps its nodes
             profile.take(job, start, nodes)
+
+
+# -- the book: promises between decisions ------------------------------------------------------
+
+JobKey = tuple[str, int]  # (job id, q_i)
+Release = tuple[int, int, tuple[int, ...]]  # (node, absolute end, amounts) of running work
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """A promise between decisions: absolute start, the node of each unit, and the d_i it was
+    made with."""
+
+    start: int
+    nodes: tuple[int, ...]
+    duration: int
+
+
+@dataclass(slots=True)
+class _Entry:
+    t: int  # time of the last decision
+    before: dict[JobKey, Kept]  # the promises held when it began
+    after: dict[JobKey, Kept]  # the promises it left
+    releases: Counter[Release]  # the running work it left (what it started included)
+    eligible: tuple[bool, ...]  # which nodes were up
+
+
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """What a decision at t starts from: the promises held (job index -> (s_i - t, nodes)) and
+    whether anything can have freed room before one of them since they were last compressed
+    (a job ended before its expected end, a promised job left the queue or got shorter, a node
+    came up). Without such room no promise can move earlier, and compressing is skipped."""
+
+    key: tuple[str, ...]
+    held: dict[int, tuple[int, list[int]]]
+    room_freed: bool
+    before: dict[JobKey, Kept]
+
+
+class PromiseBook:
+    """The promises each waiting job holds, per node list, between decisions. A decision at an
+    earlier time than the last one for the same node list starts afresh (a new replay); one at
+    the same time starts from what the last one began with (a retry)."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        self._entries: OrderedDict[tuple[str, ...], _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self._capacity = capacity
+
+    @staticmethod
+    def key(problem: Problem) -> tuple[str, ...]:
+        return tuple(problem.node_ids)
+
+    def recall(self, problem: Problem) -> Recalled:
+        key, t = self.key(problem), problem.t
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+        if entry is None or t < entry.t:
+            return Recalled(key, {}, True, {})
+        kept = entry.after if t > entry.t else entry.before
+        index = {(job.id, job.submit): job for job in problem.jobs}
+        held = {index[k].index: (p.start - t, list(p.nodes)) for k, p in kept.items()
+                if k in index}
+        freed = t == entry.t or _room_freed(problem, entry, kept, index)
+        return Recalled(key, held, freed, kept)
+
+    def record(self, problem: Problem, recalled: Recalled, plan: PromisePlan,
+               started: dict[int, list[int]]) -> None:
+        """Keep the promises `plan` leaves (those due now are started) and the running work
+        after the decision: the snapshot's and what `started` (job index -> nodes) adds."""
+        t, jobs = problem.t, problem.jobs
+        after = {(jobs[i].id, jobs[i].submit): Kept(t + s, tuple(nodes), jobs[i].duration)
+                 for i, (s, nodes) in plan.starts.items() if s > 0}
+        releases = _releases(problem)
+        for i, nodes in started.items():  # one block per node, as the running table has them
+            req = jobs[i].req
+            for n, units in Counter(nodes).items():
+                releases[(n, t + jobs[i].duration, tuple(units * r for r in req))] += 1
+        entry = _Entry(t, recalled.before, after, releases, tuple(problem.eligible))
+        with self._lock:
+            self._entries[recalled.key] = entry
+            self._entries.move_to_end(recalled.key)
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+
+
+def _releases(problem: Problem) -> Counter[Release]:
+    """The running work as (node, absolute end, amounts), with how many such blocks."""
+    run, t = problem.running, problem.t
+    return Counter(zip(run.nodes.tolist(), (run.ends + t).tolist(),
+                       map(tuple, run.amounts.tolist()), strict=True))
+
+
+def _room_freed(
+    problem: Problem, entry: _Entry, kept: dict[JobKey, Kept], index: dict[JobKey, Job],
+) -> bool:
+    """Whether room may have appeared before some promise since the last decision (see
+    `Recalled`)."""
+    t = problem.t
+    if any(now and not was for now, was in zip(problem.eligible, entry.eligible, strict=True)):
+        return True  # a node came up
+    for key, promise in kept.items():
+        job = index.get(key)
+        if job is None or job.duration < promise.duration:
+            return True  # left the queue (not at its promise), or got shorter
+    now = _releases(problem)
+    # Running work the last decision counted on until after t that is gone or ends earlier.
+    return any(end > t and now[(n, end, amounts)] < count
+               for (n, end, amounts), count in entry.releases.items())
