@@ -22,7 +22,7 @@ from .adapter import (
     DispatchSettings,
     service_target,
 )
-from .workload import UNIT_MODES
+from .workload import MAX_NODES, UNIT_MODES
 
 
 # The CLI is installed in the virtual environment: hints name the command as it runs here.
@@ -71,6 +71,9 @@ def _add_simulate(sub: Any) -> None:
                    "llnl-atlas, lublin-256 (sim_adapter/data/README.md)")
     p.add_argument("--system", help="preset (kit-forhlr2, eurora), YAML / JSON file, or "
                    "NODESxCORES; default: derived from the trace header")
+    p.add_argument("--max-nodes", type=int, default=MAX_NODES, metavar="N",
+                   help="largest system a replay builds, from the trace header or --system "
+                   f"(default: {MAX_NODES:,}, the service's default max_nodes)")
     p.add_argument("--unit-mode", choices=UNIT_MODES, default="node",
                    help="how a job's processors become units (default: node)")
     p.add_argument("--proc-scale", type=float, default=1.0, metavar="X",
@@ -192,7 +195,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                             charge_decision_time=args.charge_decision_time,
                             progress=not args.no_progress, timeout=args.timeout,
                             full_snapshots=args.full_snapshots,
-                            records=records,
+                            records=records, max_nodes=args.max_nodes,
                         )
                         # One level below `out`, as `hpcdispatch report OUT` looks for runs.
                         parts = [f"{d:02d}", safe_dirname(dispatcher), name,

@@ -32,7 +32,7 @@ from .outputs import RunRecorder, write_summary
 from .record_window import describe, iter_selected_jobs
 from .simulator import ReplayOptions, Simulator
 from .swf import CleaningStats, iter_jobs, read_header
-from .workload import UnitMode, resolve_system, rule_for_system
+from .workload import MAX_NODES, UnitMode, resolve_system, rule_for_system
 
 if TYPE_CHECKING:
     from .in_process_backend import LocalService
@@ -102,6 +102,7 @@ class RunSpec:
     full_snapshots: bool = False  # Dispatch with whole snapshots instead of a session
     # Job records to replay (0-based over the file's job lines, record_window); None = all.
     records: Collection[int] | None = None
+    max_nodes: int = MAX_NODES  # the largest system built (workload.resolve_system)
 
 
 def _resolved(settings: DispatchSettings, described: ServiceFacts) -> tuple[str, str]:
@@ -157,7 +158,8 @@ def _replay(
     out_dir: Path | None,
 ) -> dict[str, Any]:
     header = read_header(spec.trace)
-    system = resolve_system(spec.system, header, name=trace_name(spec.trace))
+    system = resolve_system(spec.system, header, name=trace_name(spec.trace),
+                            max_nodes=spec.max_nodes)
     rule = rule_for_system(system, spec.unit_mode, spec.proc_scale, spec.accelerator_share)
     cleaning = CleaningStats()
     dispatcher, predictor = _resolved(spec.settings, described)
