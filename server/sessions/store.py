@@ -19,7 +19,6 @@ sessions in parallel.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import secrets
 import threading
@@ -28,6 +27,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from hpcdispatch.catalog import session_tag
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .state import SessionState
@@ -37,12 +37,6 @@ REMEMBERED_EXPIRED = 10_000
 # "<server instance>-<session secret>", both hex: 8 and 32 digits (24 before issue #22).
 SESSION_ID = re.compile(r"[0-9a-f]{8}-(?:[0-9a-f]{24}|[0-9a-f]{32})")
 SECRET_BYTES = 16
-
-
-def session_tag(session_id: str) -> str:
-    """A short name of a session id for logs: 8 hex digits of its hash, which tell sessions
-    apart in a log without giving away the id (the secret that names the session)."""
-    return hashlib.blake2b(session_id.encode("utf-8", "replace"), digest_size=4).hexdigest()
 
 
 @dataclass(slots=True)
