@@ -137,6 +137,9 @@ def _add_report(sub: Any) -> None:
     p.add_argument("--out", type=Path, help="where to write the PNGs (default: the first "
                    "RUN's directory of runs, subdirectory 'report')")
     p.add_argument("--no-plots", action="store_true", help="print the table only")
+    p.add_argument("--mixed-traces", action="store_true",
+                   help="put runs of different workloads (trace, records, system) in one "
+                   "report, each tagged with its workload; without it they are refused")
     p.set_defaults(func=run_report)
 
 
@@ -306,15 +309,16 @@ def _selections(
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from .report import comparison_table, find_runs, write_plots
+    from .report import comparison_table, find_runs, one_workload, write_plots
     from .sequences import aggregate_table
 
     try:
-        runs = find_runs(args.runs)
-    except FileNotFoundError as exc:
+        workload, runs = one_workload(find_runs(args.runs), args.mixed_traces)
+    except (FileNotFoundError, ValueError) as exc:
         print(f"hpcdispatch report: {exc}", file=sys.stderr)
         return 2
     summaries = [r.summary for r in runs]
+    print("\n".join(workload))
     print(comparison_table(summaries))
     if any("sequence" in s for s in summaries):
         print()
