@@ -34,7 +34,8 @@ def with_profile_in_label(summary: dict[str, Any]) -> dict[str, Any]:
 
 def workload(summary: dict[str, Any]) -> str:
     """The trace, the records replayed and the system of a run, in words."""
-    parts = [Path(str(summary.get("trace") or UNKNOWN)).name]
+    trace = summary.get("trace")
+    parts = [Path(str(trace)).name if trace else "trace not recorded"]
     sequence, records = summary.get("sequence"), summary.get("records")
     if isinstance(sequence, dict):
         parts.append(f"sequences of {sequence.get('length')} jobs, seed {sequence.get('seed')}")
