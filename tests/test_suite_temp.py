@@ -34,6 +34,12 @@ def test_this_run_keeps_its_temporary_files_in_a_folder_of_its_own(tmp_path: Pat
     assert tmp_path.is_relative_to(own)
 
 
+def children() -> set[Path]:
+    """What a run of its own (below) makes in the temp folder: its folder, the leaked one."""
+    return {p for p in Path(tempfile.gettempdir()).iterdir()
+            if p.name.startswith((suite_temp.PREFIX, "forgotten-"))}
+
+
 def run_suite(folder: Path, test: str) -> subprocess.CompletedProcess[str]:
     """pytest over one test file with this suite's conftest, as a run of its own."""
     (folder / "test_one.py").write_text(test)
@@ -45,17 +51,17 @@ def run_suite(folder: Path, test: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_run_that_cleans_up_passes_and_leaves_nothing(tmp_path: Path) -> None:
-    before = set(Path(tempfile.gettempdir()).iterdir())
+    before = children()
     done = run_suite(tmp_path, CLEAN)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert set(Path(tempfile.gettempdir()).iterdir()) == before
+    assert children() == before
 
 
 def test_a_run_that_leaves_a_temporary_folder_fails_and_names_it(tmp_path: Path) -> None:
-    before = set(Path(tempfile.gettempdir()).iterdir())
+    before = children()
     done = run_suite(tmp_path, LEAKING)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 passed" in done.stdout
     assert "the suite left 1 temporary file(s) or folder(s) behind" in done.stdout
     assert "  forgotten-" in done.stdout and "(1,000 bytes)" in done.stdout
-    assert set(Path(tempfile.gettempdir()).iterdir()) == before  # and it was removed
+    assert children() == before  # and it was removed
