@@ -56,6 +56,7 @@ import operator
 import shlex
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -256,6 +257,7 @@ def matrix(args: argparse.Namespace) -> list[CellSpec]:
 @contextmanager
 def dask_client(scheduler: str | None, workers: int) -> Iterator[tuple[Client, str]]:
     """A client of `scheduler`, or of a local cluster of `workers` one-thread processes."""
+    import dask
     from distributed import Client, LocalCluster
 
     if scheduler:
@@ -263,8 +265,12 @@ def dask_client(scheduler: str | None, workers: int) -> Iterator[tuple[Client, s
             count = len(client.scheduler_info().get("workers", {}))
             yield client, f"Dask scheduler {scheduler} ({count} workers at start)"
         return
-    with (LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                       dashboard_address=None) as cluster,
+    # The scheduler's and workers' scratch space in a folder of the run's own, removed after
+    # it (Dask's default, dask-scratch-space in the temp folder, stays behind).
+    with (tempfile.TemporaryDirectory(prefix="hpcdispatch-dask-") as scratch,
+          dask.config.set({"temporary-directory": scratch}),
+          LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                       dashboard_address=None, local_directory=scratch) as cluster,
           Client(cluster) as client):
         yield client, f"a local Dask cluster of {workers} worker processes"
 

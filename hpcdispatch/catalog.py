@@ -1,4 +1,5 @@
-"""Names of dispatchers, predictors and allocators, derived once from the contract's enums.
+"""Names of dispatchers, predictors and allocators, derived once from the contract's enums;
+and the name logs give a session.
 
 The wire contract (`hpcdispatch.v1`) is the one list of what exists: `DISPATCHER_PCP20` is
 called `pcp20` in configuration, CLI flags, logs and metric labels, `PREDICTOR_LAST_TWO` is
@@ -8,6 +9,7 @@ dispatcher and predictor registries are checked against these names by the tests
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -49,3 +51,10 @@ def predictor_kind(name: str) -> int:
 
 def allocator_kind(name: str) -> int:
     return _lookup(ALLOCATOR_NAMES, "allocator", name)
+
+
+def session_tag(session_id: str) -> str:
+    """A short name of a session id for logs: 8 hex digits of its hash, which tell sessions
+    apart in a log without giving away the id (the secret that names the session). The
+    server and its callers (the Slurm bridge) log the same tag for the same session."""
+    return hashlib.blake2b(session_id.encode("utf-8", "replace"), digest_size=4).hexdigest()

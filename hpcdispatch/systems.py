@@ -83,13 +83,24 @@ def system_from_dict(data: Mapping[str, Any]) -> System:
     return System(str(data.get("name", "custom")), groups)
 
 
-def load_system(spec: str) -> System:
-    """A preset name, or a path to a YAML / JSON system description."""
+def load_system(spec: str, forms: str = "the path of a YAML / JSON system description") -> System:
+    """A preset name, or a path to a YAML / JSON system description. ValueError, naming the
+    presets and the other `forms` a caller accepts, for anything else."""
     if spec in PRESETS:
         return PRESETS[spec]
     path = Path(spec)
+    if not path.is_file():
+        raise ValueError(f"system {spec!r}: no such preset or file; give a preset "
+                         f"({', '.join(sorted(PRESETS))}) or {forms}")
     text = path.read_text(encoding="utf-8")
-    data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"system {spec}: not a {'JSON' if path.suffix == '.json' else 'YAML'} "
+                         f"file: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, Mapping):
+        raise ValueError(f"system {spec}: expected a mapping with 'groups', as in "
+                         "hpcdispatch/systems.py's docstring")
     return system_from_dict(data)
 
 

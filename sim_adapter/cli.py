@@ -22,7 +22,7 @@ from .adapter import (
     DispatchSettings,
     service_target,
 )
-from .workload import UNIT_MODES
+from .workload import MAX_NODES, UNIT_MODES
 
 
 # The CLI is installed in the virtual environment: hints name the command as it runs here.
@@ -71,6 +71,9 @@ def _add_simulate(sub: Any) -> None:
                    "llnl-atlas, lublin-256 (sim_adapter/data/README.md)")
     p.add_argument("--system", help="preset (kit-forhlr2, eurora), YAML / JSON file, or "
                    "NODESxCORES; default: derived from the trace header")
+    p.add_argument("--max-nodes", type=int, default=MAX_NODES, metavar="N",
+                   help="largest system a replay builds, from the trace header or --system "
+                   f"(default: {MAX_NODES:,}, the service's default max_nodes)")
     p.add_argument("--unit-mode", choices=UNIT_MODES, default="node",
                    help="how a job's processors become units (default: node)")
     p.add_argument("--proc-scale", type=float, default=1.0, metavar="X",
@@ -134,6 +137,9 @@ def _add_report(sub: Any) -> None:
     p.add_argument("--out", type=Path, help="where to write the PNGs (default: the first "
                    "RUN's directory of runs, subdirectory 'report')")
     p.add_argument("--no-plots", action="store_true", help="print the table only")
+    p.add_argument("--mixed-traces", action="store_true",
+                   help="put runs of different workloads (trace, records, system) in one "
+                   "report, each tagged with its workload; without it they are refused")
     p.set_defaults(func=run_report)
 
 
@@ -192,7 +198,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                             charge_decision_time=args.charge_decision_time,
                             progress=not args.no_progress, timeout=args.timeout,
                             full_snapshots=args.full_snapshots,
-                            records=records,
+                            records=records, max_nodes=args.max_nodes,
                         )
                         # One level below `out`, as `hpcdispatch report OUT` looks for runs.
                         parts = [f"{d:02d}", safe_dirname(dispatcher), name,
@@ -303,15 +309,16 @@ def _selections(
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from .report import comparison_table, find_runs, write_plots
+    from .report import comparison_table, find_runs, one_workload, write_plots
     from .sequences import aggregate_table
 
     try:
-        runs = find_runs(args.runs)
-    except FileNotFoundError as exc:
+        workload, runs = one_workload(find_runs(args.runs), args.mixed_traces)
+    except (FileNotFoundError, ValueError) as exc:
         print(f"hpcdispatch report: {exc}", file=sys.stderr)
         return 2
     summaries = [r.summary for r in runs]
+    print("\n".join(workload))
     print(comparison_table(summaries))
     if any("sequence" in s for s in summaries):
         print()

@@ -57,11 +57,14 @@ def iter_selected_jobs(
         return
     last = records[-1] if isinstance(records, range) else max(records)
     previous, previous_line = -1, 0
+    count = selected = 0  # job records read, of them selected
     for ordinal, (lineno, record) in enumerate(iter_records(path)):
+        count = ordinal + 1
         if ordinal > last or (limit is not None and stats.kept >= limit):
             return
         if ordinal not in records:
             continue
+        selected += 1
         if 0 <= record.submit_time < previous:
             raise SwfFormatError(
                 path, lineno,
@@ -73,3 +76,13 @@ def iter_selected_jobs(
         job = clean_record(lineno, record, stats)
         if job is not None:
             yield job
+    if not selected:
+        raise ValueError(f"record window {_shown(records)}: {path} has {count:,} job records "
+                         f"(0:{count}), none of them in the window")
+
+
+def _shown(records: Collection[int]) -> str:
+    """FIRST:LAST of a window, or the first and last of a set of records."""
+    if isinstance(records, range):
+        return f"{records.start}:{records.stop}"
+    return f"of {len(records):,} records from {min(records)} to {max(records)}"

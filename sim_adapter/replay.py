@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from hpcdispatch.catalog import CP_DISPATCHER_NAMES
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
@@ -32,7 +33,7 @@ from .outputs import RunRecorder, write_summary
 from .record_window import describe, iter_selected_jobs
 from .simulator import ReplayOptions, Simulator
 from .swf import CleaningStats, iter_jobs, read_header
-from .workload import UnitMode, resolve_system, rule_for_system
+from .workload import MAX_NODES, UnitMode, resolve_system, rule_for_system
 
 if TYPE_CHECKING:
     from .in_process_backend import LocalService
@@ -102,6 +103,7 @@ class RunSpec:
     full_snapshots: bool = False  # Dispatch with whole snapshots instead of a session
     # Job records to replay (0-based over the file's job lines, record_window); None = all.
     records: Collection[int] | None = None
+    max_nodes: int = MAX_NODES  # the largest system built (workload.resolve_system)
 
 
 def _resolved(settings: DispatchSettings, described: ServiceFacts) -> tuple[str, str]:
@@ -114,9 +116,13 @@ def _resolved(settings: DispatchSettings, described: ServiceFacts) -> tuple[str,
     return dispatcher, predictor
 
 
-def run_label(spec: RunSpec, dispatcher: str, predictor: str) -> str:
-    parts = [dispatcher if spec.settings.dispatcher != DEFAULT else f"{dispatcher}(default)",
-             predictor]
+def run_label(spec: RunSpec, dispatcher: str, predictor: str, profile: str) -> str:
+    """`dispatcher[(default)][-profile]-predictor[-allocator][-charged]`: the search profile
+    for the CP dispatchers, which use one (the baselines ignore it)."""
+    parts = [dispatcher if spec.settings.dispatcher != DEFAULT else f"{dispatcher}(default)"]
+    if dispatcher in CP_DISPATCHER_NAMES and profile:
+        parts.append(profile)
+    parts.append(predictor)
     if spec.settings.allocator != DEFAULT:
         parts.append(spec.settings.allocator)
     if spec.charge_decision_time:
@@ -157,11 +163,13 @@ def _replay(
     out_dir: Path | None,
 ) -> dict[str, Any]:
     header = read_header(spec.trace)
-    system = resolve_system(spec.system, header, name=trace_name(spec.trace))
+    system = resolve_system(spec.system, header, name=trace_name(spec.trace),
+                            max_nodes=spec.max_nodes)
     rule = rule_for_system(system, spec.unit_mode, spec.proc_scale, spec.accelerator_share)
     cleaning = CleaningStats()
     dispatcher, predictor = _resolved(spec.settings, described)
-    label = run_label(spec, dispatcher, predictor)
+    profile = spec.settings.profile or described.default_profile
+    label = run_label(spec, dispatcher, predictor, profile)
     # A knowledge base of its own per run: runs on one server do not share history.
     cluster = f"replay-{safe_dirname(label)}-{uuid.uuid4().hex[:8]}"
     settings = DispatchSettings(
@@ -185,6 +193,7 @@ def _replay(
             oracle=predictor == "oracle",
             progress=spec.progress,
             expected_jobs=total,
+            progress_label=f"{label} on {trace_name(spec.trace)}",
         ),
     )
     cpu_before = time.process_time()
@@ -207,7 +216,7 @@ def _replay(
         "dispatcher_requested": spec.settings.dispatcher,
         "predictor": predictor,
         "allocator": spec.settings.allocator,
-        "profile": spec.settings.profile or described.default_profile,
+        "profile": profile,
         "charge_decision_time": spec.charge_decision_time,
         "limit_jobs": spec.limit_jobs,
         "records": describe(spec.records) if spec.records is not None else None,

@@ -19,8 +19,14 @@ from typing import Any
 from .outputs import TAIL_QUANTILES, quantile
 from .report_plots import write_plots
 from .report_tables import comparison_table, fixed_width, run_name
+from .report_workload import (
+    mixed_workloads_text,
+    tag_workloads,
+    with_profile_in_label,
+    workloads,
+)
 
-__all__ = ["Run", "comparison_table", "find_runs", "fixed_width", "write_plots"]
+__all__ = ["Run", "comparison_table", "find_runs", "fixed_width", "one_workload", "write_plots"]
 
 SUMMARY = "summary.json"
 
@@ -69,7 +75,8 @@ class Run:
 
 
 def find_runs(paths: Iterable[Path]) -> list[Run]:
-    """Run directories given directly, or found one level below a given directory. A given
+    """Run directories given directly, or found one level below a given directory, each
+    labelled with its search profile (report_workload.with_profile_in_label). A given
     directory with no run (such as the `report/` folder an earlier report wrote, which a glob
     like `runs/kth/*` picks up) is skipped with a note on stderr; FileNotFoundError when a
     path does not exist or no run is found at all."""
@@ -85,7 +92,7 @@ def find_runs(paths: Iterable[Path]) -> list[Run]:
             skipped.append(path)
         for run in candidates:
             summary = json.loads((run / SUMMARY).read_text(encoding="utf-8"))
-            runs.append(Run(run, with_tails(summary, run / "jobs.csv")))
+            runs.append(Run(run, with_profile_in_label(with_tails(summary, run / "jobs.csv"))))
     if not runs:
         raise FileNotFoundError(
             f"{', '.join(map(str, skipped))}: no {SUMMARY} here or in the subdirectories")
@@ -117,3 +124,16 @@ def with_tails(summary: dict[str, Any], jobs_csv: Path) -> dict[str, Any]:
                                    for q in TAIL_QUANTILES}
         completed[key] = {"max": data[-1], **(summary.get(key) or {}), **tails}
     return completed
+
+
+def one_workload(runs: list[Run], mixed: bool) -> tuple[list[str], list[Run]]:
+    """(lines naming the runs' workload, the runs to report): one workload as it is; several
+    refused with ValueError, or with `mixed` each run labelled with its workload's tag."""
+    groups = workloads([r.summary for r in runs])
+    if len(groups) == 1:
+        return [f"workload: {next(iter(groups))}"], runs
+    if not mixed:
+        raise ValueError(mixed_workloads_text(groups))
+    legend, summaries = tag_workloads([r.summary for r in runs])
+    return (["workloads (different: compare rows of one tag only):", *legend],
+            [Run(r.path, s) for r, s in zip(runs, summaries, strict=True)])

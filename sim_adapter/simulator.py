@@ -64,6 +64,7 @@ class ReplayOptions:
     oracle: bool = False  # send QueuedJob.actual_duration (for the oracle predictor)
     progress: bool = False  # tqdm progress bar on stderr
     expected_jobs: int | None = None  # progress bar total
+    progress_label: str = "replay"  # what the bar says it replays (run label, trace)
     stall_retries: int = 3  # calls at t+1, t+2, ... before an idle-system stall is an error
 
 
@@ -137,8 +138,9 @@ class Simulator:
         wake: int | None = None
         changed = False
         stalls = 0
-        self._bar = tqdm(total=self.options.expected_jobs, unit="job", desc="replay",
-                         disable=not self.options.progress, leave=False, mininterval=0.5)
+        self._bar = tqdm(total=self.options.expected_jobs, unit="job",
+                         desc=self.options.progress_label, disable=not self.options.progress,
+                         leave=False, mininterval=0.5)
         try:
             while True:
                 candidates = [

@@ -10,8 +10,9 @@ memory for one record at a time. Cleaning follows the usual replay conventions
   counted by reason in `CleaningStats` (never silent).
 
 A malformed line (wrong field count, a value that is not a number, a negative size other than
-the SWF "unknown" value -1, submit times going backwards) raises `SwfFormatError` naming the
-file, the line number and the problem.
+the SWF "unknown" value -1, a value beyond `MAX_FIELD_VALUE`, submit times going backwards) and
+a compressed file that cannot be read to its end (truncated, corrupt) raise `SwfFormatError`
+naming the file, the line number and the problem.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import gzip
 import lzma
 import re
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
@@ -30,6 +32,12 @@ _HEADER_KEY = re.compile(r"^;\s?([A-Za-z][A-Za-z0-9_]*):\s*(.*)$")
 # Fields (0-based) that hold sizes: -1 means unknown, anything below is impossible.
 _SIZE_FIELDS = (4, 6, 7, 8, 9)  # allocated procs, used memory, req. procs, req. time, req. memory
 _FLOAT_FIELDS = (5, 6, 9)  # average CPU time and the memory fields may be fractional
+# The largest magnitude of any job field: 2^31 - 1 s is 68 years (the service refuses a
+# requested time beyond 2^31 s), 2^31 - 1 processors or KB per processor more than any system
+# has. A larger value is a broken trace, and it would overflow the service's 64-bit fields.
+MAX_FIELD_VALUE = 2**31 - 1
+# What a compressed file that cannot be read to its end raises while it is read.
+_UNREADABLE = (EOFError, OSError, lzma.LZMAError, zlib.error)
 
 
 class SwfFormatError(ValueError):
@@ -76,6 +84,8 @@ class SwfHeader:
 
     values: dict[str, list[str]] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)  # the raw comment lines, in order
+    key_lines: dict[str, int] = field(default_factory=dict)  # key -> its first line number
+    path: str = ""  # the file read (for errors that name a header line)
 
     def get(self, key: str) -> str | None:
         found = self.values.get(key)
@@ -174,28 +184,60 @@ def open_text(path: str | Path) -> IO[str]:
     return open(name, encoding="utf-8", errors="replace")
 
 
+def _unreadable(path: str | Path, lineno: int, error: BaseException) -> SwfFormatError:
+    """The error of a file that cannot be read on from line `lineno`."""
+    reason = ("the compressed file ends before its end-of-stream marker (truncated?)"
+              if isinstance(error, EOFError)
+              else f"the file cannot be decompressed from here on ({error})")
+    return SwfFormatError(path, lineno, reason)
+
+
+def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """(1-based line number, the line without surrounding blanks) of every line of `path`;
+    a compressed file that cannot be read to its end raises SwfFormatError at the line where
+    reading stopped."""
+    with open_text(path) as handle:
+        lineno = 0
+        try:
+            for lineno, raw in enumerate(handle, start=1):
+                yield lineno, raw.strip()
+        except _UNREADABLE as error:
+            raise _unreadable(path, lineno + 1, error) from None
+
+
 def _number(path: str | Path, lineno: int, index: int, text: str) -> float | int:
+    """Field `index` of a job line as a number, within MAX_FIELD_VALUE."""
+    name = f"field {index + 1} ({_RECORD_FIELDS[index]})"
     try:
-        return int(text)
+        value: float | int = int(text)
     except ValueError:
-        pass
+        value = _fraction(path, lineno, name, text, fractional=index in _FLOAT_FIELDS)
+    if abs(value) > MAX_FIELD_VALUE:
+        raise SwfFormatError(path, lineno, f"{name} is {_shown(text)}, beyond the largest "
+                             f"value a trace may hold ({MAX_FIELD_VALUE:,})")
+    return value
+
+
+def _fraction(path: str | Path, lineno: int, name: str, text: str,
+              fractional: bool) -> float | int:
+    """A field written with a decimal point or an exponent: a float where the field may be
+    fractional, else an int when it is a whole number."""
     try:
         value = float(text)
     except ValueError:
-        raise SwfFormatError(
-            path, lineno, f"field {index + 1} ({_RECORD_FIELDS[index]}) is not a number: {text!r}"
-        ) from None
+        raise SwfFormatError(path, lineno, f"{name} is not a number: {_shown(text)}") from None
     if value != value or value in (float("inf"), float("-inf")):
-        raise SwfFormatError(
-            path, lineno, f"field {index + 1} ({_RECORD_FIELDS[index]}) is not finite: {text!r}"
-        )
-    if index in _FLOAT_FIELDS:
+        raise SwfFormatError(path, lineno, f"{name} is not finite: {_shown(text)}")
+    if fractional:
         return value
     if value.is_integer():
         return int(value)
-    raise SwfFormatError(
-        path, lineno, f"field {index + 1} ({_RECORD_FIELDS[index]}) must be an integer: {text!r}"
-    )
+    raise SwfFormatError(path, lineno, f"{name} must be an integer: {_shown(text)}")
+
+
+def _shown(text: str, most: int = 40) -> str:
+    """`text` quoted, cut to `most` characters (a field can be a whole broken line long)."""
+    return repr(text) if len(text) <= most else f"{text[:most]!r}... ({len(text):,} characters)"
 
 
 def parse_record(path: str | Path, lineno: int, line: str) -> SwfRecord:
@@ -217,12 +259,13 @@ def parse_record(path: str | Path, lineno: int, line: str) -> SwfRecord:
     return record
 
 
-def _header_line(header: SwfHeader, line: str, last_key: str | None) -> str | None:
+def _header_line(header: SwfHeader, lineno: int, line: str, last_key: str | None) -> str | None:
     header.lines.append(line)
     match = _HEADER_KEY.match(line)
     if match:
         key, value = match.group(1), match.group(2).strip()
         header.values.setdefault(key, []).append(value)
+        header.key_lines.setdefault(key, lineno)
         return key
     text = line[1:].strip()
     if text and last_key is not None:  # continuation of the previous key's value
@@ -234,27 +277,23 @@ def _header_line(header: SwfHeader, line: str, last_key: str | None) -> str | No
 
 def read_header(path: str | Path) -> SwfHeader:
     """The comment lines before the first job line."""
-    header = SwfHeader()
+    header = SwfHeader(path=str(path))
     last_key: str | None = None
-    with open_text(path) as handle:
-        for raw in handle:
-            line = raw.strip()
-            if not line:
-                continue
-            if not line.startswith(";"):
-                break
-            last_key = _header_line(header, line, last_key)
+    for lineno, line in numbered_lines(path):
+        if not line:
+            continue
+        if not line.startswith(";"):
+            break
+        last_key = _header_line(header, lineno, line, last_key)
     return header
 
 
 def iter_records(path: str | Path) -> Iterator[tuple[int, SwfRecord]]:
     """(line number, record) for every job line; comments and blank lines are skipped."""
-    with open_text(path) as handle:
-        for lineno, raw in enumerate(handle, start=1):
-            line = raw.strip()
-            if not line or line.startswith(";"):
-                continue
-            yield lineno, parse_record(path, lineno, line)
+    for lineno, line in numbered_lines(path):
+        if not line or line.startswith(";"):
+            continue
+        yield lineno, parse_record(path, lineno, line)
 
 
 # The user of a record whose user id is -1: the service needs a user for every completion.

@@ -31,7 +31,10 @@ takes two more knobs of the rule:
 A system comes from a preset (`hpcdispatch.systems.PRESETS`), a YAML / JSON file, the short
 form ``NODESxCORES`` (e.g. ``256x1``), or the trace header: MaxNodes nodes of
 MaxProcs / MaxNodes cores (LLNL-Atlas: 1,152 x 8), or single-core nodes when only one of
-MaxProcs / MaxNodes is given (KTH-SP2: 100 x 1, lublin_256: 256 x 1).
+MaxProcs / MaxNodes is given (KTH-SP2: 100 x 1, lublin_256: 256 x 1). A system is sized before
+any node is made: one of more than `max_nodes` nodes (MAX_NODES, the service's own default
+limit, unless the caller raises it) or of more cores per node than a trace field may hold is
+refused, the header's naming its line.
 """
 
 from __future__ import annotations
@@ -45,13 +48,17 @@ from typing import Literal
 
 from hpcdispatch.systems import System, homogeneous, load_system
 
-from .swf import SwfHeader, TraceJob
+from .swf import MAX_FIELD_VALUE, SwfFormatError, SwfHeader, TraceJob
 
 UnitMode = Literal["node", "exclusive", "core"]
 UNIT_MODES: tuple[str, ...] = ("node", "exclusive", "core")
 CORE = "core"
 MEM = "mem"
 _SHORT_SYSTEM = re.compile(r"^(\d+)x(\d+)$")
+# The most nodes a replay builds: the service's default `max_nodes` (a larger snapshot is
+# refused there). `hpcdispatch simulate --max-nodes` raises it, for a service configured so.
+MAX_NODES = 200_000
+TOO_MANY_NODES_HINT = "--max-nodes N raises the limit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,9 +149,12 @@ def rule_for_system(
 
 
 def system_from_header(
-    header: SwfHeader, name: str = "trace", cores_per_node: int | None = None
+    header: SwfHeader, name: str = "trace", cores_per_node: int | None = None,
+    max_nodes: int = MAX_NODES,
 ) -> System:
-    """Nodes of a given core count from MaxNodes / MaxProcs (see the module docstring)."""
+    """Nodes of a given core count from MaxNodes / MaxProcs (see the module docstring);
+    SwfFormatError, naming the header line, for a system beyond `max_nodes` nodes or
+    MAX_FIELD_VALUE cores per node."""
     nodes = header.max_nodes if header.max_nodes and header.max_nodes > 0 else None
     procs = header.max_procs if header.max_procs and header.max_procs > 0 else None
     if nodes is None and procs is None:
@@ -152,30 +162,54 @@ def system_from_header(
             "the trace header gives neither MaxNodes nor MaxProcs; describe the system "
             "with --system (a preset, a YAML / JSON file or NODESxCORES)"
         )
+    # (nodes, cores per node, the header key the node count comes from)
     if cores_per_node is not None:
         if cores_per_node < 1:
             raise ValueError("cores_per_node must be >= 1")
         total = procs if procs is not None else nodes
         assert total is not None
-        return homogeneous(name, math.ceil(total / cores_per_node), {CORE: cores_per_node})
-    if nodes is not None and procs is not None:
-        return homogeneous(name, nodes, {CORE: max(1, math.ceil(procs / nodes))})
-    count = procs if procs is not None else nodes
-    assert count is not None
-    return homogeneous(name, count, {CORE: 1})
+        count, cores = math.ceil(total / cores_per_node), cores_per_node
+        key = "MaxProcs" if procs is not None else "MaxNodes"
+    elif nodes is not None and procs is not None:
+        count, cores, key = nodes, max(1, math.ceil(procs / nodes)), "MaxNodes"
+    elif procs is not None:
+        count, cores, key = procs, 1, "MaxProcs"
+    else:
+        assert nodes is not None
+        count, cores, key = nodes, 1, "MaxNodes"
+    path = header.path or "trace header"
+    if count > max_nodes:
+        raise SwfFormatError(path, header.key_lines.get(key, 0),
+                             f"header {key}: {header.get(key)} makes {count:,} nodes, more "
+                             f"than a replay builds ({max_nodes:,}; {TOO_MANY_NODES_HINT}, "
+                             "or give --system)")
+    if cores > MAX_FIELD_VALUE:
+        raise SwfFormatError(path, header.key_lines.get("MaxProcs", 0),
+                             f"header MaxProcs: {header.get('MaxProcs')} makes {cores:,} "
+                             f"processors per node, beyond {MAX_FIELD_VALUE:,}")
+    return homogeneous(name, count, {CORE: cores})
 
 
-def resolve_system(spec: str | None, header: SwfHeader, name: str = "trace") -> System:
-    """`spec` = None (from the header), a preset name, a YAML / JSON path, or NODESxCORES."""
+def resolve_system(spec: str | None, header: SwfHeader, name: str = "trace",
+                   max_nodes: int = MAX_NODES) -> System:
+    """`spec` = None (from the header), a preset name, a YAML / JSON path, or NODESxCORES;
+    ValueError for a system of more than `max_nodes` nodes (before any node is made)."""
     if spec is None:
-        return system_from_header(header, name)
+        return system_from_header(header, name, max_nodes=max_nodes)
     match = _SHORT_SYSTEM.match(spec)
     if match:
         count, cores = int(match.group(1)), int(match.group(2))
         if count < 1 or cores < 1:
             raise ValueError(f"system {spec!r}: nodes and cores must be >= 1")
-        return homogeneous(f"{count}x{cores}", count, {CORE: cores})
-    return load_system(spec)
+        if cores > MAX_FIELD_VALUE:
+            raise ValueError(f"system {spec!r}: more than {MAX_FIELD_VALUE:,} cores per node")
+        system = homogeneous(f"{count}x{cores}", count, {CORE: cores})
+    else:
+        system = load_system(spec, forms="a YAML / JSON file, or NODESxCORES such as 256x4")
+    if system.node_count > max_nodes:
+        raise ValueError(f"system {spec!r}: {system.node_count:,} nodes, more than a replay "
+                         f"builds ({max_nodes:,}; {TOO_MANY_NODES_HINT})")
+    return system
 
 
 def units_fitting_empty(system: System, request: Mapping[str, int]) -> int:

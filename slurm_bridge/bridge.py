@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import grpc
 import structlog
 
+from hpcdispatch.catalog import session_tag
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.proto_convert import decision_from_pb, snapshot_to_pb
 from hpcdispatch.snapshot import NodeState, Snapshot
@@ -206,10 +207,10 @@ class Bridge:
         an idle session on its own). A later decision opens a new one."""
         if self.session is None or self.session.session_id is None:
             return
-        session_id = self.session.session_id
+        tag = _tag(self.session)
         self.session.close(timeout=min(5.0, self.config.dispatch_timeout))
         self._session_lost = False
-        self.log.info("session_closed", session_id=session_id, opens=self.session.opens,
+        self.log.info("session_closed", session=tag, opens=self.session.opens,
                       deltas=self.session.deltas, resyncs=self.session.resyncs)
 
     def next_wait(self, result: CycleResult) -> float:
@@ -352,11 +353,11 @@ class Bridge:
             self._session_lost = False
         for reason, count in sorted(resynced.items()):
             self.metrics.session_resyncs.labels(reason.lower()).inc(count)
-            self.log.warning("session_resynced", reason=reason, session_id=session.session_id,
+            self.log.warning("session_resynced", reason=reason, session=_tag(session),
                              resyncs=session.resyncs,
                              note="the session is opened again with the whole snapshot")
         if opened and not resynced:
-            self.log.info("session_opened", session_id=session.session_id)
+            self.log.info("session_opened", session=_tag(session))
         if session.deltas > before.deltas:
             return VIA_DELTA
         if opened:
@@ -538,3 +539,9 @@ class Bridge:
         self._reported.update(c.job_id for c in batch)
         self.metrics.completions.inc(len(batch))
         self.log.info("completions_reported", jobs=[c.job_id for c in batch])
+
+
+def _tag(session: DecisionSession) -> str | None:
+    """The session's short tag for logs (catalog.session_tag): its id is a secret that logs
+    never show. None without an open session."""
+    return session_tag(session.session_id) if session.session_id is not None else None

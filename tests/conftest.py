@@ -1,21 +1,47 @@
 """Shared fixtures: a real hpcdispatch server on loopback; the header line on the Debian
-packages the integration tests use (tests/system_packages.py)."""
+packages the integration tests use (tests/system_packages.py); the suite's own temp folder and
+the check that the suite leaves nothing in it (tests/suite_temp.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.server.config import load_config
 from hpcdispatch.server.rpc.app import RunningServer, start_server
-from tests import system_packages
+from tests import suite_temp, system_packages
+
+_suite_temp: Path | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    global _suite_temp
     system_packages._pytest_config = config  # announce() writes past output capture
+    if _suite_temp is None and not hasattr(config, "workerinput"):
+        _suite_temp = suite_temp.start()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail a run that leaves temporary files behind, naming them; remove the suite's temp
+    folder (tmp_path folders of failed tests are kept)."""
+    global _suite_temp
+    if _suite_temp is None:
+        return
+    root, _suite_temp = _suite_temp, None
+    failed = exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
+    left = suite_temp.leftovers(root)
+    lines = suite_temp.finish(root, keep_pytest_folder=failed)
+    if left and not failed:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for line in lines:
+        if reporter is not None:
+            reporter.write_line(line, red=bool(left))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -4,8 +4,10 @@ One slurmctld and one `slurmd -D -N nX` per node, all as root on loopback, confi
 temporary directory (Slurm 22.05 from Debian: `NodeHostname=localhost`, one port per node,
 `SlurmdParameters=config_overrides`, `AuthType=auth/none`). Every daemon is started and
 stopped by process id.
-Usable from a shell too: `python tests/slurm_cluster.py /tmp/dir` starts a cluster and keeps
-it up until Ctrl-C.
+Usable from a shell too: `python3 -m tests.slurm_cluster DIR`, from the repository root (as
+docs/slurm-bridge.md shows it), starts a cluster in DIR with the shipped
+deploy/slurm/job_submit.lua, so that jobs of its partition `batch` are held at submission, and
+keeps it up until Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from typing import Any
 from tests.system_packages import GROUPS, apt_install, quick_run, quick_skip_reason
 
 SLURM_PACKAGES = GROUPS["slurm"][0]
+# The site's job_submit.lua, which holds the jobs of the managed partitions (`batch`).
+SHIPPED_JOB_SUBMIT_LUA = Path(__file__).resolve().parents[1] / "deploy/slurm/job_submit.lua"
 _BINARIES = ("slurmctld", "slurmd", "squeue", "sinfo", "sbatch", "scontrol", "scancel")
 
 
@@ -262,11 +266,14 @@ def _main() -> None:
     reason = ensure_slurm()
     if reason:
         sys.exit(reason)
-    cluster = SlurmCluster(Path(sys.argv[1]))
+    if len(sys.argv) != 2:
+        sys.exit("usage: python3 -m tests.slurm_cluster DIR  (from the repository root)")
+    cluster = SlurmCluster(Path(sys.argv[1]), job_submit_lua=SHIPPED_JOB_SUBMIT_LUA)
     t0 = time.monotonic()
     cluster.start()
-    print(f"up in {time.monotonic() - t0:.1f} s; export SLURM_CONF={cluster.conf_path}",
-          flush=True)
+    print(f"up in {time.monotonic() - t0:.1f} s, jobs of partition {cluster.partition} are held "
+          f"at submission (job_submit.lua); Ctrl-C stops it. "
+          f"export SLURM_CONF={cluster.conf_path}", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stop.set())

@@ -74,12 +74,15 @@ def test_config_file_gives_defaults_and_flags_win(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def scheduler() -> Iterator[tuple[str, set[str]]]:
+def scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, set[str]]]:
     """A real local Dask cluster: its address and its workers' addresses."""
+    import dask
     from distributed import Client, LocalCluster
 
-    with (LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                       dashboard_address=None) as cluster,
+    scratch = str(tmp_path_factory.mktemp("dask"))  # not dask-scratch-space in the temp folder
+    with (dask.config.set({"temporary-directory": scratch}),
+          LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                       dashboard_address=None, local_directory=scratch) as cluster,
           Client(cluster) as client):
         client.wait_for_workers(2, timeout=60)
         yield cluster.scheduler_address, set(client.scheduler_info()["workers"])

@@ -286,3 +286,74 @@ def test_configuration_reference_documents_every_key_and_flag() -> None:
                     else str(int(default)) if isinstance(default, float) and default.is_integer()
                     else str(default))
         assert documented == expected, field.name
+
+
+def _key_row(key: str) -> str:
+    """The row of `key` in docs/configuration.md's key tables."""
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith(f"| `{key}` | `HPCDISPATCH_")]
+    assert len(rows) == 1, key
+    return rows[0]
+
+
+def _names_in(cell: str) -> set[str]:
+    return set(re.findall(r"`([a-z0-9-]+)`", cell))
+
+
+def test_the_default_rows_name_every_dispatcher_predictor_and_profile() -> None:
+    """The rows of the defaults list what the code has, so a new profile (issue #24's
+    `packing` was missing) or dispatcher cannot be left out."""
+    from hpcdispatch.catalog import DISPATCHER_NAMES, PREDICTOR_NAMES
+    from hpcdispatch.server.dispatchers.profiles import PROFILES
+
+    for key, names in (("default_dispatcher", DISPATCHER_NAMES),
+                       ("default_predictor", PREDICTOR_NAMES), ("default_profile", PROFILES)):
+        meaning = _key_row(key).split("|")[6]
+        named = _names_in(meaning.split("(see")[0].split(". ")[0])
+        assert named == set(names), (key, sorted(set(names) ^ named))
+
+
+def test_the_profile_tables_have_a_row_per_profile() -> None:
+    from hpcdispatch.server.dispatchers.profiles import PROFILES
+
+    for page in ("README.md", "docs/configuration.md"):
+        text = (ROOT / page).read_text()
+        rows = {m.group(1) for m in re.finditer(r"^\| `([a-z]+)`(?: \(default\))? \| \d", text,
+                                                 re.M)}
+        assert rows == set(PROFILES), page
+
+
+def _documented_metrics(page: str, section: str) -> set[str]:
+    """The metric names in backticks of `section` (from its heading to the next one)."""
+    text = (ROOT / page).read_text()
+    start = text.index(section)
+    following = re.search(r"^#{2,3} ", text[start + len(section):], re.M)
+    body = text[start: start + len(section) + following.start()] if following else text[start:]
+    return set(re.findall(r"`((?:hpcdispatch|grpc_server)_[a-z_]+)`", body))
+
+
+def _exported_metrics(registry: Any, prefix: str = "") -> set[str]:
+    """Every metric a registry exports, as the pages name them (counters with `_total`)."""
+    return {prefix + family.name.removeprefix(prefix) + ("_total" if family.type == "counter"
+                                                         else "")
+            for family in registry.collect()}
+
+
+def test_every_service_metric_is_in_the_deployment_page_and_no_other() -> None:
+    from hpcdispatch.server.rpc.metrics import ServiceMetrics
+
+    documented = _documented_metrics("docs/deployment.md", "### Metrics")
+    exported = _exported_metrics(ServiceMetrics().registry)
+    assert sorted(exported - documented) == [] and sorted(documented - exported) == []
+
+
+def test_every_bridge_metric_is_in_the_bridge_page_and_no_other() -> None:
+    from hpcdispatch.slurm_bridge.metrics import BridgeMetrics
+
+    text = (ROOT / "docs" / "slurm-bridge.md").read_text()
+    section = text[text.index("## Metrics"):]
+    section = section[section.index("\n"): section.index("\n## ", 1)]  # below the heading
+    documented = {"hpcdispatch_bridge_" + name
+                  for name in re.findall(r"`([a-z_]+)(?:\{[^`]*\})?`", section)}
+    exported = _exported_metrics(BridgeMetrics().registry)
+    assert sorted(exported - documented) == [] and sorted(documented - exported) == []

@@ -25,7 +25,6 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from structlog.testing import capture_logs
@@ -39,12 +38,10 @@ from hpcdispatch.slurm_bridge.metrics import BridgeMetrics
 from hpcdispatch.slurm_bridge.slurm_cli import SlurmCommands
 from hpcdispatch.slurm_bridge.slurm_json import ACTIVE_STATES, SlurmJob, parse_jobs
 from hpcdispatch.v1 import dispatcher_pb2 as pb
-from tests.slurm_cluster import SlurmCluster, ensure_slurm
+from tests.slurm_cluster import SHIPPED_JOB_SUBMIT_LUA, SlurmCluster, ensure_slurm
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[1]
-JOB_SUBMIT_LUA = ROOT / "deploy" / "slurm" / "job_submit.lua"
 CPUS, MEMORY = 4, 2000
 
 # (sbatch size options, sleep seconds): a mix of serial, multi-task, multi-core-task and
@@ -115,7 +112,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
             pytest.fail(f"Slurm required but unavailable: {reason}")
         pytest.skip(f"Slurm integration test skipped: {reason}")
     c = SlurmCluster(tmp_path_factory.mktemp("slurm"), cpus=CPUS, memory_mib=MEMORY,
-                     job_submit_lua=JOB_SUBMIT_LUA)
+                     job_submit_lua=SHIPPED_JOB_SUBMIT_LUA)
     try:
         c.start()
         yield c

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
@@ -36,6 +37,7 @@ from hpcdispatch.decision_check import check_decision
 from hpcdispatch.proto_convert import decision_from_pb, snapshot_from_pb
 from hpcdispatch.server.config import load_config
 from hpcdispatch.server.rpc.app import RunningServer, start_server
+from hpcdispatch.server.sessions.store import SESSION_ID
 from hpcdispatch.slurm_bridge import cli as bridge_cli
 from hpcdispatch.slurm_bridge.bridge import Bridge, BridgeConfig, DecisionSession
 from hpcdispatch.slurm_bridge.metrics import BridgeMetrics
@@ -445,6 +447,21 @@ def test_sessions_are_the_default_and_decide_as_full_snapshots(
     assert run.cycles == reference.cycles
     assert run.actions == reference.actions
     assert run.outcome == reference.outcome
+
+
+def test_the_bridge_logs_a_session_by_its_short_tag_never_by_its_id() -> None:
+    """The session id is the secret that owns the session (docs/configuration.md,
+    max_sessions_per_identity): the bridge's lines name the session by the tag the server's
+    own lines use, so the two logs can be read side by side."""
+    with serving() as server, capture_logs() as logs:
+        scripted_run(server.target)
+    leaked = [e for e in logs if any(SESSION_ID.search(str(v)) for v in e.values())]
+    assert leaked == []
+    bridge = [e for e in logs if e["event"] in ("session_opened", "session_closed")]
+    closed_by_server = [e for e in logs if e["event"] == "session closed"]
+    assert len(bridge) == 2 and len(closed_by_server) == 1
+    assert {e["session"] for e in bridge} == {closed_by_server[0]["session"]}
+    assert re.fullmatch("[0-9a-f]{8}", closed_by_server[0]["session"])
 
 
 def test_a_server_restart_between_cycles_is_survived_by_a_resync(

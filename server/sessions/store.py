@@ -24,7 +24,6 @@ busy session never hold the server's threads, and never enter the decision slots
 
 from __future__ import annotations
 
-import hashlib
 import re
 import secrets
 import threading
@@ -34,6 +33,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from hpcdispatch.catalog import session_tag
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .resend import LastDelta
@@ -44,12 +44,6 @@ REMEMBERED_EXPIRED = 10_000
 # "<server instance>-<session secret>", both hex: 8 and 32 digits (24 before issue #22).
 SESSION_ID = re.compile(r"[0-9a-f]{8}-(?:[0-9a-f]{24}|[0-9a-f]{32})")
 SECRET_BYTES = 16
-
-
-def session_tag(session_id: str) -> str:
-    """A short name of a session id for logs: 8 hex digits of its hash, which tell sessions
-    apart in a log without giving away the id (the secret that names the session)."""
-    return hashlib.blake2b(session_id.encode("utf-8", "replace"), digest_size=4).hexdigest()
 
 
 @dataclass(slots=True)
