@@ -119,7 +119,7 @@ def measure(overload: float, capacity_seconds: float, overload_seconds: float,
 
         # Overload: open loop at `overload` x capacity, each call with `deadline`.
         interval = 1.0 / (overload * capacity)
-        calls = []
+        calls: list[Any] = []
         begin = time.monotonic()
         while (now := time.monotonic()) < begin + overload_seconds:
             if now >= begin + len(calls) * interval:

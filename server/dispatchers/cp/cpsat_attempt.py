@@ -206,7 +206,7 @@ def solve_attempt(
     return AttemptResult(mapped, None, None, cut, ended_by)
 
 
-def _ended_by(status: int, watchdog: int | None, cut: bool) -> int:
+def _ended_by(status: cp_model.CpSolverStatus, watchdog: int | None, cut: bool) -> int:
     """Why an attempt ended (pb.AttemptEnd): a proof, else the caller gone or a stall (seen by
     the watchdog), else its end time: the deadline when that stopped a deterministic attempt
     short of its deterministic limit, its own limit otherwise (the restart policy knows when

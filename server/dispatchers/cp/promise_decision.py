@@ -83,7 +83,8 @@ def _start_the_others(
     profile = plan.profile
     waiting = [j for j in problem.jobs_by_slowdown()
                if j.index not in plan.starts and j.index not in never]
-    candidates, left_out = [], []
+    candidates: list[Job] = []
+    left_out: list[Job] = []
     for job in waiting:
         if control.should_stop():
             break
