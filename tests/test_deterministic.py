@@ -88,7 +88,7 @@ def _simulate(out: Path, *extra: str) -> None:
     command = [sys.executable, "-m", "hpcdispatch", "simulate", "--records", RECORDS,
                "--dispatcher", "pcp20", "--predictor", "walltime", "--no-progress",
                "--out", str(out), *extra]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600,
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800,
                           env={**os.environ, "PYTHONHASHSEED": "random"})
     assert done.returncode == 0, done.stderr[-2000:]
 

@@ -177,7 +177,7 @@ def test_an_unknown_long_session_id_is_an_error_the_client_can_read(
                                  ("s" * 6_000, grpc.StatusCode.INVALID_ARGUMENT)):
         with pytest.raises(grpc.RpcError) as caught:
             sessions.UpdateSession(pb.UpdateSessionRequest(session_id=session_id, sequence=1),
-                                   timeout=10)
+                                   timeout=60)
         assert caught.value.code() == expected  # type: ignore[attr-defined]
         assert session_id not in caught.value.details()  # type: ignore[attr-defined]
 

@@ -208,7 +208,7 @@ def https_get(port: int, ca: Pem, user: str | None = None, password: str | None 
         token = base64.b64encode(f"{user}:{password}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")
     try:
-        with urllib.request.urlopen(request, timeout=10, context=context) as reply:
+        with urllib.request.urlopen(request, timeout=60, context=context) as reply:
             return int(reply.status), reply.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()

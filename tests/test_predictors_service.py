@@ -25,7 +25,7 @@ def expected_durations(store: str) -> dict[str, int]:
     """Start a server on the store, ask FCFS with LAST_TWO for one job per user, stop it."""
     running = start_server(ServerConfig(listen="127.0.0.1:0", predictor_store=store))
     try:
-        with DispatcherClient(f"127.0.0.1:{running.port}", timeout=20) as client:
+        with DispatcherClient(f"127.0.0.1:{running.port}", timeout=120) as client:
             request = pb.DispatchRequest(
                 time=20_000,
                 cluster=CLUSTER,
@@ -49,7 +49,7 @@ def expected_durations(store: str) -> dict[str, int]:
 def report(store: str, completions: list[pb.JobCompletion]) -> int:
     running = start_server(ServerConfig(listen="127.0.0.1:0", predictor_store=store))
     try:
-        with DispatcherClient(f"127.0.0.1:{running.port}", timeout=20) as client:
+        with DispatcherClient(f"127.0.0.1:{running.port}", timeout=120) as client:
             return client.report_completions(completions, cluster=CLUSTER)
     finally:
         running.stop(1.0)

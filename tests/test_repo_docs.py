@@ -146,5 +146,5 @@ def test_the_runnable_command_blocks_run_verbatim_in_a_fresh_copy(block: Block,
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("HPCDISPATCH_", "VIRTUAL_ENV"))}
     done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.text], cwd=fresh_copy,
-                          env=env, capture_output=True, text=True, timeout=240)
+                          env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, f"{block.where}\n{block.text}\n{done.stdout}\n{done.stderr}"

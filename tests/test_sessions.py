@@ -265,7 +265,7 @@ def test_sessions_beyond_the_bound_evict_the_least_recently_used() -> None:
             assert failure_of(lambda: update(stub, ids[1], 1, first.time)) == "SESSION_EXPIRED"
             assert update(stub, ids[0], 2, first.time).sequence == 2
             assert update(stub, third, 1, first.time).sequence == 1
-            stub.CloseSession(pb.CloseSessionRequest(session_id=third), timeout=10)
+            stub.CloseSession(pb.CloseSessionRequest(session_id=third), timeout=60)
             # A closed session is simply unknown.
             assert failure_of(lambda: update(stub, third, 2, first.time)) == "UNKNOWN_SESSION"
     finally:
@@ -298,7 +298,7 @@ def test_the_client_resyncs_when_the_server_forgot_its_session(
     assert starts(session.decide(first)) == starts(client.dispatch(first))
     assert session.session_id is not None
     stub = pb_grpc.SessionServiceStub(client._channel)
-    stub.CloseSession(pb.CloseSessionRequest(session_id=session.session_id), timeout=10)
+    stub.CloseSession(pb.CloseSessionRequest(session_id=session.session_id), timeout=60)
     second = pb.DispatchRequest()
     second.CopyFrom(first)
     second.time += 30

@@ -341,11 +341,11 @@ def test_a_released_job_that_no_longer_fits_on_real_slurm_is_held_again(
                      for secs in (20, 5))
     _wait_held(cluster, [first, second])
     slurm = StartsBeforeNext(env=cluster.env, timeout=20, job_id=first)
-    client = DispatcherClient(server.target, timeout=10.0)
+    client = DispatcherClient(server.target, timeout=120.0)
     # first: 1 task on n1, 2 on n2 (Slurm will put 2 on n1); second: 3 tasks on n1.
     service = ScriptedFirst(client, {first: ["n1", "n2", "n2"], second: ["n1", "n1", "n1"]})
     metrics = BridgeMetrics()
-    bridge = Bridge(BridgeConfig(frozenset({"batch"}), interval=0.5, dispatch_timeout=10.0,
+    bridge = Bridge(BridgeConfig(frozenset({"batch"}), interval=0.5, dispatch_timeout=120.0,
                                  start_timeout=60.0, dispatcher=pb.DISPATCHER_EASY,
                                  full_snapshots=True), slurm, service, metrics)
     try:
