@@ -11,8 +11,10 @@ work (`NodeProfile`):
    end, a node went down, d_i grew — at the earliest start that fits after the promises placed
    before it, so that a promise moves by the least possible given the older ones, and the move
    is reported (`PromisePlan.moved`); a promise already due (s_i <= t) is placed at t;
-2. they are compressed in order of their start: each is taken out and put back at its earliest
-   start, which is never later (its own room is free again), so a promise only moves earlier;
+2. they are compressed in the papers' priority order: each is taken out and put back at its
+   earliest start, which is never later (its own room is free again, and every other promise is
+   in place), so a promise only moves earlier, and the room a job that ended early freed goes
+   to the highest current slowdown first;
 3. the jobs that get a promise at this decision (`newcomers`, in submit order) get the earliest
    start around all of them.
 
@@ -28,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .node_profile import NodeProfile
-from .problem import Job, Problem
+from .problem import Job, Problem, slowdown_rank
 from .stopping import StopCheck, Stopped, never, stop_if
 
 
@@ -104,9 +106,13 @@ def _place_held(
 
 
 def _compress(plan: PromisePlan, first_fit: bool, should_stop: StopCheck) -> None:
-    """Step 2: each promise, in order of its start, moved to its earliest start if earlier."""
+    """Step 2: each promise moved to its earliest start if that is earlier, in the papers'
+    priority order (highest current slowdown first). Each move has every other promise in
+    place, so whatever the order none moves later; the order decides who takes the room a
+    job that ended early freed first: the reorder step of promise, pack, reorder."""
     profile, jobs = plan.profile, plan.profile.problem.jobs
-    for i in sorted(plan.starts, key=lambda i: (plan.starts[i][0], jobs[i].submit, i)):
+    t = profile.problem.t
+    for i in sorted(plan.starts, key=lambda i: slowdown_rank(jobs[i], t)):
         start, nodes = plan.starts[i]
         job = jobs[i]
         stop_if(should_stop, "promise compression")
