@@ -29,6 +29,8 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .node_profile import NodeProfile
 from .problem import Job, Problem, slowdown_rank
 from .stopping import StopCheck, Stopped, never, stop_if
@@ -46,6 +48,28 @@ class PromisePlan:
     def due(self) -> dict[int, list[int]]:
         """The jobs whose promise is now: they start now, on these nodes."""
         return {i: nodes for i, (s, nodes) in self.starts.items() if s == 0}
+
+
+def place_promise(profile: NodeProfile, job: Job, start: int, first_fit: bool) -> list[int]:
+    """Nodes for job i's units from `start` (taken in `profile`). Now, by the pool's rule. Later,
+    as EASY places its head (`reservation.head_nodes`): first the nodes that could hold none of
+    its units before `start` (busy until then anyway), then those that could hold the fewest,
+    best fit at `start` within each; so a promise takes as little as it can of the room jobs
+    may use before it (a promise on nodes free now would keep them idle)."""
+    if start == 0:
+        return profile.place(job, 0, first_fit)
+    during = profile.free_during(start, start + job.duration)
+    fit = profile.units_fitting(during, job)
+    before = profile.units_fitting(profile.free_during(0, start), job)
+    left = during.sum(axis=1)  # best fit at `start`: least free first
+    nodes: list[int] = []
+    for n in np.lexsort((np.arange(len(fit)), left, before)).tolist():
+        if fit[n] > 0:
+            nodes.extend([n] * min(int(fit[n]), job.units - len(nodes)))
+            if len(nodes) == job.units:
+                profile.take(job, start, nodes)
+                return nodes
+    raise AssertionError("place_promise called where the job does not fit")
 
 
 def keep_promises(
@@ -73,7 +97,7 @@ def keep_promises(
         for job in newcomers:
             stop_if(should_stop, "new promises")
             start = plan.profile.earliest(job, should_stop)
-            plan.starts[job.index] = (start, plan.profile.place(job, start, first_fit))
+            plan.starts[job.index] = (start, place_promise(plan.profile, job, start, first_fit))
     except Stopped:
         pass  # the promises placed so far stand; the rest wait for the next decision
     return plan
@@ -95,10 +119,10 @@ def _place_held(
         if profile.fits_on(job, start, nodes):
             profile.take(job, start, nodes)
         elif profile.fits_at(job, start):
-            nodes = profile.place(job, start, first_fit)
+            nodes = place_promise(profile, job, start, first_fit)
         else:
             later = profile.earliest(job, should_stop)
-            nodes = profile.place(job, later, first_fit)
+            nodes = place_promise(profile, job, later, first_fit)
             if later > start:
                 plan.moved[job.index] = later - start
             start = later
@@ -125,7 +149,7 @@ def _compress(plan: PromisePlan, first_fit: bool, should_stop: StopCheck) -> Non
             profile.take(job, start, nodes)  # stopped: it keeps its promise as it was
             raise
         if earlier < start:
-            plan.starts[i] = (earlier, profile.place(job, earlier, first_fit))
+            plan.starts[i] = (earlier, place_promise(profile, job, earlier, first_fit))
         else:  # no gain (never later: its own room is free): it keeps its nodes
             profile.take(job, start, nodes)
 
