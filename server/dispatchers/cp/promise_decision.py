@@ -1,10 +1,11 @@
 """A CP decision under the promise book: promise, then pack, then slowdown.
 
 With `SearchSettings.promise_after_s` >= 0 a waiting job holds a promised start s_i once it has
-waited that long (0: from its arrival, as conservative backfilling promises every job), and the
-oldest waiting job always holds one (EASY's head). A promise is kept from one decision to the
-next (`PromiseBook`, per node list; or sent back by the caller, `Job.promised`) and only ever
-moves earlier while the expected durations hold. At each decision at t:
+waited that long (0: from its arrival, as conservative backfilling promises every job), and
+the oldest job that does not start now always holds one (EASY's head). A promise is kept from
+one decision to the next (`PromiseBook`, per node list; or sent back by the caller,
+`Job.promised`) and only ever moves earlier while the expected durations hold. At each
+decision at t:
 
 1. the promises held are placed, compressed, and given to the jobs that qualify now
    (`planning.promises.keep_promises`); a promise that can no longer be kept (a running job
@@ -52,14 +53,14 @@ def decide_with_promises(
             kept = held.get(job.index)
             if kept is None or kept[0] != job.promised - t:  # not the book's: placed anew
                 held[job.index], freed = (job.promised - t, []), True
-    # Who gets a promise now: every job that has waited promise_after_s, and the oldest job
-    # (EASY's head: whatever the threshold, the oldest waiting job holds one).
+    # Who gets a promise now: every job that has waited promise_after_s, and the oldest ones
+    # until one does not start now (EASY's head: whatever the threshold, it holds one).
     waiting = [j for j in fcfs(problem) if j.index not in never]
-    newcomers = [j for k, j in enumerate(waiting) if j.index not in held
-                 and (k == 0 or t - j.submit >= settings.promise_after_s)]
     try:
-        plan = keep_promises(problem, held, newcomers, control.first_fit, control.should_stop,
-                             compress=freed)
+        plan = keep_promises(
+            problem, held, waiting, lambda j: t - j.submit >= settings.promise_after_s,
+            control.first_fit, control.should_stop, compress=freed,
+        )
     except Stopped:  # not even the held promises placed: nothing starts, the book stays
         outcome.status = pb.SOLVE_STATUS_UNKNOWN
         return outcome

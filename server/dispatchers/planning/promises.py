@@ -15,8 +15,10 @@ work (`NodeProfile`):
    earliest start, which is never later (its own room is free again, and every other promise is
    in place), so a promise only moves earlier, and the room a job that ended early freed goes
    to the highest current slowdown first;
-3. the jobs that get a promise at this decision (`newcomers`, in submit order) get the earliest
-   start around all of them.
+3. the other waiting jobs, in submit order, get the earliest start around all of them when they
+   qualify (`qualifies`: e.g. they have waited long enough) — and, whatever that says, the
+   oldest ones until one does not start now, as EASY treats its head: the oldest jobs start in
+   submit order while they fit, and the first that does not holds a promise.
 
 A promise at 0 is due: its job starts now. No other job is placed here: what starts now beside
 the due ones is chosen around the profile this leaves (every promise held in it).
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -75,17 +77,19 @@ def place_promise(profile: NodeProfile, job: Job, start: int, first_fit: bool) -
 def keep_promises(
     problem: Problem,
     held: Mapping[int, tuple[int, list[int]]],
-    newcomers: Iterable[Job],
+    waiting: Iterable[Job],
+    qualifies: Callable[[Job], bool],
     first_fit: bool = False,
     should_stop: StopCheck = never,
     compress: bool = True,
 ) -> PromisePlan:
     """Place the `held` promises (job index -> (s_i - t, possibly <= 0, nodes)), compress them,
-    and promise each of `newcomers` (jobs without one, in the order given) the earliest start
-    around them. Raises Stopped when `should_stop()` turns true before the held promises are
-    placed; once they are, a stop leaves the rest where they were, or without a promise.
-    `compress` False: no room appeared since the last decision compressed them
-    (`Recalled.room_freed`), and step 2 is skipped (one pass of it per new room)."""
+    and promise the earliest start around them to the jobs of `waiting` (submit order) without
+    one that `qualify`, and to the oldest until one does not start now (EASY's head).
+    Raises Stopped when `should_stop()` turns true before the held promises are placed; once
+    they are, a stop leaves the rest where they were, or without a promise. `compress` False:
+    no room appeared since the last decision compressed them (`Recalled.room_freed`), and step
+    2 is skipped (one pass of it per new room)."""
     plan = PromisePlan(NodeProfile(problem))
     jobs = problem.jobs
     order = sorted(held, key=lambda i: (held[i][0], jobs[i].submit, i))
@@ -94,10 +98,18 @@ def keep_promises(
     try:
         if compress:
             _compress(plan, first_fit, should_stop)
-        for job in newcomers:
+        head = False  # the oldest job that does not start now holds a promise
+        for job in waiting:
+            kept = plan.starts.get(job.index)
+            if kept is not None:
+                head = head or kept[0] > 0
+                continue
+            if head and not qualifies(job):
+                continue
             stop_if(should_stop, "new promises")
             start = plan.profile.earliest(job, should_stop)
             plan.starts[job.index] = (start, place_promise(plan.profile, job, start, first_fit))
+            head = head or start > 0
     except Stopped:
         pass  # the promises placed so far stand; the rest wait for the next decision
     return plan
