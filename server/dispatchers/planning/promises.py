@@ -119,11 +119,25 @@ def _place_held(
     plan: PromisePlan, held: list[tuple[int, Job, list[int]]], first_fit: bool,
     should_stop: StopCheck,
 ) -> None:
-    """Step 1: every held promise in order of its start, at it if it still fits (on its nodes,
-    else on others), else at the earliest start after those before it."""
+    """Step 1: every held promise in order of its start, at it if it still fits, else at the
+    earliest start after those before it. A promise is a time, not nodes: each is placed anew
+    by `place_promise` (as EASY places its head at every decision, on the nodes busy until
+    then); where that leaves one without room at its start, the nodes it held stand instead
+    (they fit together, as long as the expected durations held)."""
     profile = plan.profile
     profile.add_boundaries(b for start, job, _ in held for b in (start, start + job.duration))
-    if profile.take_all(held):  # the usual case: every promise still fits where it was
+    state = profile.checkpoint()
+    placed: dict[int, tuple[int, list[int]]] = {}
+    for start, job, _ in held:
+        stop_if(should_stop, "promises")
+        if not profile.fits_at(job, start):
+            profile.restore(state)
+            break
+        placed[job.index] = (start, place_promise(profile, job, start, first_fit))
+    else:
+        plan.starts.update(placed)
+        return
+    if profile.take_all(held):  # every promise still fits where it was
         plan.starts.update((job.index, (start, nodes)) for start, job, nodes in held)
         return
     for start, job, nodes in held:
