@@ -120,22 +120,13 @@ def _place_held(
     should_stop: StopCheck,
 ) -> None:
     """Step 1: every held promise in order of its start, at it if it still fits, else at the
-    earliest start after those before it. A promise is a time, not nodes: each is placed anew
-    by `place_promise` (as EASY places its head at every decision, on the nodes busy until
-    then); where that leaves one without room at its start, the nodes it held stand instead
-    (they fit together, as long as the expected durations held)."""
+    earliest start after those before it. The first (the head's) is placed anew by
+    `place_promise`, as EASY places its head at every decision (on the nodes busy until then),
+    and the others keep theirs; where that leaves one without room at its start, every promise
+    keeps the nodes it held (they fit together, as long as the expected durations held)."""
     profile = plan.profile
     profile.add_boundaries(b for start, job, _ in held for b in (start, start + job.duration))
-    state = profile.checkpoint()
-    placed: dict[int, tuple[int, list[int]]] = {}
-    for start, job, _ in held:
-        stop_if(should_stop, "promises")
-        if not profile.fits_at(job, start):
-            profile.restore(state)
-            break
-        placed[job.index] = (start, place_promise(profile, job, start, first_fit))
-    else:
-        plan.starts.update(placed)
+    if held and _place_head_anew(plan, held, first_fit):
         return
     if profile.take_all(held):  # every promise still fits where it was
         plan.starts.update((job.index, (start, nodes)) for start, job, nodes in held)
@@ -153,6 +144,25 @@ def _place_held(
                 plan.moved[job.index] = later - start
             start = later
         plan.starts[job.index] = (start, nodes)
+
+
+def _place_head_anew(
+    plan: PromisePlan, held: list[tuple[int, Job, list[int]]], first_fit: bool,
+) -> bool:
+    """The held promises at their starts, the first on nodes chosen anew and the others on
+    theirs; False (nothing placed) where that leaves one without room."""
+    profile = plan.profile
+    start, head, _ = held[0]
+    if not profile.fits_at(head, start):
+        return False
+    state = profile.checkpoint()
+    nodes = place_promise(profile, head, start, first_fit)
+    if not profile.take_all(held[1:]):
+        profile.restore(state)
+        return False
+    plan.starts[head.index] = (start, nodes)
+    plan.starts.update((job.index, (s, ns)) for s, job, ns in held[1:])
+    return True
 
 
 def _compress(plan: PromisePlan, first_fit: bool, should_stop: StopCheck) -> None:
