@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma list of baseline dispatchers (easy is always run)")
     p.add_argument("--candidates", default="", help="comma list of extra CP runs, "
                    "dispatcher@profile (pcp20@papers) or dispatcher (server's profile)")
+    p.add_argument("--no-default", action="store_true",
+                   help="do not replay the server's default (its runs come from --from "
+                   "documents, when judged later)")
     p.add_argument("--default", dest="default_as", metavar="DISPATCHER@PROFILE",
                    help="with --from: count these runs as the default where no run asked "
                    "for the server's default (default: this checkout's server default)")
@@ -155,7 +158,7 @@ def trace_of(case: Case, traces_dir: Path) -> str:
 def cells_for(args: argparse.Namespace) -> list[CellSpec]:
     """Every case's cells, built by the campaign's matrix (names prefixed by the case)."""
     cases, predictors, baselines, candidates = chosen(args)
-    runs = [(",".join([*baselines, DEFAULT]), "")]
+    runs = [(",".join([*baselines, *([] if args.no_default else [DEFAULT])]), "")]
     runs += [(c.split("@")[0], c.split("@")[1]) for c in candidates]
     cells: dict[str, CellSpec] = {}
     for case in cases:
