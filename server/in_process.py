@@ -41,6 +41,7 @@ from .pipeline import (
     PredictorRegistry,
     completion_of,
     decide_on,
+    depends_on_job_only,
 )
 from .sessions.state import SessionState
 
@@ -133,6 +134,13 @@ class InProcessSession:
         state.start(started)
         state.time = t
         state.sequence += 1
+
+    def learns_from_completions(self) -> bool:
+        """Whether this session's predictor reads what completions teach: one whose d_i
+        depends on the job alone (walltime, oracle) does not, so a replay that only decides
+        through this session need not report them (`InProcessService.learn`)."""
+        predictor = self.service.predictors.predictor(self.options.cluster, self.predictor_kind)
+        return not depends_on_job_only(predictor)
 
     def decide(self) -> InProcessDecision:
         """The checked decision on the state as it is now."""

@@ -51,6 +51,9 @@ def _minus(free: Vec, amounts: Vec, times: int) -> Vec:
     return tuple([f - a * times for f, a in zip(free, amounts, strict=True)])
 
 
+minus = _minus  # for the planning modules that keep free vectors of their own
+
+
 class FreePool:
     """Free amount per resource type on each node that accepts work.
 
