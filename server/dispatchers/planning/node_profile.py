@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .capacity_profile import first_room, room_now
-from .free_pool import FreePool, Vec
+from .free_pool import Vec, choose_from_array
 from .problem import Job, Problem
 from .stopping import StopCheck, never, stop_if
 
@@ -194,8 +194,9 @@ class NodeProfile:
         rule (best fit or first fit) over what stays free for all of d_i; taken here."""
         end = start + job.duration
         free = self.free_during(start, end)
-        pool = FreePool.from_array(free, self.problem.eligible, self.problem.free_now.scale)
-        nodes = pool.choose(job.req, job.units, first_fit)
+        # FreePool.from_array(free, ...).choose(...), ranked on the arrays (no pool built).
+        nodes = choose_from_array(free, self._eligible, self.problem.free_now.scale, job.req,
+                                  job.units, first_fit, nonnegative=not self._negative)
         if nodes is None:
             raise AssertionError("place called where the job does not fit")
         self.take(job, start, nodes)
