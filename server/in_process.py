@@ -43,6 +43,7 @@ from .pipeline import (
     decide_on,
     depends_on_job_only,
 )
+from .sessions.heap import freeze_long_lived
 from .sessions.state import SessionState
 
 
@@ -105,6 +106,7 @@ class InProcessService:
             raise InvalidSnapshot(intake.violations)
         assert intake.snapshot is not None and intake.options is not None
         state = SessionState(intake.options.cluster, intake.snapshot, intake.nodes)
+        freeze_long_lived()  # as the service does once a session opens (sessions/heap.py)
         return InProcessSession(self, state, intake.options)
 
     def learn(self, cluster: str, completions: Sequence[JobCompletion]) -> int:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
+from .heap import freeze_long_lived
 from .state import SessionState
 
 # Ids of expired or evicted sessions remembered to answer SESSION_EXPIRED.
@@ -112,6 +113,7 @@ class SessionStore:
                 self._evict(self._fullest(owner))
             self._sessions[session.id] = session
             self._owned[owner] += 1
+        freeze_long_lived()  # the session's state lives as long as it: out of collections
         return session
 
     def get(self, session_id: str, owner: str = "") -> Session:
