@@ -309,3 +309,53 @@ def _first_release_fitting(
     if not len(hits):
         raise AssertionError("a job that fits an empty system must fit once all work ends")
     return int(boundary[hits[0]])
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """A reservation made with no job started before it, and what it was made from."""
+
+    t: int
+    released_at: npt.NDArray[np.int64]  # absolute release times of the running work
+    release_nodes: npt.NDArray[np.int64]
+    release_amounts: npt.NDArray[np.int64]
+    free: list[Vec]
+    eligible: list[bool]
+    scale: Vec
+    head: tuple[str, Vec, int, int]  # id, req, units, d_i
+    reservation: Reservation  # never handed out: callers get copies
+
+
+class KeptReservation:
+    """The last head reservation made with nothing started before the head, kept for the next
+    decision: one at which nothing ended, started or changed on the nodes (a job was only
+    submitted behind the head) has the same head, the same free amounts and the same running
+    work releasing at the same times, so `reserve` would make the same reservation again (τ
+    the same time, so τ - t moves with t). It is handed out as a copy when every one of those
+    inputs is equal, and made anew otherwise. Shared by every caller (one entry, replaced
+    whole; equal inputs give equal reservations whoever asked)."""
+
+    def __init__(self) -> None:
+        self._kept: _Kept | None = None
+
+    def reserve(self, problem: Problem, free_now: FreePool, head: Job,
+                should_stop: StopCheck = never) -> Reservation:
+        """`reserve(problem, free_now, head, (), should_stop)`."""
+        events = problem.release_events()
+        released_at = events.ends + problem.t
+        key = (head.id, head.req, head.units, head.duration)
+        kept = self._kept
+        if (kept is not None and kept.head == key and kept.scale == free_now.scale
+                and np.array_equal(kept.released_at, released_at)
+                and np.array_equal(kept.release_nodes, events.nodes)
+                and np.array_equal(kept.release_amounts, events.amounts)
+                and kept.free == free_now.free and kept.eligible == free_now.eligible):
+            stop_if(should_stop, "head reservation")
+            same = kept.reservation
+            return Reservation(head, same.start + kept.t - problem.t, same.at_start.copy(),
+                               same.limit.copy(), same.nodes, problem)
+        reservation = reserve(problem, free_now, head, (), should_stop)
+        self._kept = _Kept(problem.t, released_at, events.nodes, events.amounts,
+                           list(free_now.free), list(free_now.eligible), free_now.scale, key,
+                           reservation.copy())
+        return reservation
