@@ -72,7 +72,7 @@ def test_a_kept_reservation_is_the_one_made_anew(seed: int) -> None:
     made.limit.set(made.nodes[0], (0, 0))
     made.at_start.take_all(list(made.nodes), head.req)
     change = rng.choice(("submitted", "submitted", "ended", "down", "later head"))
-    later = list(queued) + [QueuedJob("q-new", "u", "a", "batch", 105, 1, {"core": 1}, 10)]
+    later = [*queued, QueuedJob("q-new", "u", "a", "batch", 105, 1, {"core": 1}, 10)]
     run, cluster = running, nodes
     if change == "ended":
         run = running[1:]
