@@ -487,10 +487,12 @@ def units_per_row(free: npt.NDArray[np.int64], req: Vec) -> npt.NDArray[np.int64
 def choose_from_array(
     free: npt.NDArray[np.int64], eligible: npt.NDArray[np.bool_], scale: Vec, req: Vec,
     units: int, first_fit: bool = False, nonnegative: bool = False,
+    per_node_units: npt.NDArray[np.int64] | None = None,
 ) -> list[int] | None:
     """`FreePool.from_array(free, eligible, scale).choose(req, units, first_fit)`, without
     building the pool: the nodes are ranked on the arrays. `nonnegative`: the caller knows no
-    amount of `free` is negative (units per node are then a plain minimum over the types).
+    amount of `free` is negative (units per node are then a plain minimum over the types);
+    `per_node_units`: that minimum, when the caller has it already.
 
     `choose` walks the nodes that hold a unit, each giving min(k, units left) units (k = units
     per node), in node order (first fit) or group by group (best fit): by the group's score,
@@ -500,13 +502,15 @@ def choose_from_array(
     are `FreePool.score`'s: the same floats, so the same ties.
     """
     asked = [r for r, q in enumerate(req) if q > 0]
-    if nonnegative and len(asked) == 1:
+    if nonnegative and per_node_units is not None:
+        k = per_node_units
+    elif nonnegative and len(asked) == 1:
         k = free[:, asked[0]] // req[asked[0]]
     elif nonnegative and asked:
         k = (free[:, asked] // np.asarray([req[r] for r in asked], dtype=np.int64)).min(axis=1)
     else:
         k = units_per_row(free, req)
-    fitting = np.flatnonzero((k > 0) & eligible)
+    fitting = ((k > 0) & eligible).nonzero()[0]
     per_node = k[fitting]
     if int(per_node.sum()) < units:
         return None
@@ -515,7 +519,10 @@ def choose_from_array(
     if not first_fit and len(fitting) > 1:
         rows = free[fitting]
         terms = [(r, s) for r, s in enumerate(scale) if s]
-        if 1 <= len(terms) <= 2:
+        if free.shape[1] == 1 and len(terms) == 1:
+            # One type: the score grows with the amount, and one amount is one vector.
+            order = np.argsort(rows[:, 0], kind="stable")
+        elif 1 <= len(terms) <= 2:
             # The score in numpy: one or two terms add up to the same float however `sum`
             # adds (more terms might not, where Python's sum compensates rounding).
             score = rows[:, terms[0][0]] / terms[0][1]
