@@ -10,6 +10,7 @@ also left free at τ by the head's units. Used by EASY, and by the CP dispatcher
 from __future__ import annotations
 
 import heapq
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -332,11 +333,12 @@ class KeptReservation:
     submitted behind the head) has the same head, the same free amounts and the same running
     work releasing at the same times, so `reserve` would make the same reservation again (τ
     the same time, so τ - t moves with t). It is handed out as a copy when every one of those
-    inputs is equal, and made anew otherwise. Shared by every caller (one entry, replaced
-    whole; equal inputs give equal reservations whoever asked)."""
+    inputs is equal, and made anew otherwise. One entry per thread (equal inputs give equal
+    reservations whoever asked, but the kept pool's heaps must not be read by two threads at
+    once: `FreePool.smallest` takes nodes off a heap and puts them back)."""
 
     def __init__(self) -> None:
-        self._kept: _Kept | None = None
+        self._local = threading.local()
 
     def reserve(self, problem: Problem, free_now: FreePool, head: Job,
                 should_stop: StopCheck = never) -> Reservation:
@@ -344,7 +346,7 @@ class KeptReservation:
         events = problem.release_events()
         released_at = events.ends + problem.t
         key = (head.id, head.req, head.units, head.duration)
-        kept = self._kept
+        kept: _Kept | None = getattr(self._local, "kept", None)
         if (kept is not None and kept.head == key and kept.scale == free_now.scale
                 and np.array_equal(kept.released_at, released_at)
                 and np.array_equal(kept.release_nodes, events.nodes)
@@ -355,7 +357,7 @@ class KeptReservation:
             return Reservation(head, same.start + kept.t - problem.t, same.at_start.copy(),
                                same.limit.copy(), same.nodes, problem)
         reservation = reserve(problem, free_now, head, (), should_stop)
-        self._kept = _Kept(problem.t, released_at, events.nodes, events.amounts,
+        self._local.kept = _Kept(problem.t, released_at, events.nodes, events.amounts,
                            list(free_now.free), list(free_now.eligible), free_now.scale, key,
                            reservation.copy())
         return reservation
