@@ -13,9 +13,11 @@ is measured in the same run, so the ratios hold on a loaded machine where the se
 
 `--paths` names how the replay reaches the dispatcher: `grpc` (the embedded service on loopback,
 through sessions: the default of `hpcdispatch simulate`) and, where `simulate` offers it,
-`in-process` (the service's decision pipeline called directly). `--before` adds the gRPC rows of
-another checkout (its interpreter, e.g. the code before a change), run in the same way in the
-same run; every replay's jobs.csv is compared with the first path's, byte for byte.
+`in-process` (the service's decision pipeline called directly). `--before` adds the rows of
+another checkout (its interpreter, e.g. the code before a change) on the same paths, run in
+the same way in the same run, each before row just before its `now` row; every replay's
+jobs.csv is compared with the first row's of its dispatcher, byte for byte. `--predictor`
+replays under another predictor than wall time.
 """
 
 from __future__ import annotations
@@ -60,19 +62,19 @@ def timed(command: list[str]) -> Timing:
 
 
 def simulate_command(trace: Path, limit: int, dispatcher: str, path: str, out: Path,
-                     python: str = sys.executable) -> list[str]:
+                     python: str = sys.executable, predictor: str = "walltime") -> list[str]:
     command = [python, "-m", "hpcdispatch", "simulate", "--trace", str(trace),
                "--limit-jobs", str(limit),
-               "--dispatcher", dispatcher, "--predictor", "walltime", "--no-progress",
+               "--dispatcher", dispatcher, "--predictor", predictor, "--no-progress",
                "--out", str(out)]
     if path == "in-process":
         command.append("--in-process")
     return command
 
 
-def simulate_offers(flag: str) -> bool:
-    shown = subprocess.run([*CLI, "simulate", "--help"], capture_output=True, text=True,
-                           cwd=REPO, check=True).stdout
+def simulate_offers(flag: str, python: str = sys.executable) -> bool:
+    shown = subprocess.run([python, "-m", "hpcdispatch", "simulate", "--help"],
+                           capture_output=True, text=True, cwd=REPO, check=True).stdout
     return flag in shown
 
 
@@ -81,6 +83,13 @@ def replay_cpu(out: Path) -> float | None:
     (summary,) = out.glob("*/summary.json")
     value = json.loads(summary.read_text()).get("replay_cpu_seconds")
     return None if value is None else float(value)
+
+
+def simulated_seconds(out: Path) -> float:
+    """The simulated span of a replay: first submission to last end (summary.json)."""
+    (summary,) = out.glob("*/summary.json")
+    data = json.loads(summary.read_text())
+    return float(data["last_end"] - data["first_submit"])
 
 
 def jobs_csv(out: Path) -> Path:
@@ -118,14 +127,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="grpc, in-process (skipped where simulate lacks --in-process)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per row; medians shown")
     parser.add_argument("--before", metavar="PYTHON",
-                        help="interpreter of another checkout: its gRPC replays as rows too")
+                        help="interpreter of another checkout: its replays as rows too")
+    parser.add_argument("--predictor", default="walltime")
     args = parser.parse_args(argv)
     trace = resolve_trace(args.trace).resolve()
     paths = [p for p in args.paths.split(",")
              if p == "grpc" or (p == "in-process" and simulate_offers("--in-process"))]
-    # (row name, interpreter, path) of every replay row, the --before rows first.
-    variants = [("before", args.before, "grpc")] if args.before else []
-    variants += [("now", sys.executable, path) for path in paths]
+    # (row name, interpreter, path) of every replay row, each --before row before its own.
+    variants = []
+    for path in paths:
+        if args.before and (path == "grpc" or simulate_offers("--in-process", args.before)):
+            variants.append(("before", args.before, path))
+        variants.append(("now", sys.executable, path))
     processors = processors_of(trace)
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
@@ -135,19 +148,30 @@ def main(argv: list[str] | None = None) -> int:
                         "--out", str(plain_out)]) for _ in range(args.repeats)]
         rows: list[tuple[str, str, Timing, float | None]] = [
             ("plain EASY (benchmarks.plain_easy)", "-", median(plain), None)]
+        spans: list[float] = [0.0]
         agreement: dict[str, str] = {}
         identical: dict[str, str] = {}
-        for code, python, path in variants:
-            for dispatcher in args.dispatchers.split(","):
-                runs, cpus = [], []
-                for r in range(args.repeats):
+        dispatchers = args.dispatchers.split(",")
+        runs: dict[tuple[str, str, str], list[Timing]] = {}
+        cpus: dict[tuple[str, str, str], list[float | None]] = {}
+        # Round by round, every row once per round (a before row next to its now row), so
+        # that the machine's load drifts over all rows alike.
+        for r in range(args.repeats):
+            for dispatcher in dispatchers:
+                for code, python, path in variants:
                     out = scratch / f"{dispatcher}-{code}-{path}-{r}"
-                    runs.append(timed(simulate_command(trace, args.limit_jobs, dispatcher,
-                                                       path, out, python)))
-                    cpus.append(replay_cpu(out))
-                known = [c for c in cpus if c is not None]
-                rows.append((f"{dispatcher} ({code})", path, median(runs),
+                    key = (dispatcher, code, path)
+                    runs.setdefault(key, []).append(timed(simulate_command(
+                        trace, args.limit_jobs, dispatcher, path, out, python, args.predictor)))
+                    cpus.setdefault(key, []).append(replay_cpu(out))
+        for dispatcher in dispatchers:
+            for code, _, path in variants:
+                key = (dispatcher, code, path)
+                span = simulated_seconds(scratch / f"{dispatcher}-{code}-{path}-0")
+                known = [c for c in cpus[key] if c is not None]
+                rows.append((f"{dispatcher} ({code})", path, median(runs[key]),
                              statistics.median(known) if known else None))
+                spans.append(span)
                 first = scratch / f"{dispatcher}-{variants[0][0]}-{variants[0][2]}-0"
                 if first != scratch / f"{dispatcher}-{code}-{path}-0":
                     same = filecmp.cmp(jobs_csv(first), jobs_csv(scratch / f"{dispatcher}-"
@@ -160,14 +184,18 @@ def main(argv: list[str] | None = None) -> int:
                     same_starts = sum(ours.get(job) == start for job, start in theirs.items())
                     agreement[f"{code} {path}"] = f"{same_starts}/{len(theirs)}"
     print(f"trace {trace.name}, first {args.limit_jobs} jobs, {processors} processors, "
-          f"wall-time estimates; median of {args.repeats} runs each, one process per run")
+          f"predictor {args.predictor}; median of {args.repeats} runs each, one process per run")
     base = rows[0][2].cpu
+    easy = {path: t.cpu for name, path, t, _ in rows if name.startswith("easy (now)")}
     header = ("replay", "path", "CPU [s]", "wall [s]", "replay CPU [s]", "jobs / CPU-s",
-              "CPU ÷ plain", "replay CPU ÷ plain")
+              "sim. days / CPU-h", "CPU ÷ plain", "replay CPU ÷ plain", "CPU ÷ easy (now)")
     table = [header] + [
         (name, path, f"{t.cpu:.2f}", f"{t.wall:.2f}", "-" if own is None else f"{own:.2f}",
-         f"{args.limit_jobs / t.cpu:,.0f}", f"{t.cpu / base:.1f}×",
-         "-" if own is None else f"{own / base:.1f}×") for name, path, t, own in rows]
+         f"{args.limit_jobs / t.cpu:,.0f}",
+         f"{span / 86_400 / (t.cpu / 3600):,.0f}" if span else "-",
+         f"{t.cpu / base:.1f}×", "-" if own is None else f"{own / base:.1f}×",
+         f"{t.cpu / easy[path]:.2f}×" if path in easy else "-")
+        for (name, path, t, own), span in zip(rows, spans, strict=True)]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))

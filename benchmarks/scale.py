@@ -48,6 +48,10 @@ def main() -> None:
                         "(benchmarks/scale_sessions.py) for each NODES:QUEUED of --cases")
     parser.add_argument("--cases", default="10000:1000,100000:1000,10000:50000")
     parser.add_argument("--repeats", type=int, default=3, help="decisions per case (--sessions)")
+    parser.add_argument("--dispatch-repeats", type=int,
+                        help="with --sessions: Dispatch calls per case (default: --repeats), "
+                        "so that many session decisions (their p99 and maximum) cost no more "
+                        "than a few whole snapshots")
     parser.add_argument("--baseline-commit", metavar="REV",
                         help="with --sessions: also time Dispatch on the server of commit REV "
                         "(e.g. a8b54e1, where issue #12 was filed), started from an export of "
@@ -64,7 +68,7 @@ def main() -> None:
                 old = stack.enter_context(baseline_server(args.baseline_commit))
                 baseline = (args.baseline_commit, old)
             scale_sessions.run(target, cases, args.dispatchers.split(","), args.repeats,
-                               args.timeout, baseline)
+                               args.timeout, baseline, args.dispatch_repeats)
         return
     print("| nodes | dispatcher | decision ms p50 | × EASY | server build ms | server solve ms |"
           " server total ms | variables | constraints | started | status |")

@@ -14,6 +14,7 @@ minus before (the request's own bytes excluded: it exists before). With a baseli
 from __future__ import annotations
 
 import gc
+import math
 import os
 import statistics
 import time
@@ -44,11 +45,17 @@ class SessionRow:
     session_mb: float
     started_equal: bool
     baseline_p50_ms: float | None = None  # Dispatch of the --baseline-commit server
+    # The session decisions' tail: p99 and the slowest (a garbage collection shows here).
+    session_p99_ms: float | None = None
+    session_max_ms: float | None = None
 
     def markdown(self) -> str:
         ratio = self.full_p50_ms / self.session_p50_ms if self.session_p50_ms else float("nan")
+        p99, most = self.session_p99_ms, self.session_max_ms
+        tail = ("– | – | –" if p99 is None or most is None
+                else f"{p99:,.0f} | {most:,.0f} | {most / p99:.1f}×")
         row = (f"| {self.nodes:,} | {self.running:,} | {self.queued:,} | {self.dispatcher} "
-               f"| {self.full_p50_ms:,.0f} | {self.session_p50_ms:,.0f} | {ratio:.1f}× "
+               f"| {self.full_p50_ms:,.0f} | {self.session_p50_ms:,.0f} | {tail} | {ratio:.1f}× "
                f"| {self.session_mb:,.0f} | {'yes' if self.started_equal else 'no'} |")
         if self.baseline_p50_ms is None:
             return row
@@ -57,8 +64,9 @@ class SessionRow:
                 f"| {old / self.session_p50_ms if self.session_p50_ms else float('nan'):.1f}× |")
 
 
-HEADER = ("| nodes | running | queued | dispatcher | Dispatch p50 ms | session p50 ms | ratio | "
-          "server MB / session | same first decision |\n|---|---|---|---|---|---|---|---|---|")
+HEADER = ("| nodes | running | queued | dispatcher | Dispatch p50 ms | session p50 ms | "
+          "session p99 ms | session max ms | max ÷ p99 | ratio | "
+          "server MB / session | same first decision |\n" + "|---" * 12 + "|")
 
 
 def header(baseline: str | None = None) -> str:
@@ -80,7 +88,10 @@ def rss_mb() -> float:
 def measure(
     client: DispatcherClient, nodes: int, queued: int, dispatcher: str, repeats: int,
     timeout: float, baseline: DispatcherClient | None = None,
+    dispatch_repeats: int | None = None,
 ) -> SessionRow:
+    """One row: `dispatch_repeats` Dispatch calls (default `repeats`) and `repeats` session
+    decisions."""
     system = homogeneous(f"h{nodes}", nodes, {"core": 32, "mem": 131072})
     snapshot = synthetic_snapshot(system, queued, BUSY_FOR_70_PERCENT_OF_NODES, seed=0)
     request = snapshot_to_pb(snapshot)
@@ -90,7 +101,7 @@ def measure(
     # Warm-up: builds the node table and checks the running jobs once (server/intake/node_table.py,
     # server/intake/running_job_cache.py), as a workload manager's previous snapshot would have.
     first_full = client.dispatch(request, timeout=timeout)
-    for _ in range(repeats):
+    for _ in range(repeats if dispatch_repeats is None else dispatch_repeats):
         began = time.perf_counter()
         client.dispatch(request, timeout=timeout)
         full_walls.append((time.perf_counter() - began) * 1000)
@@ -120,7 +131,14 @@ def measure(
     old = None if baseline is None else dispatch_p50(baseline, request, repeats, timeout)
     return SessionRow(nodes, len(request.running_jobs), queued, dispatcher,
                       statistics.median(full_walls), statistics.median(session_walls),
-                      session_mb, same, old)
+                      session_mb, same, old, percentile(session_walls, 0.99),
+                      max(session_walls))
+
+
+def percentile(values: list[float], share: float) -> float:
+    """The value below which `share` of `values` lie (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered), max(1, math.ceil(share * len(ordered)))) - 1]
 
 
 def dispatch_p50(
@@ -137,7 +155,8 @@ def dispatch_p50(
 
 
 def run(target: str, cases: list[tuple[int, int]], dispatchers: list[str], repeats: int,
-        timeout: float, baseline: tuple[str, str] | None = None) -> list[SessionRow]:
+        timeout: float, baseline: tuple[str, str] | None = None,
+        dispatch_repeats: int | None = None) -> list[SessionRow]:
     """Print and return one row per (nodes, queued) case and dispatcher; with `baseline`
     (commit, target of its server: benchmarks/baseline_server.py), that server's Dispatch
     of the same request too."""
@@ -149,7 +168,8 @@ def run(target: str, cases: list[tuple[int, int]], dispatchers: list[str], repea
             DispatcherClient(baseline[1], timeout=timeout))
         for nodes, queued in cases:
             for dispatcher in dispatchers:
-                row = measure(client, nodes, queued, dispatcher, repeats, timeout, old)
+                row = measure(client, nodes, queued, dispatcher, repeats, timeout, old,
+                              dispatch_repeats)
                 print(row.markdown(), flush=True)
                 rows.append(row)
     return rows

@@ -41,7 +41,9 @@ from .pipeline import (
     PredictorRegistry,
     completion_of,
     decide_on,
+    depends_on_job_only,
 )
+from .sessions.heap import freeze_long_lived
 from .sessions.state import SessionState
 
 
@@ -104,6 +106,7 @@ class InProcessService:
             raise InvalidSnapshot(intake.violations)
         assert intake.snapshot is not None and intake.options is not None
         state = SessionState(intake.options.cluster, intake.snapshot, intake.nodes)
+        freeze_long_lived()  # as the service does once a session opens (sessions/heap.py)
         return InProcessSession(self, state, intake.options)
 
     def learn(self, cluster: str, completions: Sequence[JobCompletion]) -> int:
@@ -129,6 +132,13 @@ class InProcessSession:
         failing part-way; there is no call to end in an error before an answer, so nothing
         to resend)."""
         self.state.apply(t, self.state.sequence + 1, (), ended, cancelled, submitted, started)
+
+    def learns_from_completions(self) -> bool:
+        """Whether this session's predictor reads what completions teach: one whose d_i
+        depends on the job alone (walltime, oracle) does not, so a replay that only decides
+        through this session need not report them (`InProcessService.learn`)."""
+        predictor = self.service.predictors.predictor(self.options.cluster, self.predictor_kind)
+        return not depends_on_job_only(predictor)
 
     def decide(self) -> InProcessDecision:
         """The checked decision on the state as it is now."""

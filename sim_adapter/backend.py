@@ -111,7 +111,11 @@ class ServiceFacts:
 
 
 class DispatchBackend(Protocol):
-    """The dispatching service as the simulator sees it: decide, and learn completions."""
+    """The dispatching service as the simulator sees it: decide, and learn completions.
+
+    A backend may say `checks_decisions = True` when every decision it answers was checked in
+    the simulator's own process against the state its changes made (the in-process service):
+    the simulator then does not check it again."""
 
     def decide(self, change: StateChange, whole: Callable[[], Snapshot]) -> Answer: ...
 

@@ -38,12 +38,21 @@ class LocalService:
 
 
 class InProcessBackend:
-    """The replay's decisions through `service` (one session per backend)."""
+    """The replay's decisions through `service` (one session per backend).
+
+    Each decision is checked by the service's pipeline, in this process, against the
+    session's state, which the simulator's changes keep equal to its own
+    (`checks_decisions`): the simulator does not check it a second time. Completions are
+    reported only while the session's predictor learns from them (walltime and oracle do
+    not; each replay has a knowledge base of its own, which nothing else reads)."""
+
+    checks_decisions = True
 
     def __init__(self, service: InProcessService, template: pb.DispatchRequest) -> None:
         self.service = service
         self.template = template
         self.session: InProcessSession | None = None
+        self._learns = True
 
     def decide(self, change: StateChange, whole: Callable[[], Snapshot]) -> Answer:
         if self.session is None:
@@ -51,12 +60,15 @@ class InProcessBackend:
             request.CopyFrom(self.template)
             snapshot_to_pb(whole(), request)
             self.session = self.service.open(request)
+            self._learns = self.session.learns_from_completions()
         else:
             self.session.update(change.time, change.ended, change.cancelled, change.submitted,
                                 change.started)
         return _answer(self.session.decide())
 
     def report_completions(self, completions: Sequence[JobCompletion]) -> None:
+        if self.session is not None and not self._learns:
+            return
         self.service.learn(self.template.cluster, completions)
 
     def close(self) -> None:

@@ -56,6 +56,8 @@ def test_both_paths_give_the_same_jobs_csv(
 @pytest.mark.parametrize(("dispatcher", "predictor", "system", "unit_mode"), [
     ("pcp20", "data-driven", None, "node"),  # the predictors learn from completions
     ("easy", "last-two", None, "node"),
+    ("easy-k", "last-two", None, "node"),  # the node profile's array chooser
+    ("los", "oracle", None, "node"),  # EASY's head reservation, kept between decisions
     ("pcp20", "walltime", "eurora", "core"),  # several resource types, units per core
     ("conservative", "walltime", "eurora", "core"),
 ])

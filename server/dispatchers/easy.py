@@ -20,7 +20,12 @@ from .base import HEURISTIC, Outcome, SearchControl
 from .planning.free_pool import FreePool
 from .planning.job_orders import fcfs
 from .planning.problem import Job, Problem
-from .planning.reservation import Reservation, place_around_reservation, reserve
+from .planning.reservation import (
+    KeptReservation,
+    Reservation,
+    place_around_reservation,
+    reserve,
+)
 from .planning.stopping import StopCheck, Stopped, every_few
 
 
@@ -105,9 +110,16 @@ def reserve_for_head(
     problem: Problem, outcome: Outcome, free_now: FreePool, head: Job, control: SearchControl
 ) -> Reservation:
     """The head's reservation, around the jobs `outcome` starts now (already taken from
-    `free_now`); raises Stopped when the control says stop."""
+    `free_now`); raises Stopped when the control says stop. With none started, the last such
+    reservation when nothing it depends on changed since (`KEPT`)."""
+    if not outcome.placements:
+        return KEPT.reserve(problem, free_now, head, control.should_stop)
     started = ((problem.jobs[i], nodes) for i, nodes in outcome.placements.items())
     return reserve(problem, free_now, head, started, control.should_stop)
+
+
+# The head reservation of the last decision that started nothing before its head.
+KEPT = KeptReservation()
 
 
 def any_fits_now(free_now: FreePool, jobs: list[Job]) -> bool:

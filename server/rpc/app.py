@@ -22,6 +22,7 @@ from ..config import ServerConfig, validate_config
 from ..intake.snapshot_intake import SnapshotIntake
 from ..logging_config import configure_logging
 from ..pipeline import PredictorRegistry
+from ..sessions.heap import freeze_long_lived
 from .decision_front import DecisionFront
 from .decode_errors import DecodeErrorInterceptor
 from .dispatch_service import DispatcherService
@@ -142,6 +143,7 @@ def start_server(config: ServerConfig) -> RunningServer:
     server.start()
     for name in ("", SERVICE_NAME, SESSION_SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    freeze_long_lived(collect=True)  # modules, configuration, tables: out of collections
     log.info("serving", listen=config.listen, port=port, workers=config.workers,
              default_dispatcher=config.default_dispatcher, profile=config.default_profile,
              transport=tls_mode(config), metrics_port=metrics_port)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from hpcdispatch.catalog import session_tag
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
+from .heap import freeze_long_lived
 from .resend import LastDelta
 from .state import SessionState
 
@@ -129,6 +130,7 @@ class SessionStore:
                 self._evict(self._fullest(owner))
             self._sessions[session.id] = session
             self._owned[owner] += 1
+        freeze_long_lived()  # the session's state lives as long as it: out of collections
         return session
 
     def get(self, session_id: str, owner: str = "") -> Session:

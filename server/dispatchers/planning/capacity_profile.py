@@ -125,12 +125,12 @@ def first_room(
     k = 0
     while k < steps:
         if not room[k]:
-            blocked = np.flatnonzero(room[k:])
+            blocked = room[k:].nonzero()[0]
             if not len(blocked):
                 break
             k += int(blocked[0])
         start = max(int(times[first + k]), not_before)
-        gaps = np.flatnonzero(~room[k:])
+        gaps = (~room[k:]).nonzero()[0]
         if not len(gaps):
             return start  # room until the last step, which lasts forever
         stop = k + int(gaps[0])

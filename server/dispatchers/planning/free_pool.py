@@ -51,6 +51,9 @@ def _minus(free: Vec, amounts: Vec, times: int) -> Vec:
     return tuple([f - a * times for f, a in zip(free, amounts, strict=True)])
 
 
+minus = _minus  # for the planning modules that keep free vectors of their own
+
+
 class FreePool:
     """Free amount per resource type on each node that accepts work.
 
@@ -462,3 +465,99 @@ def _distinct_rows(
         raw = np.ascontiguousarray(rows).view(np.dtype((np.void, 8 * width))).reshape(-1)
         _, first, inverse = np.unique(raw, return_index=True, return_inverse=True)
     return rows[first], inverse.reshape(-1).astype(np.int64, copy=False)
+
+
+def units_per_row(free: npt.NDArray[np.int64], req: Vec) -> npt.NDArray[np.int64]:
+    """`count_units(row, req)` of every row of `free` (nodes × types), as numpy.
+
+    The same arithmetic type by type, including on a row with a negative amount (an overfull
+    node): a negative count is replaced by the next type's, and a count of 0 is final."""
+    fit = np.full(free.shape[0], -1, dtype=np.int64)
+    zero = np.zeros(free.shape[0], dtype=bool)
+    for r, need in enumerate(req):
+        if need > 0:
+            k = free[:, r] // need
+            update = ~zero & ((fit < 0) | (k < fit))
+            fit = np.where(update, k, fit)
+            zero |= update & (k == 0)
+    result: npt.NDArray[np.int64] = np.where(zero | (fit < 0), 0, fit)
+    return result
+
+
+def choose_from_array(
+    free: npt.NDArray[np.int64], eligible: npt.NDArray[np.bool_], scale: Vec, req: Vec,
+    units: int, first_fit: bool = False, nonnegative: bool = False,
+    per_node_units: npt.NDArray[np.int64] | None = None,
+) -> list[int] | None:
+    """`FreePool.from_array(free, eligible, scale).choose(req, units, first_fit)`, without
+    building the pool: the nodes are ranked on the arrays. `nonnegative`: the caller knows no
+    amount of `free` is negative (units per node are then a plain minimum over the types);
+    `per_node_units`: that minimum, when the caller has it already.
+
+    `choose` walks the nodes that hold a unit, each giving min(k, units left) units (k = units
+    per node), in node order (first fit) or group by group (best fit): by the group's score,
+    then its lowest node, and within a group by node. A node's group is its free vector, so
+    best fit's walk is the nodes sorted by (score of their vector, lowest node holding that
+    vector, node): by (score, node) where no two vectors of one score hold a unit. Scores
+    are `FreePool.score`'s: the same floats, so the same ties.
+    """
+    asked = [r for r, q in enumerate(req) if q > 0]
+    if nonnegative and per_node_units is not None:
+        k = per_node_units
+    elif nonnegative and len(asked) == 1:
+        k = free[:, asked[0]] // req[asked[0]]
+    elif nonnegative and asked:
+        k = (free[:, asked] // np.asarray([req[r] for r in asked], dtype=np.int64)).min(axis=1)
+    else:
+        k = units_per_row(free, req)
+    fitting = ((k > 0) & eligible).nonzero()[0]
+    per_node = k[fitting]
+    if int(per_node.sum()) < units:
+        return None
+    if units <= 0:
+        return []
+    if not first_fit and len(fitting) > 1:
+        rows = free[fitting]
+        terms = [(r, s) for r, s in enumerate(scale) if s]
+        if free.shape[1] == 1 and len(terms) == 1:
+            # One type: the score grows with the amount, and one amount is one vector.
+            order = np.argsort(rows[:, 0], kind="stable")
+        elif 1 <= len(terms) <= 2:
+            # The score in numpy: one or two terms add up to the same float however `sum`
+            # adds (more terms might not, where Python's sum compensates rounding).
+            score = rows[:, terms[0][0]] / terms[0][1]
+            if len(terms) == 2:
+                score = score + rows[:, terms[1][0]] / terms[1][1]
+            order = np.argsort(score, kind="stable")  # by score, then node
+            ranked = score[order]
+            tied = ranked[1:] == ranked[:-1]
+            if tied.any():
+                sorted_rows = rows[order]
+                if (tied & (sorted_rows[1:] != sorted_rows[:-1]).any(axis=1)).any():
+                    # Two vectors of one score: their groups go by their lowest node.
+                    order = _by_group(rows, fitting, scale)
+        else:
+            order = _by_group(rows, fitting, scale)
+        fitting, per_node = fitting[order], per_node[order]
+    taken = np.cumsum(per_node)
+    last = int(np.searchsorted(taken, units))  # the node that gives the last unit
+    counts = per_node[: last + 1].copy()
+    counts[last] -= int(taken[last]) - units
+    chosen: list[int] = np.repeat(fitting[: last + 1], counts).tolist()
+    return chosen
+
+
+def _by_group(
+    rows: npt.NDArray[np.int64], nodes: npt.NDArray[np.int64], scale: Vec
+) -> npt.NDArray[np.int64]:
+    """Order of `nodes` (ascending, with free vectors `rows`) by (score of the vector, lowest
+    node with that vector, node), scores computed as `FreePool.score` computes them."""
+    vecs, group = _distinct_rows(rows)
+    lowest = np.full(len(vecs), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(lowest, group, nodes)
+    scores = [sum(v / s for v, s in zip(vec, scale, strict=True) if s) for vec in vecs.tolist()]
+    rank = np.empty(len(vecs), dtype=np.int64)
+    rank[sorted(range(len(vecs)), key=lambda g: (scores[g], int(lowest[g])))] = np.arange(
+        len(vecs), dtype=np.int64)
+    order: npt.NDArray[np.int64] = np.argsort(rank[group], kind="stable")
+    return order

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import lru_cache
+from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
 
 from .capacity_profile import first_room, room_now
-from .free_pool import FreePool, Vec
+from .free_pool import Vec, choose_from_array
 from .problem import Job, Problem
 from .stopping import StopCheck, never, stop_if
 
@@ -58,6 +59,9 @@ class NodeProfile:
         self._steps = len(self._times)  # rows in use; the rest are spare
         self._releases = self._times.copy()  # the boundaries of the running work
         self._negative = bool((free < 0).any())  # some node overfull: fit tests scan them all
+        # The last fit `earliest` found: (start, d_i, request, free during the run, units per
+        # node), dropped whenever an amount changes.
+        self._seen: tuple[int, int, Vec, Counts, Counts] | None = None
 
     @property
     def times(self) -> npt.NDArray[np.int64]:
@@ -110,6 +114,7 @@ class NodeProfile:
         new = np.union1d(times, np.fromiter(whens, dtype=np.int64))
         if len(new) == len(times):
             return
+        self._seen = None
         rows = times.searchsorted(new, side="right") - 1
         self._times = new
         self._free = self._free[rows]
@@ -127,6 +132,7 @@ class NodeProfile:
             times, self._releases)
         if keep.all():
             return
+        self._seen = None
         self._times = times[keep]
         self._free = self.free[keep]
         self._pooled = self._pooled[: self._steps][keep]
@@ -158,7 +164,10 @@ class NodeProfile:
             stop_if(should_stop, "conservative reservation")
             start = first_room(times, pooled, demand, job.duration, not_before)
             free = self.free_during(start, start + job.duration)
-            if int(self.units_fitting(free, job).sum()) >= job.units:
+            fit = self.units_fitting(free, job)
+            if int(fit.sum()) >= job.units:
+                # What `place` at this start reads again, unless the profile changes first.
+                self._seen = (start, job.duration, job.req, free, fit)
                 return start
             later = int(times.searchsorted(start, side="right"))
             # Past the last step nothing changes any more: the pooled test was exact there
@@ -192,10 +201,16 @@ class NodeProfile:
     def place(self, job: Job, start: int, first_fit: bool = False) -> list[int]:
         """Nodes of job i's units for a run from `start` (one entry per unit), by the pool's
         rule (best fit or first fit) over what stays free for all of d_i; taken here."""
-        end = start + job.duration
-        free = self.free_during(start, end)
-        pool = FreePool.from_array(free, self.problem.eligible, self.problem.free_now.scale)
-        nodes = pool.choose(job.req, job.units, first_fit)
+        seen = self._seen
+        if seen is not None and seen[:3] == (start, job.duration, job.req):
+            free, fit = seen[3], seen[4]  # `earliest` just read them
+        else:
+            free, fit = self.free_during(start, start + job.duration), None
+        # FreePool.from_array(free, ...).choose(...), ranked on the arrays (no pool built);
+        # without an overfull node, the units per node are `units_fitting`'s.
+        nodes = choose_from_array(free, self._eligible, self.problem.free_now.scale, job.req,
+                                  job.units, first_fit, nonnegative=not self._negative,
+                                  per_node_units=None if self._negative else fit)
         if nodes is None:
             raise AssertionError("place called where the job does not fit")
         self.take(job, start, nodes)
@@ -208,6 +223,7 @@ class NodeProfile:
                 self._negative)
 
     def restore(self, state: State) -> None:
+        self._seen = None
         self._times, self._free, self._pooled, self._negative = state
         self._steps = len(self._times)
 
@@ -245,6 +261,7 @@ class NodeProfile:
 
     def take(self, job: Job, start: int, nodes: list[int], sign: int = 1) -> None:
         """Hold job i's units on `nodes` over [start, start + d_i) (`sign` -1: give them back)."""
+        self._seen = None
         end = start + job.duration
         first, stop = self._split(start), self._split(end)
         columns, need = self._columns(job, nodes)
@@ -262,10 +279,21 @@ class NodeProfile:
 
         Amounts only go down, so each fits after the ones before it exactly when no node is
         short at any time once all are taken."""
-        if self._negative or not all(self._valid(job, nodes) for _, job, nodes in held):
+        if self._negative:
             return False
         if not held:
             return True
+        # `_valid` of every reservation at once: one up node per unit.
+        units = np.fromiter((len(nodes) for _, _, nodes in held), dtype=np.int64,
+                            count=len(held))
+        asked = np.fromiter((job.units for _, job, _ in held), dtype=np.int64, count=len(held))
+        if not np.array_equal(units, asked):
+            return False
+        nodes = np.fromiter(chain.from_iterable(ns for _, _, ns in held), dtype=np.int64,
+                            count=int(units.sum()))
+        if len(nodes) and not (nodes.min() >= 0 and nodes.max() < len(self._eligible)
+                               and self._eligible[nodes].all()):
+            return False
         times = self.times
         starts = np.fromiter((s for s, _, _ in held), dtype=np.int64, count=len(held))
         ends = starts + np.fromiter((j.duration for _, j, _ in held), dtype=np.int64,
@@ -274,11 +302,7 @@ class NodeProfile:
         if not (np.array_equal(times[first], starts)
                 and np.array_equal(times[np.minimum(stop, len(times) - 1)], ends)):
             raise AssertionError("take_all needs every start and end as a step boundary")
-        units = np.fromiter((len(nodes) for _, _, nodes in held), dtype=np.int64,
-                            count=len(held))
         owner = np.repeat(np.arange(len(held)), units)  # reservation of each unit
-        nodes = np.fromiter((n for _, _, ns in held for n in ns), dtype=np.int64,
-                            count=int(units.sum()))
         req = np.stack([request_array(job.req) for _, job, _ in held])[owner]
         # Units taken per step: + from its start's step, - from its end's step, summed up.
         change = np.zeros((len(times) + 1, *self._free.shape[1:]), dtype=np.int64)
@@ -288,6 +312,7 @@ class NodeProfile:
         left = self.free - taken
         if bool((left < 0).any()):
             return False
+        self._seen = None
         self._free[: self._steps] = left
         self._pooled[: self._steps] -= taken.sum(axis=1)
         return True

@@ -10,32 +10,67 @@ also left free at τ by the head's units. Used by EASY, and by the CP dispatcher
 from __future__ import annotations
 
 import heapq
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from .free_pool import FreePool, Vec, units_per_node
+from .free_pool import FreePool, Vec, minus, units_per_node
 from .problem import Job, Problem, stable_order
 from .stopping import StopCheck, never, stop_if
+
+
+class FreeVectors:
+    """Free amount per resource type on each node, as a plain list (no groups): what is free
+    at the head's reserved start τ. Only read node by node and taken from, so it needs none of
+    `FreePool`'s groups."""
+
+    __slots__ = ("free",)
+
+    def __init__(self, free: list[Vec]) -> None:
+        self.free = free
+
+    def copy(self) -> FreeVectors:
+        return FreeVectors(list(self.free))
+
+    def take_all(self, nodes: Iterable[int], req: Vec) -> None:
+        """Take `req` once per entry of `nodes` (what `FreePool.take_all` does to the vectors)."""
+        counts: dict[int, int] = {}
+        for n in nodes:
+            counts[n] = counts.get(n, 0) + 1
+        free = self.free
+        for n, c in counts.items():
+            free[n] = minus(free[n], req, c)
 
 
 @dataclass(slots=True)
 class Reservation:
     job: Job
     start: int  # τ, relative to t
-    at_start: FreePool  # free at τ with the head's units taken
+    at_start: FreeVectors  # free at τ with the head's units taken
     limit: FreePool  # per node: min(free now, at_start)
-    # Start of the head's block in the pooled view after t: τ, or later where that view
-    # releases running work later than the node-level τ saw it (see Problem.pooled_releases).
-    pooled_start: int
     nodes: tuple[int, ...] = ()  # the head's node of each unit at τ
+    # For `pooled_start`, computed when first asked (EASY never asks).
+    problem: Problem | None = None
+    _pooled_start: int | None = None
+
+    @property
+    def pooled_start(self) -> int:
+        """Start of the head's block in the pooled view after t: τ, or later where that view
+        releases running work later than the node-level τ saw it (see
+        Problem.pooled_releases)."""
+        if self._pooled_start is None:
+            assert self.problem is not None, "a reservation made without its problem"
+            self._pooled_start = self.problem.pooled_profile().earliest_start(
+                self.job.demand(), self.job.duration, self.start)
+        return self._pooled_start
 
     def copy(self) -> Reservation:
         return Reservation(
-            self.job, self.start, self.at_start.copy(), self.limit.copy(), self.pooled_start,
-            self.nodes,
+            self.job, self.start, self.at_start.copy(), self.limit.copy(), self.nodes,
+            self.problem, self._pooled_start,
         )
 
     def block(self) -> tuple[int, int, Vec]:
@@ -50,8 +85,11 @@ class Reservation:
         """Record that `job` starts now on `nodes`, already taken from `free_now`."""
         if self.runs_past(job):
             self.at_start.take_all(nodes, job.req)
+        now, at, limit = free_now.free, self.at_start.free, self.limit
         for n in set(nodes):
-            self.limit.set(n, tuple(map(min, free_now.free[n], self.at_start.free[n])))
+            vec = tuple(map(min, now[n], at[n]))
+            if vec != limit.free[n]:  # (an unchanged node keeps its place: same choices)
+                limit.set(n, vec)
 
 
 def place_around_reservation(
@@ -78,6 +116,7 @@ def head_nodes(at_start: FreePool, free_now: FreePool, head: Job) -> list[int]:
     What a node has free now and the head takes at τ is lost to every job that would start now
     and run past τ. So nodes with nothing free now come first, then the others by how little
     they have free now; within each, best fit at τ (the pool's own rule), then node order.
+    Groups of `at_start` with the same score are taken in the pool's order of its groups.
     """
     with_free: set[int] = set().union(*free_now.groups.values())
     fitting = sorted(
@@ -99,6 +138,61 @@ def head_nodes(at_start: FreePool, free_now: FreePool, head: Job) -> list[int]:
     for _, _, n, k in partial:
         chosen.extend([n] * min(k, head.units - len(chosen)))
         if len(chosen) == head.units:
+            return chosen
+    raise AssertionError("head_nodes called where the head does not fit")
+
+
+def _head_nodes_by_node(
+    free_now: FreePool, at: list[Vec], touched: list[int], head: Job
+) -> list[int] | None:
+    """`head_nodes` of the pool at τ whose vectors are `at` (free now but on `touched`, the
+    nodes some release up to τ gives to), node by node instead of by the pool's groups; None
+    where its choice would depend on the order of the pool's groups (two groups of one score
+    both holding nodes with nothing free now), which only `head_nodes` on that pool knows.
+
+    Only a touched node can have nothing free now and room at τ, so the first pass of
+    `head_nodes` sorts the touched nodes by (score at τ, node); the second pass its key over
+    the nodes free now: the touched ones, and of each group of `free_now` (unchanged at τ:
+    both scores the group's) its lowest-numbered nodes, enough for every unit left.
+    """
+    req, units = head.req, head.units
+    score, now, eligible = free_now.score, free_now.free, free_now.eligible
+    first: list[tuple[float, int, int]] = []  # (score at τ, node, units per node)
+    second: list[tuple[float, float, int, int]] = []
+    seen: dict[float, Vec] = {}
+    for n in touched:
+        vec = at[n]
+        k = units_per_node(vec, req)
+        if not k or not eligible[n]:
+            continue
+        if any(now[n]):  # free now
+            second.append((score(now[n]), score(vec), n, k))
+            continue
+        s = score(vec)
+        if seen.setdefault(s, vec) != vec:
+            return None  # groups of one score: the pool's order of them decides
+        first.append((s, n, k))
+    chosen: list[int] = []
+    first.sort()
+    for _, n, k in first:
+        chosen.extend([n] * min(k, units - len(chosen)))
+        if len(chosen) == units:
+            return chosen
+    left = units - len(chosen)
+    moved = set(touched)
+    for vec, nodes in free_now.groups.items():
+        k = units_per_node(vec, req)
+        if not k:
+            continue
+        s = score(vec)
+        inside = len(moved) if len(moved) < len(nodes) else len(nodes)
+        for n in free_now.smallest(vec, left + inside):
+            if n not in moved:
+                second.append((s, s, n, k))
+    second.sort()
+    for _, _, n, k in second:
+        chosen.extend([n] * min(k, units - len(chosen)))
+        if len(chosen) == units:
             return chosen
     raise AssertionError("head_nodes called where the head does not fit")
 
@@ -131,19 +225,32 @@ def reserve(
         ends, nodes, amounts = ends[order], nodes[order], amounts[order]
     last = _first_release_fitting(free_now, head, ends, nodes, amounts)
     stop_if(should_stop, "head reservation")
-    # The pool at τ: what is free now plus every release up to τ, given in release order.
-    pool = free_now.copy()
-    for n, given in zip(nodes[: last + 1].tolist(), amounts[: last + 1].tolist(), strict=True):
-        pool.give(n, tuple(given))
     end = int(ends[last])
-    placed = head_nodes(pool, free_now, head)
-    pool.take_all(placed, head.req)
+    # Free at τ: free now plus every release up to τ, summed per node.
+    touched_array, inverse = np.unique(nodes[: last + 1], return_inverse=True)
+    touched = touched_array.tolist()
+    given = np.zeros((len(touched), amounts.shape[1]), dtype=np.int64)
+    np.add.at(given, inverse.reshape(-1), amounts[: last + 1])
+    now = free_now.free
+    at = list(now)
+    for n, row in zip(touched, given.tolist(), strict=True):
+        at[n] = tuple([a + g for a, g in zip(now[n], row, strict=True)])
+    placed = _head_nodes_by_node(free_now, at, touched, head)
+    if placed is None:  # the pool at τ as the releases make it, in their order
+        pool = free_now.copy()
+        for n, release in zip(nodes[: last + 1].tolist(), amounts[: last + 1].tolist(),
+                              strict=True):
+            pool.give(n, tuple(release))
+        placed = head_nodes(pool, free_now, head)
+    at_start = FreeVectors(at)
+    at_start.take_all(placed, head.req)
     # Away from the head's nodes, at τ holds at least what is free now (releases only add).
     limit = free_now.copy()
     for n in set(placed):
-        limit.set(n, tuple(map(min, free_now.free[n], pool.free[n])))
-    pooled_start = problem.pooled_profile().earliest_start(head.demand(), head.duration, end)
-    return Reservation(head, end, pool, limit, pooled_start, tuple(placed))
+        vec = tuple(map(min, now[n], at[n]))
+        if vec != now[n]:
+            limit.set(n, vec)
+    return Reservation(head, end, at_start, limit, tuple(placed), problem)
 
 
 def _units(free: npt.NDArray[np.int64], req: Vec) -> npt.NDArray[np.int64]:
@@ -203,3 +310,54 @@ def _first_release_fitting(
     if not len(hits):
         raise AssertionError("a job that fits an empty system must fit once all work ends")
     return int(boundary[hits[0]])
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """A reservation made with no job started before it, and what it was made from."""
+
+    t: int
+    released_at: npt.NDArray[np.int64]  # absolute release times of the running work
+    release_nodes: npt.NDArray[np.int64]
+    release_amounts: npt.NDArray[np.int64]
+    free: list[Vec]
+    eligible: list[bool]
+    scale: Vec
+    head: tuple[str, Vec, int, int]  # id, req, units, d_i
+    reservation: Reservation  # never handed out: callers get copies
+
+
+class KeptReservation:
+    """The last head reservation made with nothing started before the head, kept for the next
+    decision: one at which nothing ended, started or changed on the nodes (a job was only
+    submitted behind the head) has the same head, the same free amounts and the same running
+    work releasing at the same times, so `reserve` would make the same reservation again (τ
+    the same time, so τ - t moves with t). It is handed out as a copy when every one of those
+    inputs is equal, and made anew otherwise. One entry per thread (equal inputs give equal
+    reservations whoever asked, but the kept pool's heaps must not be read by two threads at
+    once: `FreePool.smallest` takes nodes off a heap and puts them back)."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def reserve(self, problem: Problem, free_now: FreePool, head: Job,
+                should_stop: StopCheck = never) -> Reservation:
+        """`reserve(problem, free_now, head, (), should_stop)`."""
+        events = problem.release_events()
+        released_at = events.ends + problem.t
+        key = (head.id, head.req, head.units, head.duration)
+        kept: _Kept | None = getattr(self._local, "kept", None)
+        if (kept is not None and kept.head == key and kept.scale == free_now.scale
+                and np.array_equal(kept.released_at, released_at)
+                and np.array_equal(kept.release_nodes, events.nodes)
+                and np.array_equal(kept.release_amounts, events.amounts)
+                and kept.free == free_now.free and kept.eligible == free_now.eligible):
+            stop_if(should_stop, "head reservation")
+            same = kept.reservation
+            return Reservation(head, same.start + kept.t - problem.t, same.at_start.copy(),
+                               same.limit.copy(), same.nodes, problem)
+        reservation = reserve(problem, free_now, head, (), should_stop)
+        self._local.kept = _Kept(problem.t, released_at, events.nodes, events.amounts,
+                           list(free_now.free), list(free_now.eligible), free_now.scale, key,
+                           reservation.copy())
+        return reservation
