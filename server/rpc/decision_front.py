@@ -40,6 +40,7 @@ from ..pipeline import (
 )
 from .admission import DecisionAdmission, Refused
 from .metrics import ServiceMetrics
+from .tls import caller_identity
 
 log = structlog.get_logger("hpcdispatch.server")
 
@@ -76,6 +77,7 @@ class DecisionSlot:
     kind: int  # the dispatcher asked for (the server's default when unset)
     deadline: float  # time.monotonic() by which the decision must be ready
     cancelled: Callable[[], bool]  # the caller has gone
+    identity: str = ""  # who calls (tls.caller_identity, as sessions are owned): its books
 
     @staticmethod
     def of(kind: int, context: grpc.ServicerContext, received: float,
@@ -84,7 +86,8 @@ class DecisionSlot:
         solver, check and answer; `max_seconds` when the caller sets no deadline."""
         left = context.time_remaining()
         budget = max_seconds if left is None else min(left - deadline_margin(left), max_seconds)
-        return DecisionSlot(kind, received + max(budget, 0.0), lambda: not context.is_active())
+        return DecisionSlot(kind, received + max(budget, 0.0), lambda: not context.is_active(),
+                            caller_identity(context))
 
     def stopped(self) -> bool:
         """The slot's time is up or its caller gone (as its SearchControl would say)."""
@@ -173,8 +176,9 @@ class DecisionFront:
 
     def control(self, options: DecisionOptions, slot: DecisionSlot) -> SearchControl:
         """The search settings, allocator and solver workers asked for, under the slot's
-        deadline and cancellation."""
-        return options.control(slot.deadline, self.config.solver_workers, slot.cancelled)
+        deadline and cancellation, for the slot's caller (whose books it reads)."""
+        return options.control(slot.deadline, self.config.solver_workers, slot.cancelled,
+                               slot.identity)
 
     def decide(
         self, situation: Situation, options: DecisionOptions, slot: DecisionSlot,
