@@ -97,12 +97,6 @@ class ClusterHistory:
                 found = self._predictors[kind] = make(self)
             return found
 
-    @property
-    def kept_completions(self) -> int:
-        """Completions the index holds (within the limits)."""
-        with self._lock:
-            return self._index.kept_completions
-
     def invalidate(self) -> None:
         """The next read refreshes the index first (called after this process recorded)."""
         self._stale = True
