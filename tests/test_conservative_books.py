@@ -6,7 +6,8 @@ node list, job ids and all, in turns; each one's decisions must be exactly those
 dispatcher of its own makes on its snapshots alone (run here, in the test, on a fresh
 dispatcher). Before, the book was keyed by the node list only: bob's decision in between
 replaced the reservations alice's next decision starts from, and her starts changed. Likewise
-one identity's decisions on two clusters that name the same nodes.
+one identity's decisions on two clusters that name the same nodes, and the CP dispatchers'
+promise book (issue #34), which keeps its promises under the same key (`CallerScope`).
 
 The deadline is checked by events, not by the clock: the decision's deadline is made to pass at
 a chosen node-profile operation (the k-th reservation given back, at several points of the
@@ -31,7 +32,7 @@ import pytest
 from hpcdispatch.client import channel_credentials
 from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.server.dispatchers import DISPATCHERS
-from hpcdispatch.server.dispatchers.base import SearchControl
+from hpcdispatch.server.dispatchers.base import CallerScope, SearchControl
 from hpcdispatch.server.dispatchers.conservative import ConservativeDispatcher
 from hpcdispatch.server.dispatchers.planning.node_profile import NodeProfile
 from hpcdispatch.server.dispatchers.planning.stopping import CHECK_EVERY
@@ -91,17 +92,26 @@ def dispatched(stub: pb_grpc.DispatcherServiceStub, snapshot: Snapshot, cluster:
     return {s.job_id: tuple(u.node_id for u in s.units) for s in response.starts}
 
 
-def own_decisions(snapshots: list[Snapshot]) -> list[Starts]:
-    """The decisions of a conservative dispatcher that sees these snapshots and no others."""
-    table = {**DISPATCHERS, pb.DISPATCHER_CONSERVATIVE: ConservativeDispatcher()}
+def decisions_of(
+    steps: list[tuple[Snapshot, CallerScope]], kind: int = pb.DISPATCHER_CONSERVATIVE,
+    profile: str = "qos",
+) -> list[Starts]:
+    """The decisions, in turn, of one fresh dispatcher of `kind` on these snapshots, each
+    asked for by its caller scope."""
+    table = {**DISPATCHERS, kind: type(DISPATCHERS[kind])()}
     decisions = []
-    for snapshot in snapshots:
-        control = SearchControl(settings=PROFILES["qos"][0],
+    for snapshot, scope in steps:
+        control = SearchControl(settings=PROFILES[profile][0], scope=scope,
                                 deadline=time.monotonic() + TIMEOUT_SECONDS)
-        result = run_decision(snapshot, pb.DISPATCHER_CONSERVATIVE, WalltimePredictor(),
-                              control, dispatchers=table)
+        result = run_decision(snapshot, kind, WalltimePredictor(), control, dispatchers=table)
+        assert not result.fallback_code
         decisions.append({s.job_id: s.nodes for s in result.decision.starts})
     return decisions
+
+
+def own_decisions(snapshots: list[Snapshot]) -> list[Starts]:
+    """The decisions of a conservative dispatcher that sees these snapshots and no others."""
+    return decisions_of([(snapshot, CallerScope()) for snapshot in snapshots])
 
 
 def test_two_identities_on_the_same_nodes_keep_their_own_reservations(
@@ -130,6 +140,16 @@ def test_one_identitys_clusters_keep_their_own_reservations(
             got[cluster].append(dispatched(alice, snapshots[step], cluster))
     for cluster, snapshots in clusters.items():
         assert got[cluster] == own_decisions(snapshots), cluster
+
+
+def test_the_promise_book_is_kept_per_caller_scope() -> None:
+    alice, bob = CallerScope("alice", "shared"), CallerScope("bob", "shared")
+    alices, bobs = queue_of(seed=2), queue_of(seed=1_002)
+    in_turns = decisions_of([(alices[0], alice), (bobs[0], bob), (alices[1], alice)],
+                            pb.DISPATCHER_PCP20, profile="book")
+    alone = decisions_of([(alices[0], alice), (alices[1], alice)], pb.DISPATCHER_PCP20,
+                         profile="book")
+    assert [in_turns[0], in_turns[2]] == alone
 
 
 # -- the deadline ---------------------------------------------------------------------------------

@@ -81,13 +81,13 @@ class DecisionSlot:
 
     @staticmethod
     def of(kind: int, context: grpc.ServicerContext, received: float,
-           max_seconds: float) -> DecisionSlot:
+           max_seconds: float, identity: str = "") -> DecisionSlot:
         """Keep back from the caller's deadline (read on arrival) the time to stop the
         solver, check and answer; `max_seconds` when the caller sets no deadline."""
         left = context.time_remaining()
         budget = max_seconds if left is None else min(left - deadline_margin(left), max_seconds)
         return DecisionSlot(kind, received + max(budget, 0.0), lambda: not context.is_active(),
-                            caller_identity(context))
+                            identity)
 
     def stopped(self) -> bool:
         """The slot's time is up or its caller gone (as its SearchControl would say)."""
@@ -148,7 +148,7 @@ class DecisionFront:
                           "server's limit (workers - 1); retry with backoff")
         try:
             slot = DecisionSlot.of(dispatcher or self.default_dispatcher, context, received,
-                                   self.config.max_decision_seconds)
+                                   self.config.max_decision_seconds, caller_identity(context))
             try:
                 admitted = self.admission.enter(slot.kind, slot.deadline, slot.cancelled)
             except Refused as refused:
