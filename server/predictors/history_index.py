@@ -14,7 +14,7 @@ completions and the bytes of their text. Beyond `max_completions` or `max_bytes`
 are forgotten, and the knowledge base deletes them from the store (`take_forgotten`):
 
 1. first those no key's list holds any more (*spent*: only later completions come before them,
-   so no prediction can read them again), the earliest spent first;
+   so no prediction can read them again), in the order they were spent;
 2. then, when every one left is read by some key, the oldest (by end time, then recording
    order): the user or application whose latest run is oldest loses its history first.
 
