@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from .predictors.knowledge_base import KnowledgeBaseLimits
+
 ENV_PREFIX = "HPCDISPATCH_"
 
 
@@ -46,6 +48,13 @@ class ServerConfig:
     default_profile: str = "qos"  # qos | papers | fast (server/dispatchers/profiles.py)
     solver_workers: int = 1  # CP-SAT search workers per decision
     predictor_store: str | None = None  # SQLite file of the predictors' knowledge base
+    # What the knowledge base keeps of reported completions, per cluster: completions, and UTF-8
+    # bytes of their text (beyond either, those no prediction reads go first, then the oldest).
+    knowledge_base_max_completions: int = 50_000
+    knowledge_base_max_bytes: int = 4 * 1024 * 1024
+    # Clusters with a history (one more forgets the one reported least recently), and held in
+    # memory with their predictors (the least recently used dropped).
+    knowledge_base_max_clusters: int = 8
     grace_seconds: float = 30.0  # SIGTERM: time in-flight decisions get to finish
     metrics_port: int | None = None  # Prometheus /metrics HTTP port; None or 0: off
     metrics_host: str | None = None  # address /metrics binds to; None: the host of `listen`
@@ -69,6 +78,14 @@ class ServerConfig:
     # one identity, whose bound is max_sessions.
     max_sessions_per_identity: int = 4
     session_idle_seconds: float = 900.0  # a session unused this long is forgotten, seconds
+
+    def knowledge_base_limits(self) -> KnowledgeBaseLimits:
+        """What the predictors' knowledge base keeps at most (the knowledge_base_* keys)."""
+        return KnowledgeBaseLimits(
+            max_completions=self.knowledge_base_max_completions,
+            max_bytes=self.knowledge_base_max_bytes,
+            max_clusters=self.knowledge_base_max_clusters,
+        )
 
 
 NONE_WORDS = ("", "none", "None", "null")
@@ -151,7 +168,8 @@ def config_problems(config: ServerConfig) -> dict[str, str]:
           f"must be >= 0 (0: the number of CPUs), got {config.decision_concurrency}")
     for key in ("max_nodes", "max_jobs", "max_units", "max_total_units", "max_resource_types",
                 "max_id_chars", "max_name_chars", "max_sessions_per_identity",
-                "solver_workers"):
+                "solver_workers", "knowledge_base_max_completions", "knowledge_base_max_bytes",
+                "knowledge_base_max_clusters"):
         value = getattr(config, key)
         check(key, value >= 1, f"must be >= 1, got {value}")
     check("max_message_bytes", 1024 <= config.max_message_bytes <= MAX_MESSAGE_BYTES_LIMIT,

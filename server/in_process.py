@@ -88,7 +88,8 @@ class InProcessService:
         self.config = dataclasses.replace(base, **overrides)
         if self.config.default_profile not in PROFILES:
             raise ValueError(f"unknown default profile {self.config.default_profile!r}")
-        self.predictors = PredictorRegistry(store_path=self.config.predictor_store)
+        self.predictors = PredictorRegistry(store_path=self.config.predictor_store,
+                                            limits=self.config.knowledge_base_limits())
         self.intake = SnapshotIntake(self.config, self.predictors.kinds)
         self.defaults = Defaults(
             default_dispatcher=dispatcher_kind(self.config.default_dispatcher),

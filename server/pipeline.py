@@ -40,7 +40,7 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 # The core's names the rooms above use: the pipeline is their one door into the core
 # (`dispatchers/`, `predictors/`); the layering contract in pyproject.toml keeps it so.
 from .dispatchers import DISPATCHERS
-from .dispatchers.base import Dispatcher, Outcome, SearchControl
+from .dispatchers.base import CallerScope, Dispatcher, Outcome, SearchControl
 from .dispatchers.planning.free_pool import FreePool
 from .dispatchers.planning.problem import (
     MAX_MODEL_DURATION,
@@ -65,7 +65,8 @@ from .predictors.completion_store import StoreUnavailable
 from .predictors.registry import PredictorRegistry
 
 __all__ = [
-    "DEFAULT_PROFILE", "DISPATCHERS", "MAX_MODEL_DURATION", "PROFILES", "STAGES", "Completion",
+    "DEFAULT_PROFILE", "DISPATCHERS", "MAX_MODEL_DURATION", "PROFILES", "STAGES", "CallerScope",
+    "Completion",
     "DecisionAbandoned", "DecisionResult", "Dispatcher", "DurationPredictor", "Durations",
     "FinishedJob", "FreePool", "JobFacts", "NodeIndex", "Occupancy", "Outcome",
     "PredictorRegistry", "Problem", "SearchControl", "SearchSettings", "Situation",

@@ -99,3 +99,16 @@ class CertificateAuthority:
             builder = builder.add_extension(
                 x509.SubjectAlternativeName([_general_name(n) for n in names]), critical=False)
         return _write(self.directory, stem, builder.sign(self.key, hashes.SHA256()), key)
+
+
+def two_client_pki(root: Path) -> dict[str, Path]:
+    """A CA, a server certificate for localhost and client certificates of the identities alice
+    and bob: paths by name (`ca`, `server_cert`, `server_key`, `alice_cert`, `alice_key`,
+    `bob_cert`, `bob_key`)."""
+    ca = CertificateAuthority(root / "ca")
+    server = ca.issue("server", "localhost", server=True)
+    alice = ca.issue("alice", "alice", server=False)
+    bob = ca.issue("bob", "bob", server=False)
+    return {"ca": ca.pem.cert, "server_cert": server.cert, "server_key": server.key,
+            "alice_cert": alice.cert, "alice_key": alice.key, "bob_cert": bob.cert,
+            "bob_key": bob.key}

@@ -18,7 +18,7 @@ from hpcdispatch.server.logging_config import configure_logging
 from hpcdispatch.server.rpc.app import RunningServer
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
-from tests.certificates import CertificateAuthority
+from tests.certificates import two_client_pki
 from tests.observability import metrics_server, small_request
 
 MAX_SESSIONS = 6
@@ -26,14 +26,7 @@ MAX_SESSIONS = 6
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("pki")
-    ca = CertificateAuthority(root / "ca")
-    server = ca.issue("server", "localhost", server=True)
-    alice = ca.issue("alice", "alice", server=False)
-    bob = ca.issue("bob", "bob", server=False)
-    return {"ca": ca.pem.cert, "server_cert": server.cert, "server_key": server.key,
-            "alice_cert": alice.cert, "alice_key": alice.key, "bob_cert": bob.cert,
-            "bob_key": bob.key}
+    return two_client_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(scope="module")

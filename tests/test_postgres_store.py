@@ -2,8 +2,10 @@
 
 Checked: migrations are applied once by stores opening together; two gRPC servers on one
 database share what they learn, and when one is stopped the other (and a replica started
-after it) still predicts from the shared history; a database restarted while completions are
-reported loses none that a server acknowledged, and decisions go on meanwhile. Skipped, with
+after it) still predicts from the shared history; two replicas keep the knowledge base's limits
+on the shared rows and, within them, predict what the whole history predicts (issue #33); a
+database restarted while completions are reported loses none that a server acknowledged, and
+decisions go on meanwhile. Skipped, with
 the reason, when PostgreSQL cannot be installed, unless REQUIRE_POSTGRES_TESTS is set (CI),
 where that fails.
 """
@@ -23,11 +25,14 @@ import pytest
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.server.config import ServerConfig
 from hpcdispatch.server.predictors.base import Completion, JobFacts
-from hpcdispatch.server.predictors.completion_store import CompletionRow
+from hpcdispatch.server.predictors.completion_store import CompletionRow, completion_rows
+from hpcdispatch.server.predictors.knowledge_base import KnowledgeBase, KnowledgeBaseLimits
 from hpcdispatch.server.predictors.migrations import SchemaTooNew
 from hpcdispatch.server.predictors.store_postgres import PostgresStore, redacted
+from hpcdispatch.server.predictors.store_sqlite import SqliteStore
 from hpcdispatch.server.rpc.app import RunningServer, start_server
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+from tests.kb_workload import history, predictions, probes, whole_history
 from tests.postgres_server import PostgresServer, ensure_postgres
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -184,6 +189,30 @@ def test_two_servers_share_history_and_one_survives_the_other(database: str) -> 
         for running in (first, second, third):
             if running is not None:
                 running.stop(0)
+
+
+def test_replicas_keep_the_limits_and_predict_from_the_whole_history(database: str) -> None:
+    reported = history(seed=3, completions=1_200)
+    limit = 900  # above what this workload's keys can read at once (tests/kb_workload.py)
+    limits = KnowledgeBaseLimits(max_completions=limit)
+    replicas = [KnowledgeBase(database, limits=limits, refresh_seconds=0.0) for _ in range(2)]
+    whole = SqliteStore()
+    asked = probes(seed=3)
+    try:
+        for n, start in enumerate(range(0, len(reported), 100)):
+            batch = reported[start:start + 100]
+            replicas[n % 2].record(CLUSTER, batch)  # the replicas take turns
+            whole.record(completion_rows(CLUSTER, batch))
+            expected = whole_history(whole, CLUSTER, asked)
+            assert [predictions(kb, CLUSTER, asked) for kb in replicas] == [expected, expected]
+        assert replicas[0].count(CLUSTER) <= limit < len(reported)
+        restarted = KnowledgeBase(database, limits=limits)
+        replicas.append(restarted)
+        assert predictions(restarted, CLUSTER, asked) == expected
+    finally:
+        for kb in replicas:
+            kb.close()
+        whole.close()
 
 
 # -- the database restarted under load ----------------------------------------------------------

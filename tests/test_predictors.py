@@ -409,6 +409,19 @@ class CountingStore:
     def count(self, cluster: str) -> int:
         return self.inner.count(cluster)
 
+    def forget(self, cluster: str, seqs: Sequence[int]) -> None:
+        if self.down:
+            raise StoreUnavailable("switched off")
+        self.inner.forget(cluster, seqs)
+
+    def clusters(self) -> list[str]:
+        return self.inner.clusters()
+
+    def forget_cluster(self, cluster: str) -> None:
+        if self.down:
+            raise StoreUnavailable("switched off")
+        self.inner.forget_cluster(cluster)
+
     def close(self) -> None:
         self.inner.close()
 

@@ -29,7 +29,7 @@ from .base import HEURISTIC, Outcome
 from .planning.job_selection import never_fits
 from .planning.node_profile import NodeProfile
 from .planning.problem import Job, Problem
-from .planning.stopping import StopCheck, Stopped, never, stop_if
+from .planning.stopping import StopCheck, Stopped, every_few, never, stop_if
 
 UNLIMITED = 0  # reservation depth: every queued job gets a reservation
 
@@ -129,7 +129,9 @@ def _compress(
     if profile.take_all(placed):  # the usual case: every one still fits
         kept = placed
     else:
+        check = every_few(should_stop)
         for start, job, nodes in placed:
+            stop_if(check, "conservative compression")
             if profile.fits_on(job, start, nodes):
                 profile.take(job, start, nodes)
                 kept.append((start, job, nodes))
@@ -176,6 +178,9 @@ def _repack(
     """
     if profile.free.size > MAX_REPACK_CELLS:
         return
+    # Each attempt moves every future reservation: asked inside its loops too, so that a stop
+    # lands within a few reservations (a stopped attempt changes nothing in the plan).
+    check = every_few(should_stop)
     future = sorted((s, i) for i, (s, _) in plan.reservations.items() if s > 0)
     for start_i, i in future:
         stop_if(should_stop, "conservative repacking")
@@ -187,12 +192,14 @@ def _repack(
         state = profile.checkpoint()
         moved = sorted((s, k) for k, (s, _) in plan.reservations.items() if s > 0)
         for s, k in moved:
+            stop_if(check, "conservative repacking")
             profile.give_back(jobs[k], s, plan.reservations[k][1])
         if not profile.fits_at(job, 0):
             profile.restore(state)
             continue
         placed = {i: (0, profile.place(job, 0, first_fit))}
         for s, k in moved:
+            stop_if(should_stop, "conservative repacking")
             if k == i:
                 continue
             if not profile.fits_at(jobs[k], s):

@@ -9,12 +9,14 @@ from typing import ClassVar, Protocol
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
+from .planning.caller_scope import CallerScope
 from .planning.problem import Problem
 from .search_settings import SearchSettings
 
 __all__ = [
     "HEURISTIC",
     "AttemptRecord",
+    "CallerScope",
     "Dispatcher",
     "Outcome",
     "SearchControl",
@@ -42,6 +44,9 @@ class SearchControl:
     workers: int = 1  # CP-SAT search workers
     # True once the caller is gone (gRPC cancellation, client disconnect): stop at once.
     cancelled: Callable[[], bool] = field(default=lambda: False)
+    # Who asks (set by the edge that authenticated the call): what a stateful dispatcher keeps
+    # between decisions is kept per scope (planning/caller_scope.py).
+    scope: CallerScope = field(default_factory=CallerScope)
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()

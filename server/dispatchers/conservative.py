@@ -5,12 +5,14 @@ Every queued job holds a reservation: the earliest time s_i >= t at which its rn
 node by node for all of d_i, around the running work and every reservation made before it
 (`backfill.plan_backfill` with unlimited depth). A job whose reservation is now starts now.
 
-The reservations are kept between decisions (`ReservationBook`, per node list: the cluster as
-a dispatcher sees it). At each decision the reservations held so far are placed first, as they
-are, then compressed in order of their start: each is taken out and put back at its earliest
-start given all the others, which is never later than where it was (its own slot is free again)
-— so a reservation only ever moves earlier, and none is disturbed by the ones after it. Only
-then do the jobs seen for the first time get theirs, in submit order, around all of them.
+The reservations are kept between decisions (`ReservationBook`), per caller, cluster and node
+list (`planning.caller_scope.BookKey`): one caller's decisions never move another's
+reservations, even on the same nodes. At each decision the reservations held so far are
+placed first, as they are, then compressed in order of their start: each is taken out and put
+back at its earliest start given all the others, which is never later than where it was (its
+own slot is free again) — so a reservation only ever moves earlier, and none is disturbed by
+the ones after it. Only then do the jobs seen for the first time get theirs, in submit order,
+around all of them.
 
 Rebuilding every reservation from scratch in submit order at each decision (what this
 dispatcher did before issue #24) breaks the guarantee: when a job ends early, an older job
@@ -28,8 +30,8 @@ A held reservation that no longer fits (a running job outlived its predicted end
 down, the prediction d_i grew, or the caller did not start a job it was told to start) is
 dropped and its job is reserved anew after the compressed ones: the guarantee holds for
 predictions that hold (with the `walltime` predictor, for jobs killed at their requested time).
-A decision at an earlier time than the last one for the same node list starts afresh (a new
-replay); one at the same time starts from the reservations held before the last one (a retry).
+A decision at an earlier time than the last one of the same book starts afresh (a new replay);
+one at the same time starts from the reservations held before the last one (a retry).
 
 Past the deadline, or once the caller is gone, the jobs placed so far are the decision (each
 placement is valid on its own, and the earlier reservations are intact) and the rest wait,
@@ -47,13 +49,14 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .backfill import UNLIMITED, BackfillPlan, outcome_of, plan_backfill
 from .base import Outcome, SearchControl
+from .planning.caller_scope import BookKey, book_key
 from .planning.job_orders import fcfs
 from .planning.problem import Problem
 from .planning.stopping import StopCheck, never
 
 JobKey = tuple[str, int]  # (job id, q_i)
 Held = dict[JobKey, tuple[int, list[int]]]  # absolute start, node index of each unit
-MAX_NODE_LISTS = 64  # node lists whose reservations are kept (least recently used dropped)
+MAX_BOOKS = 64  # (caller, cluster, node list) books kept, the least recently used dropped
 
 
 def plan_reservations(
@@ -71,18 +74,15 @@ class _Book:
 
 
 class ReservationBook:
-    """The reservation each queued job holds, per node list, between decisions."""
+    """The reservation each queued job holds, per caller, cluster and node list, between
+    decisions."""
 
-    def __init__(self, capacity: int = MAX_NODE_LISTS) -> None:
-        self._books: OrderedDict[tuple[str, ...], _Book] = OrderedDict()
+    def __init__(self, capacity: int = MAX_BOOKS) -> None:
+        self._books: OrderedDict[BookKey, _Book] = OrderedDict()
         self._lock = threading.Lock()
         self._capacity = capacity
 
-    @staticmethod
-    def key(problem: Problem) -> tuple[str, ...]:
-        return tuple(problem.node_ids)
-
-    def held(self, key: tuple[str, ...], t: int) -> Held:
+    def held(self, key: BookKey, t: int) -> Held:
         """What the jobs hold at a decision at t: the last decision's result if it was before
         t, what it started from if it was at t (a retry), nothing otherwise."""
         with self._lock:
@@ -92,7 +92,7 @@ class ReservationBook:
             self._books.move_to_end(key)
             return book.after if t > book.t else book.before
 
-    def record(self, key: tuple[str, ...], t: int, before: Held, after: Held) -> None:
+    def record(self, key: BookKey, t: int, before: Held, after: Held) -> None:
         with self._lock:
             self._books[key] = _Book(t, before, after)
             self._books.move_to_end(key)
@@ -118,7 +118,7 @@ class ConservativeDispatcher:
     def plan(self, problem: Problem, control: SearchControl) -> tuple[BackfillPlan, Held]:
         """The decision's plan, and the reservations (absolute starts) it leaves held."""
         t = problem.t
-        key = self.book.key(problem)
+        key = book_key(control.scope, problem)
         before = self.book.held(key, t)
         keys = [(job.id, job.submit) for job in problem.jobs]
         held = {

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from ..pipeline import SearchControl, SearchSettings
+from ..pipeline import CallerScope, SearchControl, SearchSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,9 +32,11 @@ class DecisionOptions:
         )
 
     def control(
-        self, deadline: float, workers: int, cancelled: Callable[[], bool]
+        self, deadline: float, workers: int, cancelled: Callable[[], bool], identity: str = "",
     ) -> SearchControl:
         """The search these options ask for, with `workers` solver threads, until `deadline`
-        (time.monotonic()) or until `cancelled()`."""
+        (time.monotonic()) or until `cancelled()`, for the caller `identity` (authenticated by
+        the edge; "" without one) on this request's cluster."""
         return SearchControl(settings=self.settings, deadline=deadline, first_fit=self.first_fit,
-                             workers=workers, cancelled=cancelled)
+                             workers=workers, cancelled=cancelled,
+                             scope=CallerScope(identity, self.cluster))

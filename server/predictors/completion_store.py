@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .base import Completion
-from .job_keys import name_prefix, request_shape
+from .job_keys import kept, name_prefix, request_shape
 
 
 class StoreUnavailable(Exception):
@@ -57,7 +57,9 @@ class CompletionRow:
 
     @classmethod
     def of(cls, cluster: str, completion: Completion) -> CompletionRow:
-        """ValueError if the completion ends before it starts."""
+        """The row of a completion, every text in the form the knowledge base keeps it
+        (`job_keys.kept`; the name prefix is the full name's); ValueError if the completion
+        ends before it starts."""
         if completion.end_time < completion.start_time:
             raise ValueError(
                 f"completion of job {completion.job_id!r} ends ({completion.end_time}) "
@@ -65,12 +67,12 @@ class CompletionRow:
             )
         facts = completion.facts
         return cls(
-            cluster=cluster,
-            job_id=completion.job_id,
-            user=facts.user,
-            name=facts.name,
-            name_prefix=name_prefix(facts.name),
-            shape=request_shape(facts),
+            cluster=kept(cluster),
+            job_id=kept(completion.job_id),
+            user=kept(facts.user),
+            name=kept(facts.name),
+            name_prefix=kept(name_prefix(facts.name)),
+            shape=kept(request_shape(facts)),
             requested_time=facts.requested_time,
             start_time=completion.start_time,
             end_time=completion.end_time,
@@ -105,6 +107,19 @@ class CompletionStore(Protocol):
 
     def count(self, cluster: str) -> int:
         """How many completions are stored for a cluster."""
+        ...
+
+    def forget(self, cluster: str, seqs: Sequence[int]) -> None:
+        """Delete the cluster's rows of these sequence numbers (the knowledge base's index no
+        longer holds them), in one transaction."""
+        ...
+
+    def clusters(self) -> list[str]:
+        """The clusters that have rows, the one whose latest row was recorded last at the end."""
+        ...
+
+    def forget_cluster(self, cluster: str) -> None:
+        """Delete every row of a cluster."""
         ...
 
     def close(self) -> None: ...

@@ -15,7 +15,8 @@ An empty name (or prefix) takes part in no rule, so traces without job names fal
 rule 5. Whatever rule answers, d_i is capped by the requested time and is at least 1 s.
 
 A batch of jobs is answered from one read of the cluster's history index (`history_index`):
-each rule is one dictionary look-up.
+each rule is one dictionary look-up, with the job's texts in the form the index keeps them
+(`job_keys.kept`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import ClassVar
 
 from .base import Completion, JobFacts, clamp
 from .history_index import FilterKey, HistoryFilter, HistoryIndex
-from .job_keys import name_prefix, request_shape
+from .job_keys import kept, name_prefix, request_shape
 from .knowledge_base import ClusterHistory
 
 
@@ -33,14 +34,15 @@ def rule_keys(job: JobFacts) -> list[FilterKey]:
     """The index keys of rules 1-5 for this job, closest first; those that need a name are
     left out without one."""
     keys: list[FilterKey] = []
+    user, name = kept(job.user), kept(job.name)
     if job.name.strip():
-        keys.append((job.user, job.name, None, request_shape(job)))
-        keys.append((job.user, job.name, None, None))
-        keys.append((None, job.name, None, None))
+        keys.append((user, name, None, kept(request_shape(job))))
+        keys.append((user, name, None, None))
+        keys.append((None, name, None, None))
     prefix = name_prefix(job.name)
     if prefix:
-        keys.append((None, None, prefix, None))
-    keys.append((job.user, None, None, None))
+        keys.append((None, None, kept(prefix), None))
+    keys.append((user, None, None, None))
     return keys
 
 
@@ -55,20 +57,21 @@ def predict_from(index: HistoryIndex, job: JobFacts) -> int:
     request shape is built only when the user ran a job of that name (else rule 1 cannot match).
     """
     latest = index.latest_run_time
+    user, name = kept(job.user), kept(job.name)
     if job.name.strip():
-        same_user_and_name = latest((job.user, job.name, None, None))
+        same_user_and_name = latest((user, name, None, None))
         if same_user_and_name is not None:
-            same_profile = latest((job.user, job.name, None, request_shape(job)))
+            same_profile = latest((user, name, None, kept(request_shape(job))))
             return clamp(same_user_and_name if same_profile is None else same_profile, job)
-        same_name = latest((None, job.name, None, None))
+        same_name = latest((None, name, None, None))
         if same_name is not None:
             return clamp(same_name, job)
     prefix = name_prefix(job.name)
     if prefix:
-        same_prefix = latest((None, None, prefix, None))
+        same_prefix = latest((None, None, kept(prefix), None))
         if same_prefix is not None:
             return clamp(same_prefix, job)
-    same_user = latest((job.user, None, None, None))
+    same_user = latest((user, None, None, None))
     if same_user is not None:
         return clamp(same_user, job)
     return clamp(job.requested_time, job)

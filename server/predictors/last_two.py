@@ -15,6 +15,7 @@ from typing import ClassVar
 
 from .base import Completion, JobFacts, clamp
 from .history_index import HistoryFilter
+from .job_keys import kept
 from .knowledge_base import ClusterHistory
 
 
@@ -32,7 +33,7 @@ class LastTwoPredictor:
         predictions = []
         with self.history.reading() as index:
             for job in jobs:
-                run_times = index.last_run_times(HistoryFilter(user=job.user), 2)
+                run_times = index.last_run_times(HistoryFilter(user=kept(job.user)), 2)
                 predictions.append(
                     clamp(sum(run_times) / len(run_times), job) if run_times
                     else clamp(job.requested_time, job)

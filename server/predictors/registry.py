@@ -3,7 +3,8 @@
 `learn` stores each completion once in the knowledge base; every predictor of the cluster sees it
 from there. With `store_path` the knowledge base is an SQLite file or a PostgreSQL URL
 (`store_location`), so a new registry on the same store (a restarted server, another replica)
-predicts from the same history.
+predicts from the same history. A cluster's predictors live with its history in the knowledge
+base, so they are bounded with it (`KnowledgeBaseLimits.max_clusters`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .knowledge_base import (
     ClusterHistory,
     FallbackListener,
     KnowledgeBase,
+    KnowledgeBaseLimits,
 )
 from .last_two import LastTwoPredictor
 from .oracle import OraclePredictor
@@ -31,18 +33,20 @@ Factory = Callable[[ClusterHistory], DurationPredictor]  # a cluster's history -
 class PredictorRegistry:
     def __init__(
         self, store_path: str | None = None, on_store_fallback: FallbackListener | None = None,
+        limits: KnowledgeBaseLimits | None = None,
     ) -> None:
         """`store_path`: the knowledge base's SQLite file (created if missing) or PostgreSQL URL;
         None = in memory. `on_store_fallback(cluster)`: called when predictions went on without
-        reading the store (it was unavailable). OSError if the store cannot be opened."""
-        self.knowledge_base = KnowledgeBase(store_path, on_fallback=on_store_fallback)
+        reading the store (it was unavailable). `limits`: what the knowledge base keeps (None:
+        no limit). OSError if the store cannot be opened."""
+        self.knowledge_base = KnowledgeBase(store_path, on_fallback=on_store_fallback,
+                                            limits=limits)
         self._factories: dict[int, Factory] = {
             pb.PREDICTOR_WALLTIME: lambda history: WalltimePredictor(),
             pb.PREDICTOR_LAST_TWO: LastTwoPredictor,
             pb.PREDICTOR_DATA_DRIVEN: DataDrivenPredictor,
             pb.PREDICTOR_ORACLE: lambda history: OraclePredictor(),
         }
-        self._instances: dict[tuple[str, int], DurationPredictor] = {}
         self._lock = threading.Lock()
 
     def register(self, kind: int, factory: Factory) -> None:
@@ -60,12 +64,8 @@ class PredictorRegistry:
 
     def predictor(self, cluster: str, kind: int) -> DurationPredictor:
         """The cluster's predictor of this kind; KeyError for a kind not registered."""
-        with self._lock:
-            key = (cluster, kind)
-            if key not in self._instances:
-                factory = self._factories[kind]
-                self._instances[key] = factory(self.knowledge_base.history(cluster))
-            return self._instances[key]
+        factory = self.factory(kind)
+        return self.knowledge_base.history(cluster).predictor(kind, factory)
 
     def learn(self, cluster: str, completions: Iterable[Completion]) -> int:
         """Store the completions once for all the cluster's predictors; returns how many.

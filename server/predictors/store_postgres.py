@@ -17,6 +17,11 @@ reads, rather than the URL).
 - Order: writers take a table lock (SHARE ROW EXCLUSIVE: readers are not blocked, writers
   queue), so identity values grow in commit order and `rows_since` never skips a row that
   commits late. Completion reports are small and rare next to decisions, so the queue is short.
+- Limits: each replica's knowledge base deletes the rows its index forgets (`forget`) and the
+  clusters beyond `max_clusters` (`forget_cluster`, among the clusters stored when it started
+  and those it recorded since). Replicas apply the same rule to the rows in the same order,
+  so they forget the same ones; a row another replica deleted before this one read it is one
+  this one would have forgotten too.
 """
 
 from __future__ import annotations
@@ -174,6 +179,23 @@ class PostgresStore:
                 "SELECT COUNT(*) FROM completions WHERE cluster = %s", (cluster,)).fetchone()
             return int(row[0]) if row else 0
         return self._retrying(read, self.read_seconds)
+
+    def forget(self, cluster: str, seqs: Sequence[int]) -> None:
+        def delete(conn: psycopg.Connection[Any]) -> None:
+            conn.execute("DELETE FROM completions WHERE cluster = %s AND seq = ANY(%s)",
+                         (cluster, list(seqs)))
+        self._retrying(delete, self.write_seconds)
+
+    def clusters(self) -> list[str]:
+        def read(conn: psycopg.Connection[Any]) -> list[str]:
+            return [str(c) for (c,) in conn.execute(
+                "SELECT cluster FROM completions GROUP BY cluster ORDER BY MAX(seq)")]
+        return self._retrying(read, self.read_seconds)
+
+    def forget_cluster(self, cluster: str) -> None:
+        def delete(conn: psycopg.Connection[Any]) -> None:
+            conn.execute("DELETE FROM completions WHERE cluster = %s", (cluster,))
+        self._retrying(delete, self.write_seconds)
 
     def close(self) -> None:
         self._pool.close(timeout=5.0)

@@ -3,7 +3,9 @@
 A file runs in WAL mode and survives a server restart; several processes on one host may share
 it (SQLite serialises the writers, so rowids grow in commit order and serve as the sequence
 numbers). One connection serves all threads behind a lock. The schema comes from the numbered
-migrations (`migrations`), applied at open under `BEGIN IMMEDIATE`.
+migrations (`migrations`), applied at open under `BEGIN IMMEDIATE`. The knowledge base deletes
+the rows its index forgets (`forget`, `forget_cluster`); a file keeps its size and reuses the
+freed pages.
 
 `last_run_times` is the direct per-filter query of the releases that asked the store once per
 job and rule; the predictors no longer use it (they read `history_index`), the benchmark
@@ -95,21 +97,7 @@ class SqliteStore:
                 "SELECT version FROM schema_version ORDER BY version")]
 
     def record(self, rows: Sequence[CompletionRow]) -> int:
-        with self._lock:
-            before = self._db.total_changes
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:  # locked past busy_timeout, I/O error
-                raise StoreUnavailable(f"knowledge base {self.location}: {exc}") from exc
-            try:
-                self._db.executemany(_INSERT, [row.values() for row in rows])
-                self._db.execute("COMMIT")
-            except BaseException as exc:
-                self._db.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.OperationalError):
-                    raise StoreUnavailable(f"knowledge base {self.location}: {exc}") from exc
-                raise
-            return self._db.total_changes - before
+        return self._write(_INSERT, [row.values() for row in rows])
 
     def rows_since(self, cluster: str, after_seq: int) -> list[StoredCompletion]:
         try:
@@ -125,6 +113,37 @@ class SqliteStore:
                 "SELECT COUNT(*) FROM completions WHERE cluster = ?", (cluster,)
             ).fetchone()
         return int(row[0])
+
+    def forget(self, cluster: str, seqs: Sequence[int]) -> None:
+        self._write("DELETE FROM completions WHERE cluster = ? AND rowid = ?",
+                    [(cluster, seq) for seq in seqs])
+
+    def clusters(self) -> list[str]:
+        with self._lock:
+            return [cluster for (cluster,) in self._db.execute(
+                "SELECT cluster FROM completions GROUP BY cluster ORDER BY MAX(rowid)")]
+
+    def forget_cluster(self, cluster: str) -> None:
+        self._write("DELETE FROM completions WHERE cluster = ?", [(cluster,)])
+
+    def _write(self, sql: str, params: Sequence[tuple[str | int, ...]]) -> int:
+        """One statement over every parameter row, in one transaction; returns the rows it
+        changed."""
+        with self._lock:
+            before = self._db.total_changes
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:  # locked past busy_timeout, I/O error
+                raise StoreUnavailable(f"knowledge base {self.location}: {exc}") from exc
+            try:
+                self._db.executemany(sql, params)
+                self._db.execute("COMMIT")
+            except BaseException as exc:
+                self._db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise StoreUnavailable(f"knowledge base {self.location}: {exc}") from exc
+                raise
+            return self._db.total_changes - before
 
     def last_run_times(self, cluster: str, where: HistoryFilter, limit: int) -> list[int]:
         """Run times of the latest `limit` matching jobs, the latest (by end time, then by

@@ -112,6 +112,7 @@ def start_server(config: ServerConfig) -> RunningServer:
     predictors = PredictorRegistry(
         store_path=config.predictor_store,
         on_store_fallback=metrics.count_predictor_store_fallback,
+        limits=config.knowledge_base_limits(),
     )
     front = DecisionFront(config, predictors, metrics)
     intake = SnapshotIntake(config, predictors.kinds)

@@ -40,6 +40,7 @@ from ..pipeline import (
 )
 from .admission import DecisionAdmission, Refused
 from .metrics import ServiceMetrics
+from .tls import caller_identity
 
 log = structlog.get_logger("hpcdispatch.server")
 
@@ -76,15 +77,17 @@ class DecisionSlot:
     kind: int  # the dispatcher asked for (the server's default when unset)
     deadline: float  # time.monotonic() by which the decision must be ready
     cancelled: Callable[[], bool]  # the caller has gone
+    identity: str = ""  # who calls (tls.caller_identity, as sessions are owned): its books
 
     @staticmethod
     def of(kind: int, context: grpc.ServicerContext, received: float,
-           max_seconds: float) -> DecisionSlot:
+           max_seconds: float, identity: str = "") -> DecisionSlot:
         """Keep back from the caller's deadline (read on arrival) the time to stop the
         solver, check and answer; `max_seconds` when the caller sets no deadline."""
         left = context.time_remaining()
         budget = max_seconds if left is None else min(left - deadline_margin(left), max_seconds)
-        return DecisionSlot(kind, received + max(budget, 0.0), lambda: not context.is_active())
+        return DecisionSlot(kind, received + max(budget, 0.0), lambda: not context.is_active(),
+                            identity)
 
     def stopped(self) -> bool:
         """The slot's time is up or its caller gone (as its SearchControl would say)."""
@@ -145,7 +148,7 @@ class DecisionFront:
                           "server's limit (workers - 1); retry with backoff")
         try:
             slot = DecisionSlot.of(dispatcher or self.default_dispatcher, context, received,
-                                   self.config.max_decision_seconds)
+                                   self.config.max_decision_seconds, caller_identity(context))
             try:
                 admitted = self.admission.enter(slot.kind, slot.deadline, slot.cancelled)
             except Refused as refused:
@@ -173,8 +176,9 @@ class DecisionFront:
 
     def control(self, options: DecisionOptions, slot: DecisionSlot) -> SearchControl:
         """The search settings, allocator and solver workers asked for, under the slot's
-        deadline and cancellation."""
-        return options.control(slot.deadline, self.config.solver_workers, slot.cancelled)
+        deadline and cancellation, for the slot's caller (whose books it reads)."""
+        return options.control(slot.deadline, self.config.solver_workers, slot.cancelled,
+                               slot.identity)
 
     def decide(
         self, situation: Situation, options: DecisionOptions, slot: DecisionSlot,

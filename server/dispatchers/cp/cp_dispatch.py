@@ -51,7 +51,8 @@ class CpDispatcher:
     steps: ClassVar[tuple[Step, ...]] = DECISION_STEPS
 
     def __init__(self) -> None:
-        # The promises held between decisions (promise book profiles), per node list.
+        # The promises held between decisions (promise book profiles), per caller scope and
+        # node list (planning/caller_scope.py).
         self.promises = PromiseBook()
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:

@@ -3,9 +3,9 @@
 With `SearchSettings.promise_after_s` >= 0 a waiting job holds a promised start s_i once it has
 waited that long (0: from its arrival, as conservative backfilling promises every job), and
 the oldest job that does not start now always holds one (EASY's head). A promise is kept from
-one decision to the next (`PromiseBook`, per node list; or sent back by the caller,
-`Job.promised`) and only ever moves earlier while the expected durations hold. At each
-decision at t:
+one decision to the next (`PromiseBook`, per caller scope and node list:
+`planning.caller_scope`; or sent back by the caller, `Job.promised`) and only ever moves
+earlier while the expected durations hold. At each decision at t:
 
 1. the promises held are placed, compressed, and given to the jobs that qualify now
    (`planning.promises.keep_promises`); a promise that can no longer be kept (a running job
@@ -43,7 +43,7 @@ def decide_with_promises(
     """The decision at t under the promise book (see the module's steps)."""
     settings, t = control.settings, problem.t
     outcome = Outcome(placements={}, status=pb.SOLVE_STATUS_EMPTY)
-    recalled = book.recall(problem)
+    recalled = book.recall(problem, control.scope)
     never = {j.index for j in problem.jobs if never_fits(problem, j)}
     outcome.skipped.extend((i, pb.SKIP_REASON_NEVER_FITS) for i in sorted(never))
     held = {i: kept for i, kept in recalled.held.items() if i not in never}

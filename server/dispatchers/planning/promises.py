@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .caller_scope import BookKey, CallerScope, book_key
 from .node_profile import NodeProfile
 from .problem import Job, Problem, slowdown_rank
 from .stopping import StopCheck, Stopped, never, stop_if
@@ -222,28 +223,25 @@ class Recalled:
     (a job ended before its expected end, a promised job left the queue or got shorter, a node
     came up). Without such room no promise can move earlier, and compressing is skipped."""
 
-    key: tuple[str, ...]
+    key: BookKey
     held: dict[int, tuple[int, list[int]]]
     room_freed: bool
     before: dict[JobKey, Kept]
 
 
 class PromiseBook:
-    """The promises each waiting job holds, per node list, between decisions. A decision at an
-    earlier time than the last one for the same node list starts afresh (a new replay); one at
-    the same time starts from what the last one began with (a retry)."""
+    """The promises each waiting job holds, per caller scope and node list (`BookKey`), between
+    decisions. A decision at an earlier time than the last one of the same book starts afresh
+    (a new replay); one at the same time starts from what the last one began with (a retry)."""
 
     def __init__(self, capacity: int = 64) -> None:
-        self._entries: OrderedDict[tuple[str, ...], _Entry] = OrderedDict()
+        self._entries: OrderedDict[BookKey, _Entry] = OrderedDict()
         self._lock = threading.Lock()
         self._capacity = capacity
 
-    @staticmethod
-    def key(problem: Problem) -> tuple[str, ...]:
-        return tuple(problem.node_ids)
-
-    def recall(self, problem: Problem) -> Recalled:
-        key, t = self.key(problem), problem.t
+    def recall(self, problem: Problem, scope: CallerScope) -> Recalled:
+        """What the jobs of `scope`'s decision at t on this node list hold."""
+        key, t = book_key(scope, problem), problem.t
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
