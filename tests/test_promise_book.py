@@ -270,3 +270,20 @@ def test_a_promise_sent_back_is_kept_by_a_server_that_never_made_it(
     assert "long" not in {s.job_id for s in response.starts}
     assert ("W", 1100, True) in [(e.job_id, e.start_time, e.promised)
                                  for e in response.report.expected_starts]
+
+
+def test_conservative_reports_its_reservations_as_promises_and_easy_its_heads_plan() -> None:
+    """What `squeue --start` shows, for the baselines that plan: conservative's reservations
+    are kept and only move earlier (promises); EASY's head reservation is made anew at each
+    decision (a planned start)."""
+    from hpcdispatch.server.dispatchers import BY_NAME
+
+    snapshot = Snapshot(1000, nodes(2), (runs("r", 900, ["n0", "n1"], 200),),
+                        (job("a", 990, 2, 100), job("b", 995, 1, 100)))
+    conservative = BY_NAME["conservative"].decide(problem_of(snapshot), control(-1))
+    assert {snapshot.queued[i].id: v for i, v in conservative.expected_starts.items()} == {
+        "a": (100, True), "b": (200, True)}
+    easy = BY_NAME["easy"].decide(problem_of(Snapshot(
+        1000, nodes(2), (runs("r", 900, ["n0"], 200),),
+        (job("a", 990, 2, 100), job("b", 995, 1, 50)))), control(-1))
+    assert easy.expected_starts == {0: (100, False)}  # a, the head; b backfills now

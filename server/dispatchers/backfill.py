@@ -211,8 +211,10 @@ def _repack(
         plan.reservations.update(placed)
 
 
-def outcome_of(problem: Problem, plan: BackfillPlan) -> Outcome:
-    """The decision of `plan`: its starts now; every other queued job waits, with its reason."""
+def outcome_of(problem: Problem, plan: BackfillPlan, promised: bool = False) -> Outcome:
+    """The decision of `plan`: its starts now; every other queued job waits, with its reason,
+    and its reservation, if it holds one, as its expected start (`promised`: the reservations
+    are kept between decisions and only move earlier, as conservative's)."""
     outcome = Outcome(placements={}, status=HEURISTIC)
     outcome.skipped.extend((i, pb.SKIP_REASON_NEVER_FITS) for i in plan.never)
     waiting = [i for i, (start, _) in plan.reservations.items() if start > 0] + plan.waiting
@@ -220,6 +222,8 @@ def outcome_of(problem: Problem, plan: BackfillPlan) -> Outcome:
         if start == 0:
             outcome.placements[i] = nodes
             outcome.considered.append(i)
+        else:
+            outcome.expected_starts[i] = (start, promised)
     for i in waiting:
         job = problem.jobs[i]
         fits_now = problem.free_now.units_fit(job.req, job.units) >= job.units

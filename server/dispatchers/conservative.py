@@ -113,7 +113,13 @@ class ConservativeDispatcher:
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         plan, _ = self.plan(problem, control)
-        return outcome_of(problem, plan)
+        outcome = outcome_of(problem, plan, promised=True)  # its reservations are promises
+        # Displaced reservations were reserved anew, after the others: not kept.
+        for i in plan.displaced:
+            start, _ = outcome.expected_starts.get(i, (0, False))
+            if start > 0:
+                outcome.expected_starts[i] = (start, False)
+        return outcome
 
     def plan(self, problem: Problem, control: SearchControl) -> tuple[BackfillPlan, Held]:
         """The decision's plan, and the reservations (absolute starts) it leaves held."""

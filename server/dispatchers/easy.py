@@ -76,6 +76,7 @@ class EasyDispatcher:
         except Stopped:
             return self._stopped(outcome, [head, *rest])
         outcome.considered.append(head.index)
+        outcome.expected_starts[head.index] = (reservation.start, False)  # not kept: redone
         rest = self.backfill_order(problem, rest)
         return backfill_around(outcome, free_now, reservation, rest, control.first_fit,
                                every_few(control.should_stop))
