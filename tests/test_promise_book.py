@@ -18,6 +18,7 @@ from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.server.dispatchers.base import Outcome, SearchControl
 from hpcdispatch.server.dispatchers.cp.hcp19 import Hcp19Dispatcher
 from hpcdispatch.server.dispatchers.cp.pcp20 import Pcp20Dispatcher
+from hpcdispatch.server.dispatchers.planning.problem import Problem, build_problem
 from hpcdispatch.server.dispatchers.profiles import PROFILES
 from hpcdispatch.snapshot import (
     Decision,
@@ -105,6 +106,33 @@ def test_a_promise_from_arrival_is_what_the_job_is_told_at_once() -> None:
     outcome = Hcp19Dispatcher().decide(problem_of(snapshot), control(0))
     assert started_ids(snapshot, outcome) == set()
     assert promises_of(snapshot, outcome) == {"a": 1100, "b": 1200}
+
+
+def _with_predictions(snapshot: Snapshot, predicted: dict[str, int]) -> Problem:
+    """The problem with d_i = `predicted` where given (a predictor's), else requested times."""
+    durations = {q.id: predicted.get(q.id, q.requested_time) for q in snapshot.queued}
+    return build_problem(snapshot, durations, {r.id: r.requested_time for r in snapshot.running})
+
+
+@pytest.mark.parametrize(("system", "starts"), [(4, set()), (6, {"y"})])
+def test_a_young_job_may_not_sit_on_the_oldest_promises_nodes_past_it_if_it_ran_its_limit(
+    system: int, starts: set[str],
+) -> None:
+    """W (all of n0-n3 from 1,100, where r holds n0 and n1 until then) is the oldest promise.
+    y is predicted to end at 1,050 but may run until its requested 1,500: on 4 nodes it could
+    only sit on W's, so it waits (it would break W's promise if the prediction failed); on 6
+    nodes it starts on n4 and n5, off W's nodes."""
+    running = (runs("r", 900, ["n0", "n1"], 200),) if system == 4 else (
+        runs("r", 900, ["n0", "n1", "n2", "n3"], 200),)
+    snapshot = Snapshot(1000, nodes(system), running,
+                        (job("W", 700, 4, 300), job("y", 990, 2, 500)))
+    outcome = Pcp20Dispatcher().decide(_with_predictions(snapshot, {"y": 50}),
+                                       control(promise_after_s=100))
+    assert started_ids(snapshot, outcome) == starts
+    assert promises_of(snapshot, outcome)["W"] == 1100
+    if starts:
+        placed = outcome.placements[1]
+        assert {snapshot.nodes[n].id for n in placed} == {"n4", "n5"}
 
 
 # -- an overrun -------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ largest Σ of the papers' priority, the current slowdown (t - q_i + d_i) / d_i (
 the processors' weight exceeds the whole priority term). The search branches on the x_i in
 that order, larger value first, so its first solution is the greedy packing; the δ / 2δ / δmax
 restart policy improves on it. The pooled view ignores how units split over nodes, so the
-chosen jobs are then placed node by node (`place_now`), and the ones that no longer fit wait.
+chosen jobs are then placed node by node (`promise_decision`), and the ones that no longer fit
+wait.
 The variables are one per candidate, independent of the node count.
 """
 
@@ -138,13 +139,3 @@ def choose_now_set(
         result.chosen = [order[k] for k in policy.best]
         result.status = policy.status
     return result
-
-
-def place_now(profile: NodeProfile, jobs: list[Job], first_fit: bool) -> dict[int, list[int]]:
-    """Place each of `jobs` now, in the order given, where its units still fit node by node for
-    all of d_i (taken in `profile`); the others are left out."""
-    placed: dict[int, list[int]] = {}
-    for job in jobs:
-        if profile.fits_at(job, 0):
-            placed[job.index] = profile.place(job, 0, first_fit)
-    return placed

@@ -31,10 +31,19 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 from ..base import Outcome, SearchControl
 from ..planning.job_orders import fcfs
 from ..planning.job_selection import never_fits
+from ..planning.node_profile import NodeProfile
 from ..planning.problem import Job, Problem
-from ..planning.promises import PromiseBook, PromisePlan, keep_promises
+from ..planning.promises import (
+    Guard,
+    PromiseBook,
+    PromisePlan,
+    fits_guarded,
+    guard_of,
+    keep_promises,
+    place_guarded,
+)
 from ..planning.stopping import Stopped
-from .now_set import choose_now_set, place_now
+from .now_set import choose_now_set
 
 
 def decide_with_promises(
@@ -80,7 +89,7 @@ def _start_the_others(
     outcome: Outcome,
 ) -> None:
     """Steps 3: the jobs without a promise that fit now around every promise, by the model."""
-    profile = plan.profile
+    profile, guard = plan.profile, guard_of(plan)
     waiting = [j for j in problem.jobs_by_slowdown()
                if j.index not in plan.starts and j.index not in never]
     candidates: list[Job] = []
@@ -88,7 +97,7 @@ def _start_the_others(
     for job in waiting:
         if control.should_stop():
             break
-        if len(candidates) < control.settings.window and profile.fits_at(job, 0):
+        if len(candidates) < control.settings.window and fits_guarded(profile, job, 0, guard):
             candidates.append(job)
         else:
             left_out.append(job)
@@ -101,14 +110,25 @@ def _start_the_others(
     outcome.variables, outcome.constraints = chosen.variables, chosen.constraints
     outcome.build_seconds = max(time.monotonic() - built - chosen.solve_seconds, 0.0)
     outcome.status = chosen.status
-    placed = place_now(profile, chosen.chosen, control.first_fit)
+    placed = _place_now(profile, chosen.chosen, guard, control.first_fit)
     # Work conservation: whatever still fits starts too, highest priority first.
-    placed.update(place_now(profile, [j for j in candidates if j.index not in placed],
-                            control.first_fit))
+    placed.update(_place_now(profile, [j for j in candidates if j.index not in placed], guard,
+                             control.first_fit))
     outcome.placements.update(placed)
     outcome.considered.extend(j.index for j in candidates)
     outcome.skipped.extend((j.index, pb.SKIP_REASON_BLOCKED) for j in candidates
                            if j.index not in placed)
+
+
+def _place_now(profile: NodeProfile, jobs: list[Job], guard: Guard | None,
+               first_fit: bool) -> dict[int, list[int]]:
+    """Each of `jobs` started now, in the order given, where it still fits for all of d_i
+    (off the oldest promise's nodes where it must: `Guard`); the others are left out."""
+    placed: dict[int, list[int]] = {}
+    for job in jobs:
+        if fits_guarded(profile, job, 0, guard):
+            placed[job.index] = place_guarded(profile, job, 0, guard, first_fit)
+    return placed
 
 
 def _report_expected_starts(

@@ -154,10 +154,10 @@ class NodeProfile:
         fit: Counts = (free[:, asked] // req[asked]).min(axis=1)
         return fit
 
-    def earliest(self, job: Job, should_stop: StopCheck = never) -> int:
-        """Earliest start s >= 0 (relative to t) at which rn_i units of job i fit node by node
-        for all of d_i. Raises Stopped when `should_stop()` turns true (once per candidate)."""
-        not_before = 0
+    def earliest(self, job: Job, should_stop: StopCheck = never, not_before: int = 0) -> int:
+        """Earliest start s >= `not_before` (relative to t) at which rn_i units of job i fit
+        node by node for all of d_i. Raises Stopped when `should_stop()` turns true (once per
+        candidate)."""
         demand = job.demand()
         times, pooled = self.times, self._pooled[: self._steps]
         while True:

@@ -41,6 +41,12 @@ class Job:
     duration: int  # d_i, predicted, >= 1
     pooled: Vec = ()  # rn_i × req_i, when the maker computed it (build_problem does)
     promised: int | None = None  # s_i an earlier answer promised (absolute), sent back
+    requested: int = 0  # the user's limit, seconds: the job is killed then (0: not known)
+
+    @property
+    def at_most(self) -> int:
+        """How long the job can run at most: its requested time, or d_i where unknown."""
+        return max(self.duration, self.requested)
 
     def demand(self) -> Vec:
         """Pooled demand rn_i × req_i."""
@@ -470,6 +476,7 @@ def build_problem(
             duration=min(max(1, queued_durations[q.id]), MAX_MODEL_DURATION),
             pooled=tuple([units * r for r in req]),
             promised=q.promised_start,
+            requested=q.requested_time,
         ))
     return Problem(
         t=snapshot.time,

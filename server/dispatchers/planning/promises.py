@@ -32,8 +32,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from .caller_scope import BookKey, CallerScope, book_key
+from .free_pool import choose_from_array
 from .node_profile import NodeProfile
 from .problem import Job, Problem, slowdown_rank
 from .stopping import StopCheck, Stopped, never, stop_if
@@ -51,6 +53,78 @@ class PromisePlan:
     def due(self) -> dict[int, list[int]]:
         """The jobs whose promise is now: they start now, on these nodes."""
         return {i: nodes for i, (s, nodes) in self.starts.items() if s == 0}
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """The oldest promise (EASY's head), held against predictions that fail: a job placed
+    before it (now, or by a promise) may not be on its nodes past its start if it ran to its
+    requested time, the limit at which the workload manager kills it. Predicted durations pack
+    the rest; a younger job that outlives its prediction then cannot push the oldest promise
+    back (under last-two, such backfills kept a 94-node KTH-SP2 job waiting 229 h against
+    EASY's longest, 98 h)."""
+
+    job: int  # the head's index
+    start: int
+    nodes: npt.NDArray[np.bool_]  # the head's nodes
+
+    def needs_care(self, job: Job, start: int) -> bool:
+        return job.index != self.job and start < self.start < start + job.at_most
+
+
+def guard_of(plan: PromisePlan) -> Guard | None:
+    """The oldest job's promise still ahead, if any holds one."""
+    jobs = plan.profile.problem.jobs
+    ahead = [i for i, (s, _) in plan.starts.items() if s > 0]
+    if not ahead:
+        return None
+    head = min(ahead, key=lambda i: (jobs[i].submit, i))
+    start, nodes = plan.starts[head]
+    mask = np.zeros(len(plan.profile.problem.node_ids), dtype=bool)
+    mask[nodes] = True
+    return Guard(head, start, mask)
+
+
+def _free_for(profile: NodeProfile, job: Job, start: int,
+              guard: Guard | None) -> npt.NDArray[np.int64] | None:
+    """What job i may use over [start, start + d_i): None where no guard is in the way, else
+    the free amounts without the guard's nodes."""
+    if guard is None or not guard.needs_care(job, start):
+        return None
+    free = profile.free_during(start, start + job.duration).copy()
+    free[guard.nodes] = 0
+    return free
+
+
+def fits_guarded(profile: NodeProfile, job: Job, start: int, guard: Guard | None) -> bool:
+    """Whether job i fits at `start` for all of d_i, and off the guard's nodes where it must."""
+    free = _free_for(profile, job, start, guard)
+    if free is None:
+        return profile.fits_at(job, start)
+    return int(profile.units_fitting(free, job).sum()) >= job.units
+
+
+def earliest_guarded(profile: NodeProfile, job: Job, guard: Guard | None,
+                     should_stop: StopCheck = never) -> int:
+    """The earliest start at which job i fits, off the guard's nodes where it must."""
+    start = profile.earliest(job, should_stop)
+    while not fits_guarded(profile, job, start, guard):
+        start = profile.earliest(job, should_stop, not_before=start + 1)
+    return start
+
+
+def place_guarded(profile: NodeProfile, job: Job, start: int, guard: Guard | None,
+                  first_fit: bool) -> list[int]:
+    """`place_promise`, off the guard's nodes where it must (best fit on the others)."""
+    free = _free_for(profile, job, start, guard)
+    if free is None:
+        return place_promise(profile, job, start, first_fit)
+    nodes = choose_from_array(free, np.asarray(profile.problem.eligible, dtype=bool),
+                              profile.problem.free_now.scale, job.req, job.units, first_fit)
+    if nodes is None:
+        raise AssertionError("place_guarded called where the job does not fit")
+    profile.take(job, start, nodes)
+    return nodes
 
 
 def place_promise(profile: NodeProfile, job: Job, start: int, first_fit: bool) -> list[int]:
@@ -100,6 +174,7 @@ def keep_promises(
         if compress:
             _compress(plan, first_fit, should_stop)
         head = False  # the oldest job that does not start now holds a promise
+        guard = guard_of(plan)
         for job in waiting:
             kept = plan.starts.get(job.index)
             if kept is not None:
@@ -108,8 +183,11 @@ def keep_promises(
             if head and not qualifies(job):
                 continue
             stop_if(should_stop, "new promises")
-            start = plan.profile.earliest(job, should_stop)
-            plan.starts[job.index] = (start, place_promise(plan.profile, job, start, first_fit))
+            start = earliest_guarded(plan.profile, job, guard, should_stop)
+            nodes = place_guarded(plan.profile, job, start, guard, first_fit)
+            plan.starts[job.index] = (start, nodes)
+            if guard is None and start > 0:
+                guard = guard_of(plan)
             head = head or start > 0
     except Stopped:
         pass  # the promises placed so far stand; the rest wait for the next decision
@@ -173,6 +251,7 @@ def _compress(plan: PromisePlan, first_fit: bool, should_stop: StopCheck) -> Non
     job that ended early freed first: the reorder step of promise, pack, reorder."""
     profile, jobs = plan.profile, plan.profile.problem.jobs
     t = profile.problem.t
+    guard = guard_of(plan)
     for i in sorted(plan.starts, key=lambda i: slowdown_rank(jobs[i], t)):
         start, nodes = plan.starts[i]
         job = jobs[i]
@@ -181,12 +260,14 @@ def _compress(plan: PromisePlan, first_fit: bool, should_stop: StopCheck) -> Non
             continue
         profile.give_back(job, start, nodes)
         try:
-            earlier = profile.earliest(job, should_stop)
+            earlier = earliest_guarded(profile, job, guard, should_stop)
         except Stopped:
             profile.take(job, start, nodes)  # stopped: it keeps its promise as it was
             raise
         if earlier < start:
-            plan.starts[i] = (earlier, place_promise(profile, job, earlier, first_fit))
+            plan.starts[i] = (earlier, place_guarded(profile, job, earlier, guard, first_fit))
+            if guard is not None and i == guard.job:
+                guard = guard_of(plan)  # the head moved earlier: so does its guard
         else:  # no gain (never later: its own room is free): it keeps its nodes
             profile.take(job, start, nodes)
 
