@@ -106,11 +106,12 @@ def fits_guarded(profile: NodeProfile, job: Job, start: int, guard: Guard | None
 
 def earliest_guarded(profile: NodeProfile, job: Job, guard: Guard | None,
                      should_stop: StopCheck = never) -> int:
-    """The earliest start at which job i fits, off the guard's nodes where it must."""
+    """The earliest start at which job i fits, or where that would need the guard's nodes,
+    the earliest from the guard's start on (from where its nodes are free to use)."""
     start = profile.earliest(job, should_stop)
-    while not fits_guarded(profile, job, start, guard):
-        start = profile.earliest(job, should_stop, not_before=start + 1)
-    return start
+    if guard is None or fits_guarded(profile, job, start, guard):
+        return start
+    return profile.earliest(job, should_stop, not_before=guard.start)
 
 
 def place_guarded(profile: NodeProfile, job: Job, start: int, guard: Guard | None,
