@@ -6,11 +6,12 @@ the nodes are the plan's, not part of the promise, and keep the promises' feasib
 from one decision to the next. At each decision (`keep_promises`), on the profile of the running
 work (`NodeProfile`):
 
-1. the held promises are placed in order of their start s_i: on their own nodes if they still
-   fit there, else at the same s_i on other nodes, else — a running job outlived its expected
-   end, a node went down, d_i grew — at the earliest start that fits after the promises placed
-   before it, so that a promise moves by the least possible given the older ones, and the move
-   is reported (`PromisePlan.moved`); a promise already due (s_i <= t) is placed at t;
+1. the held promises are placed oldest job first: on their own nodes if they still fit there,
+   else at the same s_i on other nodes, else — a running job outlived its expected end, a node
+   went down, d_i grew — at the earliest start that fits after the older ones, so that a
+   promise moves by the least possible given the older ones (the oldest, EASY's head, is kept
+   first, whatever younger promises start before it), and the move is reported
+   (`PromisePlan.moved`); a promise already due (s_i <= t) is placed at t;
 2. they are compressed in the papers' priority order: each is taken out and put back at its
    earliest start, which is never later (its own room is free again, and every other promise is
    in place), so a promise only moves earlier, and the room a job that ended early freed goes
@@ -168,7 +169,7 @@ def keep_promises(
     2 is skipped (one pass of it per new room)."""
     plan = PromisePlan(NodeProfile(problem))
     jobs = problem.jobs
-    order = sorted(held, key=lambda i: (held[i][0], jobs[i].submit, i))
+    order = sorted(held, key=lambda i: (jobs[i].submit, i))  # oldest first
     _place_held(plan, [(max(held[i][0], 0), jobs[i], held[i][1]) for i in order], first_fit,
                 should_stop)
     try:
@@ -199,8 +200,8 @@ def _place_held(
     plan: PromisePlan, held: list[tuple[int, Job, list[int]]], first_fit: bool,
     should_stop: StopCheck,
 ) -> None:
-    """Step 1: every held promise in order of its start, at it if it still fits, else at the
-    earliest start after those before it. The first (the head's) is placed anew by
+    """Step 1: every held promise, oldest job first, at its start if it still fits, else at the
+    earliest start after the older ones. The first (the head's) is placed anew by
     `place_promise`, as EASY places its head at every decision (on the nodes busy until then),
     and the others keep theirs; where that leaves one without room at its start, every promise
     keeps the nodes it held (they fit together, as long as the expected durations held)."""
