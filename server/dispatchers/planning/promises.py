@@ -338,13 +338,15 @@ class PromiseBook:
         freed = t == entry.t or _room_freed(problem, entry, kept, index)
         return Recalled(key, held, freed, kept)
 
-    def record(self, problem: Problem, recalled: Recalled, plan: PromisePlan,
+    def record(self, problem: Problem, recalled: Recalled,
+               starts: Mapping[int, tuple[int, list[int]]],
                started: dict[int, list[int]]) -> None:
-        """Keep the promises `plan` leaves (those due now are started) and the running work
-        after the decision: the snapshot's and what `started` (job index -> nodes) adds."""
+        """Keep the promises a decision leaves (`starts`, as `PromisePlan.starts`; those due
+        now are started) and the running work after it: the snapshot's and what `started`
+        (job index -> nodes) adds."""
         t, jobs = problem.t, problem.jobs
         after = {(jobs[i].id, jobs[i].submit): Kept(t + s, tuple(nodes), jobs[i].duration)
-                 for i, (s, nodes) in plan.starts.items() if s > 0}
+                 for i, (s, nodes) in starts.items() if s > 0}
         releases = _releases(problem)
         for i, nodes in started.items():  # one block per node, as the running table has them
             req = jobs[i].req
