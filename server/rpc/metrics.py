@@ -158,9 +158,9 @@ class ServiceMetrics:
         self.plugins_loaded = Gauge(
             "hpcdispatch_plugin_loaded",
             "Dispatchers and predictors registered by other packages than hpcdispatch (plugins), "
-            "by group (dispatcher, predictor) and name: 1 loaded, 0 its code failed to load (a "
-            "request naming it gets the fallback; DescribeService lists it as unavailable).",
-            ("group", "name"), registry=r)
+            "by group (dispatcher, predictor) and registered name (plugin): 1 loaded, 0 its "
+            "code failed to load (a request naming it gets the fallback; DescribeService lists "
+            "it as unavailable).", ("group", "plugin"), registry=r)
         self.predictions_pending = Gauge(
             "hpcdispatch_predictions_pending",
             "Started jobs whose prediction waits for their completion report.", registry=r)

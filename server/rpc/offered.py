@@ -25,6 +25,10 @@ from .metrics import ServiceMetrics
 log = structlog.get_logger("hpcdispatch.server")
 
 REASON_CHARS = 1024  # an unavailable plugin's error, as DescribeService echoes it
+# A profile's knobs as DescribeService shows them: every SearchProfile field but its name and
+# description is the SearchSettings field of that name (tests/test_search_fields.py).
+PROFILE_FIELDS = tuple(f.name for f in pb.SearchProfile.DESCRIPTOR.fields
+                       if f.name not in ("name", "description"))
 
 
 def _plugins(registrations: Registrations) -> list[str]:
@@ -67,14 +71,8 @@ def describe(front: DecisionFront) -> pb.DescribeServiceResponse:
         default_predictor_name=predictor_name(front.default_predictor),
         default_profile=config.default_profile or DEFAULT_PROFILE,
         profiles=[
-            pb.SearchProfile(
-                name=s.profile, delta_ms=s.delta_ms, delta_max_ms=s.delta_max_ms, k=s.k,
-                window=s.window, description=text, stall_ms=s.stall_ms,
-                protect_head=s.protect_head, starvation_wait_s=s.starvation_wait_s,
-                more_orders=s.more_orders, work_conserving=s.work_conserving,
-                easy_head=s.easy_head, easy_head_depth=s.easy_head_depth,
-                capacity_first=s.capacity_first, promise_after_s=s.promise_after_s,
-            )
+            pb.SearchProfile(name=s.profile, description=text,
+                             **{name: getattr(s, name) for name in PROFILE_FIELDS})
             for s, text in PROFILES.values()
         ],
         dispatchers=[pb.Dispatcher.ValueType(e.kind) for e in offered_d
