@@ -68,9 +68,8 @@ from .predictors.completion_store import StoreUnavailable
 from .predictors.registry import PredictorRegistry
 
 __all__ = [
-    "DEFAULT_PROFILE", "DISPATCHERS", "DISPATCHER_REGISTRY", "FALLBACK_CODES",
-    "MAX_MODEL_DURATION", "PROFILES", "STAGES", "CallerScope",
-    "Completion",
+    "DEFAULT_PROFILE", "DISPATCHERS", "DISPATCHER_REGISTRY", "MAX_MODEL_DURATION", "PROFILES",
+    "STAGES", "CallerScope", "Completion",
     "DecisionAbandoned", "DecisionResult", "Dispatcher", "DurationPredictor", "Durations",
     "FinishedJob", "FreePool", "JobFacts", "NodeIndex", "Occupancy", "Outcome",
     "PredictorRegistry", "Problem", "SearchControl", "SearchSettings", "Situation",
@@ -93,7 +92,6 @@ _FAILURE_TEXT = {
     MalformedOutcome.fallback_code: "dispatcher answered a malformed outcome",
     PluginFailure.fallback_code: "dispatcher failed",
 }
-FALLBACK_CODES = (FALLBACK_DISPATCHER_ERROR, FALLBACK_CHECK_FAILED, *_FAILURE_TEXT)
 # Time the fallback (EASY) gets at least, whatever the dispatcher before it left.
 FALLBACK_MIN_SECONDS = 0.5
 
@@ -341,8 +339,8 @@ def _dispatch_and_check(
         log.error("dispatcher failed", dispatcher=name, error=failure.detail,
                   reason=failure.fallback_code)
         outcome = None
-        reason, code = _FAILURE_TEXT[failure.fallback_code], failure.fallback_code
-        reason = f"{reason} ({name}): {failure.detail}"
+        reason = f"{_FAILURE_TEXT[failure.fallback_code]} ({name}): {failure.detail}"
+        code = failure.fallback_code
     except Exception as exc:  # a dispatcher bug must not cost the caller a decision
         log.error("dispatcher failed", dispatcher=name, error=repr(exc),
                   trace=traceback.format_exc())

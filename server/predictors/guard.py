@@ -27,7 +27,8 @@ LOAD_FAILED, RAISED, INVALID = "load_failed", "raised", "invalid"
 REASONS = (LOAD_FAILED, RAISED, INVALID)
 
 
-def _ignore(name: str, reason: str, detail: str) -> None:
+def no_listener(name: str, reason: str, detail: str) -> None:
+    """The failure listener that only the log hears."""
     return None
 
 
@@ -48,7 +49,7 @@ class GuardedPredictor:
     """`inner` (a plugin's predictor; None when its code failed to load, `load_error` saying
     why) answering every batch."""
 
-    def __init__(self, inner: Any, name: str, on_failure: FailureListener = _ignore,
+    def __init__(self, inner: Any, name: str, on_failure: FailureListener = no_listener,
                  load_error: str = "") -> None:
         self.inner = inner
         self.name = name

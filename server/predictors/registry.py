@@ -27,7 +27,7 @@ from hpcdispatch.catalog import registered_predictors
 from hpcdispatch.registrations import Registered, Registrations
 
 from .base import Completion, DurationPredictor
-from .guard import LOAD_FAILED, FailureListener, GuardedPredictor
+from .guard import LOAD_FAILED, FailureListener, GuardedPredictor, no_listener
 from .knowledge_base import (
     ClusterHistory,
     FallbackListener,
@@ -38,10 +38,6 @@ from .knowledge_base import (
 Factory = Callable[[ClusterHistory], DurationPredictor]  # a cluster's history -> predictor
 
 log = structlog.get_logger("hpcdispatch.predictors")
-
-
-def _no_listener(name: str, reason: str, detail: str) -> None:
-    return None
 
 
 class _Loaded:
@@ -86,7 +82,7 @@ class PredictorRegistry:
                                             limits=limits)
         self.registrations = (registrations if registrations is not None
                               else registered_predictors())
-        self._on_failure = on_predictor_failure or _no_listener
+        self._on_failure = on_predictor_failure or no_listener
         self._loaded = {e.kind: _Loaded(e) for e in self.registrations.entries}
         self._factories: dict[int, Factory] = {
             kind: self._factory(loaded) for kind, loaded in self._loaded.items()
