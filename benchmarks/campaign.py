@@ -76,6 +76,7 @@ if TYPE_CHECKING:
     from distributed import Client, Future
 
 LIST_OPTIONS = ("traces", "systems", "dispatchers", "predictors", "profiles")
+EVERY = "all"  # --dispatchers word: every registered dispatcher, plugins included
 FROM_HEADER = "header"  # system word: derive the system from the trace header
 
 
@@ -94,7 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--systems", default=FROM_HEADER, help="comma list: presets, NODESxCORES, "
                    f"files on the workers, '{FROM_HEADER}' = from the trace (default)")
     p.add_argument("--dispatchers", default="easy,pcp20",
-                   help=f"comma list of {sorted(DISPATCHERS)}; easy is always added")
+                   help=f"comma list of {sorted(DISPATCHERS)} (the registered ones: the "
+                   f"built-ins and the installed plugins), or '{EVERY}' for every one; easy is "
+                   "always added")
     p.add_argument("--predictors", default="walltime", help=f"comma list of {sorted(PREDICTORS)}")
     p.add_argument("--profiles", default="",
                    help="comma list of search profiles of the CP dispatchers (default: the "
@@ -174,10 +177,16 @@ def _split(text: str | None) -> list[str]:
     return [part.strip() for part in (text or "").split(",") if part.strip()]
 
 
-def _check(names: list[str], allowed: dict[str, int], kind: str) -> None:
+def _check(names: list[str], allowed: Collection[str], kind: str) -> None:
     for name in names:
         if name not in allowed:
             raise UsageError(f"unknown {kind} {name!r}; one of {sorted(allowed)}")
+
+
+def with_every(names: list[str], registered: Sequence[str]) -> list[str]:
+    """`names` with the word EVERY replaced by every registered name (the built-ins in the
+    contract's order, then the installed plugins)."""
+    return [n for name in names for n in (registered if name == EVERY else (name,))]
 
 
 def _trace_label(trace: str) -> str:
@@ -195,7 +204,7 @@ def matrix(args: argparse.Namespace) -> list[CellSpec]:
     traces = _split(args.traces)
     systems = [None if s == FROM_HEADER else s for s in _split(args.systems)] or [None]
     predictors = _split(args.predictors)
-    dispatchers = _split(args.dispatchers)
+    dispatchers = with_every(_split(args.dispatchers), DISPATCHERS[1:])
     dispatchers = [REFERENCE, *(d for d in dict.fromkeys(dispatchers) if d != REFERENCE)]
     profiles = _split(args.profiles) or [""]
     _check(dispatchers, DISPATCHERS, "dispatcher")

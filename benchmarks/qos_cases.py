@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hpcdispatch.catalog import CP_DISPATCHER_NAMES, dispatcher_names, registered_dispatchers
 from hpcdispatch.sim_adapter.replay import trace_name
 
 KTH = "KTH-SP2-1996-2.1-cln.swf.xz"
@@ -30,6 +31,15 @@ ISSUE13_BASELINES = ("easy", "easy-sjf", "easy-wfp3", "easy-unicef", "easy-f1", 
 ISSUE24_BASELINES = ("easy-sjbf", "easy-lxf", "los", "easy-k")
 BASELINES = (*ISSUE13_BASELINES, *ISSUE24_BASELINES)
 REFERENCE = "easy"
+EVERY = "all"  # --baselines word: the baselines above and every installed plugin's dispatcher
+
+
+def baseline_names() -> tuple[str, ...]:
+    """What `--baselines` accepts: the issues' baselines, then the dispatchers plugins register
+    (docs/plugins.md), which are judged as baselines are, by name."""
+    built_in = registered_dispatchers().built_in_names()
+    plugins = (n for n in dispatcher_names() if n not in built_in)
+    return (*BASELINES, *plugins)
 DEFAULT = "default"  # the dispatcher word for the server's default (dispatcher and profile)
 
 
@@ -131,6 +141,6 @@ def run_key(summary: dict[str, Any]) -> str:
     dispatcher = str(summary.get("dispatcher", "?"))
     if summary.get("dispatcher_requested") == DEFAULT:
         return DEFAULT
-    if dispatcher in ("fcfs", *BASELINES):
+    if dispatcher not in CP_DISPATCHER_NAMES:  # fcfs, the baselines, the plugins' dispatchers
         return dispatcher
     return f"{dispatcher}@{summary.get('profile') or '?'}"

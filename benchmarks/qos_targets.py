@@ -47,10 +47,12 @@ from benchmarks.qos_cases import (
     BUNDLED,
     CASES,
     DEFAULT,
+    EVERY,
     ISSUE_CASES,
     PREDICTORS,
     REFERENCE,
     Case,
+    baseline_names,
     with_protocol,
 )
 from benchmarks.qos_frontier import plot_cases
@@ -69,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"comma list of {list(CASES)} (default: the issue's)")
     p.add_argument("--predictors", default=",".join(PREDICTORS), help="comma list")
     p.add_argument("--baselines", default=",".join(BASELINES),
-                   help="comma list of baseline dispatchers (easy is always run)")
+                   help="comma list of baseline dispatchers (easy is always run): "
+                   f"{', '.join(baseline_names())} (the installed plugins' dispatchers "
+                   f"last), or '{EVERY}' for every one")
     p.add_argument("--candidates", default="", help="comma list of extra CP runs, "
                    "dispatcher@profile (pcp20@papers) or dispatcher (server's profile)")
     p.add_argument("--no-default", action="store_true",
@@ -127,10 +131,12 @@ def chosen(args: argparse.Namespace) -> tuple[list[Case], list[str], list[str], 
     for name in predictors:
         if name not in PREDICTORS:
             raise campaign.UsageError(f"unknown predictor {name!r}; one of {list(PREDICTORS)}")
-    baselines = [REFERENCE, *(b for b in _split(args.baselines) if b != REFERENCE)]
+    offered = baseline_names()
+    asked = campaign.with_every(_split(args.baselines), offered)
+    baselines = [REFERENCE, *(b for b in dict.fromkeys(asked) if b != REFERENCE)]
     for name in baselines:
-        if name not in BASELINES:
-            raise campaign.UsageError(f"unknown baseline {name!r}; one of {list(BASELINES)}")
+        if name not in offered:
+            raise campaign.UsageError(f"unknown baseline {name!r}; one of {list(offered)}")
     candidates = _split(args.candidates)
     for name in candidates:
         dispatcher, _, profile = name.partition("@")
@@ -218,12 +224,10 @@ def load_runs(sources: Sequence[Path]) -> list[tuple[dict[str, Any], str]]:
 
 def server_default() -> str:
     """dispatcher@profile of this checkout's server default (DescribeService)."""
-    from hpcdispatch.sim_adapter.adapter import DISPATCHER_BY_KIND
     from hpcdispatch.sim_adapter.in_process_backend import LocalService
 
     described = LocalService().describe()
-    return f"{DISPATCHER_BY_KIND.get(described.default_dispatcher, '?')}@" \
-           f"{described.default_profile}"
+    return f"{described.default_dispatcher or '?'}@{described.default_profile}"
 
 
 def report(judged: Judged, cases: Sequence[Case], out: Path, meta: dict[str, Any],

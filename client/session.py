@@ -49,6 +49,11 @@ def _changes(old: Sequence[_Job], new: Sequence[_Job]) -> tuple[list[str], list[
     return gone, added
 
 
+# The decision options a delta repeats from the request: the fields DispatchRequest and
+# UpdateSessionRequest share, but the time and the search message (copied whole).
+OPTION_FIELDS = ("dispatcher", "predictor", "allocator", "dispatcher_name", "predictor_name")
+
+
 def delta_between(old: pb.DispatchRequest, new: pb.DispatchRequest) -> (
     pb.UpdateSessionRequest | None
 ):
@@ -56,10 +61,9 @@ def delta_between(old: pb.DispatchRequest, new: pb.DispatchRequest) -> (
     or sequence number), or None when only a full snapshot can say it."""
     if new.cluster != old.cluster or new.time < old.time or len(new.nodes) < len(old.nodes):
         return None
-    delta = pb.UpdateSessionRequest(
-        time=new.time, dispatcher=new.dispatcher, predictor=new.predictor,
-        allocator=new.allocator,
-    )
+    delta = pb.UpdateSessionRequest(time=new.time)
+    for name in OPTION_FIELDS:
+        setattr(delta, name, getattr(new, name))
     delta.search.CopyFrom(new.search)
     for i, node in enumerate(new.nodes):
         previous = old.nodes[i] if i < len(old.nodes) else None

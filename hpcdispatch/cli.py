@@ -14,7 +14,7 @@ import grpc
 from google.protobuf import json_format
 
 from hpcdispatch import __version__
-from hpcdispatch.catalog import DISPATCHER_NAMES, PREDICTOR_NAMES
+from hpcdispatch.catalog import dispatcher_names, predictor_names, select_dispatcher
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 EXAMPLE_SNAPSHOT = "eurora_snapshot.json"
@@ -37,8 +37,9 @@ def _add_serve(sub: argparse._SubParsersAction, with_profiles: bool = True) -> N
     p.add_argument("--config", help="YAML configuration file")
     p.add_argument("--listen", help="host:port to listen on (default 127.0.0.1:50051)")
     p.add_argument("--workers", type=int, help="gRPC worker threads")
-    p.add_argument("--default-dispatcher", choices=sorted(DISPATCHER_NAMES))
-    p.add_argument("--default-predictor", choices=sorted(PREDICTOR_NAMES))
+    # Every registered name: the built-ins and the installed plugins (docs/plugins.md).
+    p.add_argument("--default-dispatcher", choices=sorted(dispatcher_names()))
+    p.add_argument("--default-predictor", choices=sorted(predictor_names()))
     p.add_argument("--default-profile", choices=profiles, metavar=None if profiles else "PROFILE",
                    help=f"search profile of the CP dispatchers (default: {default_profile}; "
                    "README: Search profiles)")
@@ -104,7 +105,8 @@ def _add_dispatch(sub: argparse._SubParsersAction) -> None:
     p.add_argument("snapshot", nargs="?", help="DispatchRequest as protobuf JSON (default: "
                    f"hpcdispatch/examples/{EXAMPLE_SNAPSHOT})")
     p.add_argument("--target", help="host:port of a running service")
-    p.add_argument("--dispatcher", choices=sorted(DISPATCHER_NAMES), help="override the request's")
+    p.add_argument("--dispatcher", choices=sorted(dispatcher_names()),
+                   help="override the request's (a built-in's or an installed plugin's name)")
     p.add_argument("--timeout", type=float, default=30.0, help="deadline, seconds")
     p.add_argument("--output", help="write the DispatchResponse JSON here instead of stdout")
     p.add_argument("--tls-ca", help="TLS: PEM bundle that signed the server's certificate "
@@ -217,7 +219,8 @@ def _dispatch_checked(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.snapshot}: not a DispatchRequest in protobuf JSON: {exc}"
                          ) from exc
     if args.dispatcher:
-        request.dispatcher = pb.Dispatcher.ValueType(DISPATCHER_NAMES[args.dispatcher])
+        request.dispatcher, request.dispatcher_name = pb.DISPATCHER_UNSPECIFIED, ""
+        select_dispatcher(request, args.dispatcher)
     with (
         _embedded_or_remote(args.target) as target,
         DispatcherClient(target, credentials=credentials, extra_options=options) as client,
@@ -237,7 +240,8 @@ def _dispatch_checked(args: argparse.Namespace) -> int:
         print(out)
     report = response.report
     print(
-        f"{pb.Dispatcher.Name(report.dispatcher)}: {len(response.starts)} of "
+        f"{pb.Dispatcher.Name(report.dispatcher) if report.dispatcher else report.dispatcher_name}"
+        f": {len(response.starts)} of "
         f"{len(request.queued_jobs)} queued jobs start now; status "
         f"{pb.SolveStatus.Name(report.status)}; {report.total_seconds * 1000:.1f} ms",
         file=sys.stderr,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mypy over the installed layout (scripts/package_tree.sh), then the layering contracts of
 # pyproject.toml ([tool.importlinter]: the server's rooms, arrows pointing down) with
-# lint-imports over the same tree.
+# lint-imports over the same tree; and the example plugin against the installed names.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 python="${1:-python3}"
@@ -14,5 +14,8 @@ cd "$tree"
 # The benchmarks import the installed names too.
 cd "$root"
 MYPYPATH="$tree" "$python" -m mypy --config-file "$root/pyproject.toml" benchmarks
+# The example plugin too: it imports only the public interface, as any plugin (docs/plugins.md).
+MYPYPATH="$tree" "$python" -m mypy --config-file "$root/pyproject.toml" \
+  examples/sjf-backfill-plugin/src/sjf_backfill_plugin
 cd "$tree"
 PYTHONPATH="$tree" "$(dirname "$python")/lint-imports" --config "$root/pyproject.toml"

@@ -149,7 +149,7 @@ def _port(value: int, allow_zero: bool = True) -> bool:
 
 def config_problems(config: ServerConfig) -> dict[str, str]:
     """Key -> what is wrong with its value; empty when the configuration is valid."""
-    from hpcdispatch.catalog import DISPATCHER_NAMES, PREDICTOR_NAMES
+    from hpcdispatch.catalog import dispatcher_names, predictor_names
 
     from .dispatchers.profiles import PROFILES
 
@@ -184,10 +184,12 @@ def config_problems(config: ServerConfig) -> dict[str, str]:
           f"must be > 0 seconds, got {config.session_idle_seconds}")
     check("grace_seconds", math.isfinite(config.grace_seconds) and config.grace_seconds >= 0,
           f"must be >= 0 seconds, got {config.grace_seconds}")
-    check("default_dispatcher", config.default_dispatcher in DISPATCHER_NAMES,
-          f"unknown dispatcher {config.default_dispatcher!r}; one of {sorted(DISPATCHER_NAMES)}")
-    check("default_predictor", config.default_predictor in PREDICTOR_NAMES,
-          f"unknown predictor {config.default_predictor!r}; one of {sorted(PREDICTOR_NAMES)}")
+    # The names registered (docs/plugins.md): the built-ins and the installed plugins.
+    dispatchers, predictors = dispatcher_names(), predictor_names()
+    check("default_dispatcher", config.default_dispatcher in dispatchers,
+          f"unknown dispatcher {config.default_dispatcher!r}; one of {sorted(dispatchers)}")
+    check("default_predictor", config.default_predictor in predictors,
+          f"unknown predictor {config.default_predictor!r}; one of {sorted(predictors)}")
     check("default_profile", config.default_profile in PROFILES,
           f"unknown profile {config.default_profile!r}; one of {sorted(PROFILES)}")
     check("log_format", config.log_format in LOG_FORMATS,

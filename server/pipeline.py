@@ -33,6 +33,7 @@ from typing import Protocol
 import numpy as np
 import structlog
 
+from hpcdispatch.catalog import dispatcher_name
 from hpcdispatch.decision_check import ClusterFacts, SnapshotFacts, check_decision_against
 from hpcdispatch.snapshot import Decision, JobStart, QueuedJob, RunningJob, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -40,7 +41,9 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 # The core's names the rooms above use: the pipeline is their one door into the core
 # (`dispatchers/`, `predictors/`); the layering contract in pyproject.toml keeps it so.
 from .dispatchers import DISPATCHERS
+from .dispatchers import REGISTRY as DISPATCHER_REGISTRY
 from .dispatchers.base import CallerScope, Dispatcher, Outcome, SearchControl
+from .dispatchers.guard import MalformedOutcome, PluginFailure, PluginUnavailable, RanPastDeadline
 from .dispatchers.planning.free_pool import FreePool
 from .dispatchers.planning.problem import (
     MAX_MODEL_DURATION,
@@ -65,8 +68,8 @@ from .predictors.completion_store import StoreUnavailable
 from .predictors.registry import PredictorRegistry
 
 __all__ = [
-    "DEFAULT_PROFILE", "DISPATCHERS", "MAX_MODEL_DURATION", "PROFILES", "STAGES", "CallerScope",
-    "Completion",
+    "DEFAULT_PROFILE", "DISPATCHERS", "DISPATCHER_REGISTRY", "MAX_MODEL_DURATION", "PROFILES",
+    "STAGES", "CallerScope", "Completion",
     "DecisionAbandoned", "DecisionResult", "Dispatcher", "DurationPredictor", "Durations",
     "FinishedJob", "FreePool", "JobFacts", "NodeIndex", "Occupancy", "Outcome",
     "PredictorRegistry", "Problem", "SearchControl", "SearchSettings", "Situation",
@@ -78,9 +81,17 @@ __all__ = [
 
 log = structlog.get_logger("hpcdispatch.pipeline")
 
-# Why a decision came from the fallback (label values of the fallback counter).
+# Why a decision came from the fallback (label values of the fallback counter): the
+# dispatcher raised, its decision failed the check, or (a plugin's, dispatchers/guard.py) its
+# code could not be loaded, it ran past the deadline, or it answered something unreadable.
 FALLBACK_DISPATCHER_ERROR = "dispatcher_error"
 FALLBACK_CHECK_FAILED = "check_failed"
+_FAILURE_TEXT = {
+    PluginUnavailable.fallback_code: "dispatcher could not be loaded",
+    RanPastDeadline.fallback_code: "dispatcher ran past the deadline",
+    MalformedOutcome.fallback_code: "dispatcher answered a malformed outcome",
+    PluginFailure.fallback_code: "dispatcher failed",
+}
 # Time the fallback (EASY) gets at least, whatever the dispatcher before it left.
 FALLBACK_MIN_SECONDS = 0.5
 
@@ -321,13 +332,20 @@ def _dispatch_and_check(
 ) -> DecisionResult:
     """Stages 3-4: the dispatcher's decision if it passes the check, else the fallback's."""
     check_failures: list[int] = []
+    name = dispatcher_name(kind) or str(kind)
     try:
         outcome: Outcome | None = dispatchers[kind].decide(problem, control)
+    except PluginFailure as failure:  # a plugin that failed to load, overran, or answered junk
+        log.error("dispatcher failed", dispatcher=name, error=failure.detail,
+                  reason=failure.fallback_code)
+        outcome = None
+        reason = f"{_FAILURE_TEXT[failure.fallback_code]} ({name}): {failure.detail}"
+        code = failure.fallback_code
     except Exception as exc:  # a dispatcher bug must not cost the caller a decision
-        log.error("dispatcher failed", dispatcher=kind, error=repr(exc),
+        log.error("dispatcher failed", dispatcher=name, error=repr(exc),
                   trace=traceback.format_exc())
         outcome = None
-        reason, code = f"dispatcher error: {exc!r}", FALLBACK_DISPATCHER_ERROR
+        reason, code = f"dispatcher error ({name}): {exc!r}", FALLBACK_DISPATCHER_ERROR
     if outcome is not None:
         if control.cancelled():  # nobody waits for this decision: do not check it
             raise DecisionAbandoned("check", cancelled=True)
@@ -335,9 +353,10 @@ def _dispatch_and_check(
         problems = check_decision_against(facts, decision)
         if not problems:
             return DecisionResult(problem, outcome, decision)
-        log.error("decision failed the independent check", dispatcher=kind,
+        log.error("decision failed the independent check", dispatcher=name,
                   problems=problems[:10])
-        reason, code = f"decision failed the check: {problems[0]}", FALLBACK_CHECK_FAILED
+        reason = f"decision failed the check ({name}): {problems[0]}"
+        code = FALLBACK_CHECK_FAILED
         check_failures.append(kind)
     # The fallback is the safety net: it gets at least FALLBACK_MIN_SECONDS even when the
     # dispatcher used up the budget (EASY stops placing jobs once its control says stop).

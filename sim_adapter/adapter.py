@@ -14,7 +14,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
-from hpcdispatch.catalog import ALLOCATOR_NAMES, DISPATCHER_NAMES, PREDICTOR_NAMES
+from hpcdispatch.catalog import (
+    ALLOCATOR_NAMES,
+    dispatcher_names,
+    predictor_names,
+    reported_dispatcher,
+    reported_predictor,
+    select_dispatcher,
+    select_predictor,
+)
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.proto_convert import completion_to_pb, decision_from_pb, snapshot_to_pb
 from hpcdispatch.snapshot import JobCompletion, Snapshot
@@ -25,20 +33,17 @@ from .backend import Answer, AnswerReport, ServiceFacts, StateChange
 DEFAULT = "default"  # leave the request field unset: the server's default
 
 
-# Names as on the command line: the contract's names (hpcdispatch.catalog), and
-# "default" for the server's own choice (the request field left unset).
-DISPATCHERS: dict[str, int] = {DEFAULT: 0, **DISPATCHER_NAMES}  # fcfs, easy, pcp20, ...
-PREDICTORS: dict[str, int] = {DEFAULT: 0, **PREDICTOR_NAMES}  # walltime, last-two, ...
+# Names as on the command line: the registered names (hpcdispatch.catalog: the built-ins and
+# the installed plugins), and "default" for the server's own choice (the request field unset).
+DISPATCHERS: tuple[str, ...] = (DEFAULT, *dispatcher_names())  # fcfs, easy, pcp20, ...
+PREDICTORS: tuple[str, ...] = (DEFAULT, *predictor_names())  # walltime, last-two, ...
 ALLOCATORS: dict[str, int] = {DEFAULT: 0, **ALLOCATOR_NAMES}  # best-fit, first-fit
-DISPATCHER_BY_KIND = {v: k for k, v in DISPATCHERS.items()}
-PREDICTOR_BY_KIND = {v: k for k, v in PREDICTORS.items()}
 
 
-def _lookup(table: dict[str, int], kind: str, name: str) -> int:
-    try:
-        return table[name]
-    except KeyError:
-        raise ValueError(f"unknown {kind} {name!r}; one of {sorted(table)}") from None
+def _known(names: tuple[str, ...], kind: str, name: str) -> str:
+    if name not in names:
+        raise ValueError(f"unknown {kind} {name!r}; one of {sorted(names)}")
+    return name
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,15 +61,17 @@ class DispatchSettings:
     deterministic: bool = True
 
     def template(self) -> pb.DispatchRequest:
+        if self.allocator not in ALLOCATORS:
+            raise ValueError(f"unknown allocator {self.allocator!r}; one of {sorted(ALLOCATORS)}")
         request = pb.DispatchRequest(
-            dispatcher=cast("pb.Dispatcher.ValueType",
-                            _lookup(DISPATCHERS, "dispatcher", self.dispatcher)),
-            predictor=cast("pb.Predictor.ValueType",
-                           _lookup(PREDICTORS, "predictor", self.predictor)),
-            allocator=cast("pb.Allocator.ValueType",
-                           _lookup(ALLOCATORS, "allocator", self.allocator)),
+            allocator=cast("pb.Allocator.ValueType", ALLOCATORS[self.allocator]),
             cluster=self.cluster,
         )
+        # A built-in by its enum value, a plugin by its name (DispatchRequest.dispatcher_name).
+        if _known(DISPATCHERS, "dispatcher", self.dispatcher) != DEFAULT:
+            select_dispatcher(request, self.dispatcher)
+        if _known(PREDICTORS, "predictor", self.predictor) != DEFAULT:
+            select_predictor(request, self.predictor)
         if self.profile:
             request.search.profile = self.profile
         if self.deterministic:
@@ -119,8 +126,10 @@ class GrpcBackend:
 def describe_service(client: DispatcherClient, timeout: float) -> ServiceFacts:
     """DescribeService's answer, as the replay reads it."""
     d = client.describe(timeout=timeout)
-    return ServiceFacts(d.default_dispatcher, d.default_predictor, d.default_profile, d.version,
-                        tuple(p.name for p in d.profiles))
+    return ServiceFacts(reported_dispatcher(d.default_dispatcher, d.default_dispatcher_name),
+                        reported_predictor(d.default_predictor, d.default_predictor_name),
+                        d.default_profile, d.version, tuple(p.name for p in d.profiles),
+                        tuple(d.dispatcher_names))
 
 
 def answer_of(response: pb.DispatchResponse, snapshot: Snapshot) -> Answer:
@@ -146,7 +155,8 @@ def answer_of(response: pb.DispatchResponse, snapshot: Snapshot) -> Answer:
         decision_from_pb(response),
         AnswerReport.of(report.dispatcher, report.predictor, report.profile,
                         len(report.attempts), report.status, report.model_variables,
-                        report.model_constraints, report.total_seconds, report.fallback_reason),
+                        report.model_constraints, report.total_seconds, report.fallback_reason,
+                        report.dispatcher_name, report.predictor_name),
         tuple(problems),
     )
 

@@ -79,12 +79,15 @@ class AnswerReport:
     @staticmethod
     def of(dispatcher: int, predictor: int, profile: str, attempts: int, status: int,
            variables: int, constraints: int, decision_seconds: float,
-           fallback_reason: str) -> AnswerReport:
+           fallback_reason: str, dispatcher_name: str = "",
+           predictor_name: str = "") -> AnswerReport:
         """The report from the contract's enum values (pb.Dispatcher, pb.Predictor,
-        pb.SolveStatus)."""
+        pb.SolveStatus); a plugin's dispatcher or predictor (enum value 0) by its name."""
         return AnswerReport(
-            enum_name(pb.Dispatcher, dispatcher, "DISPATCHER_"),
-            enum_name(pb.Predictor, predictor, "PREDICTOR_"), profile, attempts,
+            enum_name(pb.Dispatcher, dispatcher, "DISPATCHER_") if dispatcher
+            else dispatcher_name,
+            enum_name(pb.Predictor, predictor, "PREDICTOR_") if predictor
+            else predictor_name, profile, attempts,
             enum_name(pb.SolveStatus, status, "SOLVE_STATUS_"), variables, constraints,
             decision_seconds, fallback_reason)
 
@@ -103,11 +106,12 @@ class Answer:
 class ServiceFacts:
     """What the service says of itself (DescribeService): its defaults, version, profiles."""
 
-    default_dispatcher: int  # pb.Dispatcher
-    default_predictor: int  # pb.Predictor
+    default_dispatcher: str  # by name ("pcp20", or a plugin's); "" when not told
+    default_predictor: str  # by name ("data-driven", ...); "" when not told
     default_profile: str
     version: str
     profiles: tuple[str, ...]  # the search profiles' names
+    dispatchers: tuple[str, ...] = ()  # every dispatcher offered, by name; () when not told
 
 
 class DispatchBackend(Protocol):

@@ -272,7 +272,7 @@ def _check_profile(profile: str, dispatchers: list[str], target: Any,
     no dispatcher of the run uses a profile (the baselines ignore it)."""
     if not profile:
         return None
-    from hpcdispatch.catalog import CP_DISPATCHER_NAMES, DISPATCHER_BY_KIND
+    from hpcdispatch.catalog import CP_DISPATCHER_NAMES
 
     from .replay import describe_target
 
@@ -282,7 +282,7 @@ def _check_profile(profile: str, dispatchers: list[str], target: Any,
     if names and profile not in names:
         return (f"--profile {profile}: {where} has no such search profile; "
                 f"one of {', '.join(sorted(names))}")
-    default = DISPATCHER_BY_KIND.get(described.default_dispatcher, "")
+    default = described.default_dispatcher
     resolved = [default if d == DEFAULT else d for d in dispatchers]
     ignoring = [d for d in resolved if d not in CP_DISPATCHER_NAMES]
     if ignoring:

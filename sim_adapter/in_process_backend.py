@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hpcdispatch.catalog import dispatcher_name, dispatcher_names, enum_value, predictor_name
 from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.server.in_process import InProcessDecision, InProcessService, InProcessSession
 from hpcdispatch.snapshot import JobCompletion, Snapshot
@@ -30,8 +31,9 @@ class LocalService:
 
     def describe(self) -> ServiceFacts:
         d = self.service.defaults
-        return ServiceFacts(d.default_dispatcher, d.default_predictor, d.default_profile,
-                            d.version, d.profiles)
+        return ServiceFacts(dispatcher_name(d.default_dispatcher) or "",
+                            predictor_name(d.default_predictor) or "", d.default_profile,
+                            d.version, d.profiles, dispatcher_names())
 
     def backend(self, template: pb.DispatchRequest) -> InProcessBackend:
         return InProcessBackend(self.service, template)
@@ -80,7 +82,10 @@ def _answer(decided: InProcessDecision) -> Answer:
     outcome = result.outcome
     return Answer(
         result.decision,
-        AnswerReport.of(decided.dispatcher, decided.predictor, decided.profile,
+        AnswerReport.of(enum_value(decided.dispatcher, pb.Dispatcher),
+                        enum_value(decided.predictor, pb.Predictor), decided.profile,
                         len(outcome.attempts), outcome.status, outcome.variables,
-                        outcome.constraints, decided.seconds, result.fallback_reason),
+                        outcome.constraints, decided.seconds, result.fallback_reason,
+                        dispatcher_name(decided.dispatcher) or "",
+                        predictor_name(decided.predictor) or ""),
     )

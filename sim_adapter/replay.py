@@ -16,14 +16,12 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from hpcdispatch.catalog import CP_DISPATCHER_NAMES
+from hpcdispatch.catalog import CP_DISPATCHER_NAMES, DISPATCHER_NAMES
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .adapter import (
     DEFAULT,
-    DISPATCHER_BY_KIND,
-    PREDICTOR_BY_KIND,
     DispatchSettings,
     GrpcBackend,
     describe_service,
@@ -109,10 +107,16 @@ class RunSpec:
 def _resolved(settings: DispatchSettings, described: ServiceFacts) -> tuple[str, str]:
     dispatcher = settings.dispatcher
     if dispatcher == DEFAULT:
-        dispatcher = DISPATCHER_BY_KIND.get(described.default_dispatcher, DEFAULT)
+        dispatcher = described.default_dispatcher or DEFAULT
+    elif dispatcher not in (described.dispatchers or DISPATCHER_NAMES):
+        # A plugin's name the service does not offer (a service older than names lists none,
+        # and would answer with its default): say so before replaying anything.
+        offers = ", ".join(described.dispatchers) or "its built-ins only"
+        raise ValueError(f"the service does not offer the dispatcher {dispatcher!r} (it offers "
+                         f"{offers}): is its plugin installed where the service runs?")
     predictor = settings.predictor
     if predictor == DEFAULT:
-        predictor = PREDICTOR_BY_KIND.get(described.default_predictor, DEFAULT)
+        predictor = described.default_predictor or DEFAULT
     return dispatcher, predictor
 
 

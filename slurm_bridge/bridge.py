@@ -100,6 +100,8 @@ class BridgeConfig:
     dispatcher: int = pb.DISPATCHER_UNSPECIFIED
     predictor: int = pb.PREDICTOR_UNSPECIFIED
     cluster: str = ""  # knowledge-base name at the service
+    dispatcher_name: str = ""  # a plugin's dispatcher, by name (DispatchRequest.dispatcher_name)
+    predictor_name: str = ""  # a plugin's predictor, by name
     dispatch_timeout: float = 30.0  # deadline of one decision call, seconds
     max_backoff: float = 300.0  # longest wait after repeated failures, seconds
     start_timeout: float = 60.0  # a released job not started after this is held again
@@ -298,6 +300,8 @@ class Bridge:
         request = snapshot_to_pb(snapshot)
         request.dispatcher = self.config.dispatcher  # type: ignore[assignment]
         request.predictor = self.config.predictor  # type: ignore[assignment]
+        request.dispatcher_name = self.config.dispatcher_name
+        request.predictor_name = self.config.predictor_name
         request.cluster = self.config.cluster
         held = [j.id for j in snapshot.queued]
         t0 = time.monotonic()

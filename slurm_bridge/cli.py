@@ -8,7 +8,12 @@ import sys
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from hpcdispatch.catalog import DISPATCHER_NAMES, PREDICTOR_NAMES
+from hpcdispatch.catalog import (
+    DISPATCHER_NAMES,
+    PREDICTOR_NAMES,
+    dispatcher_names,
+    predictor_names,
+)
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 if TYPE_CHECKING:
@@ -49,9 +54,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-port", type=int, default=0,
                    help="serve Prometheus /metrics on this port (0 = off)")
     p.add_argument("--metrics-addr", default="0.0.0.0", help="address of the metrics server")
-    p.add_argument("--dispatcher", choices=sorted(DISPATCHER_NAMES),
+    # The names registered here (the built-ins and the plugins installed beside the bridge);
+    # the service must offer a plugin's too (DescribeService).
+    p.add_argument("--dispatcher", choices=sorted(dispatcher_names()),
                    help="dispatcher to ask for (default: the server's)")
-    p.add_argument("--predictor", choices=sorted(PREDICTOR_NAMES),
+    p.add_argument("--predictor", choices=sorted(predictor_names()),
                    help="duration predictor (default: the server's)")
     p.add_argument("--cluster", default="", help="knowledge-base name at the service")
     p.add_argument("--dispatch-timeout", type=float, default=30.0,
@@ -86,10 +93,11 @@ def config_from_args(args: argparse.Namespace) -> BridgeConfig:
         partitions=frozenset(args.partitions),
         interval=args.interval,
         dry_run=args.dry_run,
-        dispatcher=DISPATCHER_NAMES[args.dispatcher] if args.dispatcher
-        else pb.DISPATCHER_UNSPECIFIED,
-        predictor=PREDICTOR_NAMES[args.predictor] if args.predictor
-        else pb.PREDICTOR_UNSPECIFIED,
+        # A built-in by its enum value (every server knows it), a plugin by its name.
+        dispatcher=DISPATCHER_NAMES.get(args.dispatcher or "", pb.DISPATCHER_UNSPECIFIED),
+        predictor=PREDICTOR_NAMES.get(args.predictor or "", pb.PREDICTOR_UNSPECIFIED),
+        dispatcher_name="" if args.dispatcher in (None, *DISPATCHER_NAMES) else args.dispatcher,
+        predictor_name="" if args.predictor in (None, *PREDICTOR_NAMES) else args.predictor,
         cluster=args.cluster,
         dispatch_timeout=args.dispatch_timeout,
         max_backoff=args.max_backoff,

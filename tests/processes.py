@@ -26,12 +26,14 @@ sys.exit(main(sys.argv[2:]))
 
 
 def start_serve(
-    config: Path, held_until: Path | None = None
+    config: Path, held_until: Path | None = None, env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen[str], int, list[str]]:
     """`hpcdispatch serve --config CONFIG` on a free loopback port, JSON logs on its stdout;
     returns once it logs "serving", with the port it logged and the lines so far. With
-    `held_until`, its PCP'20 decisions are held until that file exists."""
-    env = {**os.environ, "HPCDISPATCH_LISTEN": "127.0.0.1:0", "HPCDISPATCH_LOG_FORMAT": "json"}
+    `held_until`, its PCP'20 decisions are held until that file exists; `env`: variables over
+    this process's (e.g. PYTHONPATH with plugins)."""
+    env = {**os.environ, **(env or {}), "HPCDISPATCH_LISTEN": "127.0.0.1:0",
+           "HPCDISPATCH_LOG_FORMAT": "json"}
     serve = ["serve", "--config", str(config)]
     command = ([sys.executable, "-m", "hpcdispatch", *serve] if held_until is None
                else [sys.executable, "-c", _HELD_SERVE, str(held_until), *serve])

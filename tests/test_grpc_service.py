@@ -13,6 +13,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 
+from hpcdispatch.catalog import DISPATCHER_NAMES
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.proto_convert import decision_from_pb, snapshot_from_pb, snapshot_to_pb
@@ -31,7 +32,7 @@ def eurora_request(queued: int = 60, seed: int = 3) -> pb.DispatchRequest:
     return snapshot_to_pb(synthetic_snapshot(PRESETS["eurora"], queued, 0.7, seed=seed))
 
 
-@pytest.mark.parametrize("dispatcher", sorted(DISPATCHERS))
+@pytest.mark.parametrize("dispatcher", sorted(DISPATCHER_NAMES.values()))  # the built-ins
 def test_every_dispatcher_answers_with_a_checked_decision(
     client: DispatcherClient, dispatcher: int
 ) -> None:
@@ -275,7 +276,7 @@ def test_describe_service(client: DispatcherClient) -> None:
     assert (qos.starvation_wait_s, qos.work_conserving, papers.starvation_wait_s) == (
         PROFILES["qos"][0].starvation_wait_s, True, 0)
     assert info.default_profile == "qos"
-    assert set(info.dispatchers) == set(DISPATCHERS)
+    assert set(info.dispatchers) == set(DISPATCHER_NAMES.values())  # plugins go by name
     assert info.default_dispatcher == pb.DISPATCHER_PCP20
 
 

@@ -1,155 +1,133 @@
-"""Dispatchers: one module each behind the interface of `base.Dispatcher`.
+"""Dispatchers: one module each behind the interface of `base.Dispatcher`, registered by name.
 
-The registry makes each dispatcher the first time it is asked for, and imports its module
-then: the CP dispatchers bring OR-Tools (with pandas, about 0.8 s of imports), which a
-process that only runs the baselines (a replay of EASY, a test) does not need. One instance per
-kind, made once (conservative keeps its reservation book in it).
+Every dispatcher is an entry point of the group `hpcdispatch.dispatchers`
+(`hpcdispatch.registrations`): the built-ins, which hpcdispatch's pyproject.toml registers, and
+the plugins other packages register. The registry makes each the first time it is asked for, and
+imports its module then: the CP dispatchers bring OR-Tools (with pandas, about 0.8 s of
+imports), which a process that only runs the baselines (a replay of EASY, a test) does not
+need. One instance per kind, made once (conservative keeps its reservation book in it).
+
+A plugin's dispatcher is made behind `guard.Guarded` (its own thread within the deadline, its
+outcome's shape checked); one whose code fails to load is remembered with its error, and
+asking for it raises `PluginUnavailable` naming it, every time, without importing it again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 
-from hpcdispatch.catalog import DISPATCHER_BY_KIND, DISPATCHER_NAMES
+import structlog
+
+from hpcdispatch.catalog import registered_dispatchers
+from hpcdispatch.registrations import Registered, Registrations
 
 from .base import Dispatcher
+from .guard import Guarded, PluginUnavailable
+
+log = structlog.get_logger("hpcdispatch.dispatchers")
 
 
-def _fcfs() -> Dispatcher:
-    from .fcfs import FcfsDispatcher
-    return FcfsDispatcher()
-
-
-def _easy() -> Dispatcher:
-    from .easy import EasyDispatcher
-    return EasyDispatcher()
-
-
-def _hcp19() -> Dispatcher:
-    from .cp.hcp19 import Hcp19Dispatcher
-    return Hcp19Dispatcher()
-
-
-def _pcp19() -> Dispatcher:
-    from .cp.pcp19 import Pcp19Dispatcher
-    return Pcp19Dispatcher()
-
-
-def _pcp20() -> Dispatcher:
-    from .cp.pcp20 import Pcp20Dispatcher
-    return Pcp20Dispatcher()
-
-
-def _easy_sjf() -> Dispatcher:
-    from .easy_ordered import EasySjfDispatcher
-    return EasySjfDispatcher()
-
-
-def _easy_wfp3() -> Dispatcher:
-    from .easy_ordered import EasyWfp3Dispatcher
-    return EasyWfp3Dispatcher()
-
-
-def _easy_unicef() -> Dispatcher:
-    from .easy_ordered import EasyUnicefDispatcher
-    return EasyUnicefDispatcher()
-
-
-def _easy_f1() -> Dispatcher:
-    from .easy_ordered import EasyF1Dispatcher
-    return EasyF1Dispatcher()
-
-
-def _conservative() -> Dispatcher:
-    from .conservative import ConservativeDispatcher
-    return ConservativeDispatcher()
-
-
-def _easy_sjbf() -> Dispatcher:
-    from .easy_sjbf import EasySjbfDispatcher
-    return EasySjbfDispatcher()
-
-
-def _easy_lxf() -> Dispatcher:
-    from .easy_lxf import EasyLxfDispatcher
-    return EasyLxfDispatcher()
-
-
-def _los() -> Dispatcher:
-    from .los import LosDispatcher
-    return LosDispatcher()
-
-
-def _easy_k() -> Dispatcher:
-    from .easy_k import EasyKDispatcher
-    return EasyKDispatcher()
-
-
-# The contract's names (hpcdispatch.catalog) -> how to make the dispatcher.
-_MAKERS: dict[str, Callable[[], Dispatcher]] = {
-    "fcfs": _fcfs, "easy": _easy, "hcp19": _hcp19, "pcp19": _pcp19, "pcp20": _pcp20,
-    "easy-sjf": _easy_sjf, "easy-wfp3": _easy_wfp3, "easy-unicef": _easy_unicef,
-    "easy-f1": _easy_f1, "conservative": _conservative, "easy-sjbf": _easy_sjbf,
-    "easy-lxf": _easy_lxf, "los": _los, "easy-k": _easy_k,
-}
+def make(entry: Registered) -> Dispatcher:
+    """The dispatcher `entry` registers: its object called with no argument; a plugin's behind
+    the guard. Raises whatever loading or making it raises, TypeError when what it makes has no
+    `decide`."""
+    dispatcher = entry.load()()
+    if entry.built_in:
+        return dispatcher
+    if not callable(getattr(dispatcher, "decide", None)):
+        raise TypeError(f"{entry.target} made a {type(dispatcher).__name__}, which has no "
+                        "decide(problem, control) method")
+    return Guarded(dispatcher, entry.name, entry.kind)
 
 
 class Registry(MutableMapping[int, Dispatcher]):
-    """Dispatchers by pb.Dispatcher kind, each made (and its module imported) on first use;
-    one may be replaced (tests put recording stand-ins in)."""
+    """Dispatchers by kind (hpcdispatch.registrations: the enum value of a built-in), each made
+    (and its module imported) on first use; one may be replaced (tests put recording stand-ins
+    in)."""
 
-    def __init__(self, makers: Mapping[str, Callable[[], Dispatcher]]) -> None:
-        self._makers = {DISPATCHER_NAMES[name]: make for name, make in makers.items()}
+    def __init__(self, registrations: Registrations) -> None:
+        self.registrations = registrations
+        self._entries = {e.kind: e for e in registrations.entries}
         self._made: dict[int, Dispatcher] = {}
+        self._failed: dict[int, str] = {}  # kind -> why its code could not be loaded
         self._lock = threading.Lock()
 
     def __getitem__(self, kind: int) -> Dispatcher:
         made = self._made.get(kind)
         if made is not None:
             return made
-        make = self._makers[kind]  # KeyError for a kind without a dispatcher
+        entry = self._entries[kind]  # KeyError for a kind without a dispatcher
         with self._lock:
             made = self._made.get(kind)
             if made is None:
-                made = self._made[kind] = make()
+                made = self._made[kind] = self._make(entry)
         return made
+
+    def _make(self, entry: Registered) -> Dispatcher:
+        """`make(entry)`, remembering (and logging once) why it failed; under the lock."""
+        why = self._failed.get(entry.kind)
+        if why is None:
+            try:
+                return make(entry)
+            except (Exception, SystemExit) as exc:  # a plugin's import may do anything
+                why = self._failed[entry.kind] = f"{type(exc).__name__}: {exc}"
+                log.error("dispatcher could not be loaded", dispatcher=entry.name,
+                          target=entry.target, distribution=entry.distribution, error=why)
+        raise PluginUnavailable(entry.name, why)
+
+    def load_plugins(self) -> dict[str, str]:
+        """Load every plugin's dispatcher now (not the built-ins: their imports stay lazy);
+        returns {name: why} of those that could not be loaded."""
+        for entry in self.registrations.entries:
+            if not entry.built_in:
+                with contextlib.suppress(PluginUnavailable):  # remembered in _failed
+                    self[entry.kind]
+        return self.unavailable()
+
+    def unavailable(self) -> dict[str, str]:
+        """{name: why} of the registered dispatchers whose code failed to load so far."""
+        with self._lock:
+            return {self._entries[k].name: why for k, why in self._failed.items()}
 
     def __setitem__(self, kind: int, dispatcher: Dispatcher) -> None:
         with self._lock:
             self._made[kind] = dispatcher
-            self._makers.setdefault(kind, lambda: dispatcher)
 
     def __delitem__(self, kind: int) -> None:
         with self._lock:
             self._made.pop(kind, None)  # made again on next use
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._makers)
+        return iter(self._entries)
 
     def __len__(self) -> int:
-        return len(self._makers)
+        return len(self._entries)
 
 
 class _ByName(Mapping[str, Dispatcher]):
-    """The registry by the contract's names."""
+    """The registry by the registered names."""
 
     def __init__(self, registry: Registry) -> None:
         self._registry = registry
 
     def __getitem__(self, name: str) -> Dispatcher:
-        return self._registry[DISPATCHER_NAMES[name]]
+        entry = self._registry.registrations.by_name(name)
+        if entry is None:
+            raise KeyError(name)
+        return self._registry[entry.kind]
 
     def __iter__(self) -> Iterator[str]:
-        return (DISPATCHER_BY_KIND[kind] for kind in self._registry)
+        return iter(self._registry.registrations.names)
 
     def __len__(self) -> int:
         return len(self._registry)
 
 
-_REGISTRY = Registry(_MAKERS)
-DISPATCHERS: Mapping[int, Dispatcher] = _REGISTRY
-# By the contract's names (hpcdispatch.catalog); tests check every enum value has one.
-BY_NAME: Mapping[str, Dispatcher] = _ByName(_REGISTRY)
+REGISTRY = Registry(registered_dispatchers())
+DISPATCHERS: Mapping[int, Dispatcher] = REGISTRY
+# By the registered names (hpcdispatch.catalog); tests check every enum value has one.
+BY_NAME: Mapping[str, Dispatcher] = _ByName(REGISTRY)
 
-__all__ = ["BY_NAME", "DISPATCHERS", "Dispatcher", "Registry"]
+__all__ = ["BY_NAME", "DISPATCHERS", "REGISTRY", "Dispatcher", "PluginUnavailable", "Registry"]

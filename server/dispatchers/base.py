@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import Protocol
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
@@ -79,8 +79,9 @@ class Outcome:
 
 
 class Dispatcher(Protocol):
-    name: ClassVar[str]
-    kind: ClassVar[int]  # pb.Dispatcher value
+    """What the pipeline calls: a decision on `problem` under `control`. The built-ins also
+    carry their registered `name` and their `kind` (the pb.Dispatcher value) as class
+    attributes; a plugin needs only `decide` (its name is the one it is registered under)."""
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome: ...
 

@@ -11,10 +11,12 @@ from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
+from hpcdispatch.catalog import predictor_name
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
 from ..pipeline import PROFILES, SearchSettings, resolve_settings
+from .decision_options import asked_dispatcher, asked_predictor
 from .interruption import NEVER, Interruption
 from .limits import (
     DEFAULT_LIMITS,
@@ -114,6 +116,8 @@ def check_sizes(request: pb.DispatchRequest, config: ServerConfig, out: Violatio
     check_time(request.time, "time", out)
     check_id(request.cluster, "cluster", config, out)
     check_id(request.search.profile, "search.profile", config, out)
+    check_id(request.dispatcher_name, "dispatcher_name", config, out)
+    check_id(request.predictor_name, "predictor_name", config, out)
     if len(request.nodes) > config.max_nodes:
         out.add("nodes", f"{len(request.nodes)} nodes exceed the limit of {config.max_nodes}")
     jobs = len(request.running_jobs) + len(request.queued_jobs)
@@ -128,10 +132,14 @@ def check_options(
 ) -> SearchSettings | None:
     """The decision options of a snapshot or a session delta (dispatcher, predictor, allocator,
     search); returns the search settings they resolve to (None for an unknown profile)."""
-    if request.dispatcher not in pb.Dispatcher.values():
-        out.add("dispatcher", f"unknown dispatcher value {request.dispatcher}")
-    if request.predictor != pb.PREDICTOR_UNSPECIFIED and request.predictor not in predictors:
-        out.add("predictor", f"unknown or unavailable predictor value {request.predictor}")
+    dispatcher, predictor = asked_dispatcher(request), asked_predictor(request)
+    if dispatcher.field:
+        out.add(dispatcher.field, dispatcher.why)
+    if predictor.field:
+        out.add(predictor.field, predictor.why)
+    elif predictor.kind and predictor.kind not in predictors:
+        out.add("predictor_name" if request.predictor_name else "predictor",
+                f"predictor {predictor_name(predictor.kind)!r} is not available on this server")
     if request.allocator not in pb.Allocator.values():
         out.add("allocator", f"unknown allocator value {request.allocator}")
     search = request.search
@@ -296,7 +304,7 @@ def check_queued(
     interruption: Interruption = NEVER,
 ) -> None:
     """The queued jobs; `known_types`: the resource types some valid node has."""
-    oracle = request.predictor == pb.PREDICTOR_ORACLE
+    oracle = asked_predictor(request).kind == pb.PREDICTOR_ORACLE
     for i, job in enumerate(request.queued_jobs):
         path = f"queued_jobs[{i}]"
         _check_id(job.id, "queued_jobs", i, ids, out)

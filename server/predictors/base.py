@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import Protocol
 
 from hpcdispatch.snapshot import Resources
 
@@ -44,7 +44,8 @@ class Completion:
 
 
 class DurationPredictor(Protocol):
-    name: ClassVar[str]
+    """A cluster's predictor (the built-ins also carry a `name` class attribute; a plugin's is
+    the name it is registered under)."""
 
     def predict(self, job: JobFacts) -> int:
         """d_i in seconds, 1 <= d_i <= requested_time."""

@@ -16,6 +16,9 @@ class OraclePredictor:
     name: ClassVar[str] = "oracle"
     job_only: ClassVar[bool] = True  # d_i depends on the job alone
 
+    def __init__(self, history: object = None) -> None:
+        """`history`: the cluster's, as every registered predictor is made; not read."""
+
     def predict(self, job: JobFacts) -> int:
         if job.actual_duration is None:
             return clamp(job.requested_time, job)

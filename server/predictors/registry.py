@@ -5,6 +5,13 @@ from there. With `store_path` the knowledge base is an SQLite file or a PostgreS
 (`store_location`), so a new registry on the same store (a restarted server, another replica)
 predicts from the same history. A cluster's predictors live with its history in the knowledge
 base, so they are bounded with it (`KnowledgeBaseLimits.max_clusters`).
+
+The predictors are the ones registered by name (entry point group `hpcdispatch.predictors`,
+`hpcdispatch.registrations`): the built-ins and the plugins. Each registered object is called
+with the cluster's history to make that cluster's predictor, its code imported on first use; a
+plugin's is made behind `guard.GuardedPredictor`, so that one failing to load, raising or
+answering junk costs a decision its predictions only (the requested times answer), reported
+with its name.
 """
 
 from __future__ import annotations
@@ -12,42 +19,112 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from types import TracebackType
+from typing import Any
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
+import structlog
+
+from hpcdispatch.catalog import registered_predictors
+from hpcdispatch.registrations import Registered, Registrations
 
 from .base import Completion, DurationPredictor
-from .data_driven import DataDrivenPredictor
+from .guard import LOAD_FAILED, FailureListener, GuardedPredictor, no_listener
 from .knowledge_base import (
     ClusterHistory,
     FallbackListener,
     KnowledgeBase,
     KnowledgeBaseLimits,
 )
-from .last_two import LastTwoPredictor
-from .oracle import OraclePredictor
-from .walltime import WalltimePredictor
 
 Factory = Callable[[ClusterHistory], DurationPredictor]  # a cluster's history -> predictor
+
+log = structlog.get_logger("hpcdispatch.predictors")
+
+
+class _Loaded:
+    """A registered predictor's object, loaded once (or the reason it could not be)."""
+
+    def __init__(self, entry: Registered) -> None:
+        self.entry = entry
+        self._lock = threading.Lock()
+        self._done = False
+        self.made: Any = None
+        self.error = ""
+
+    def load(self) -> Any:
+        with self._lock:
+            if not self._done:
+                self._done = True
+                try:
+                    self.made = self.entry.load()
+                except (Exception, SystemExit) as exc:  # a plugin's import may do anything
+                    self.error = f"{type(exc).__name__}: {exc}"
+                    log.error("predictor could not be loaded", predictor=self.entry.name,
+                              target=self.entry.target, distribution=self.entry.distribution,
+                              error=self.error)
+            return self.made
 
 
 class PredictorRegistry:
     def __init__(
         self, store_path: str | None = None, on_store_fallback: FallbackListener | None = None,
         limits: KnowledgeBaseLimits | None = None,
+        on_predictor_failure: FailureListener | None = None,
+        registrations: Registrations | None = None,
     ) -> None:
         """`store_path`: the knowledge base's SQLite file (created if missing) or PostgreSQL URL;
         None = in memory. `on_store_fallback(cluster)`: called when predictions went on without
         reading the store (it was unavailable). `limits`: what the knowledge base keeps (None:
-        no limit). OSError if the store cannot be opened."""
+        no limit). `on_predictor_failure(name, reason, detail)`: called when a plugin's
+        predictor failed and the requested times answered (guard.REASONS). `registrations`:
+        the predictors to offer (default: those installed). OSError if the store cannot be
+        opened."""
         self.knowledge_base = KnowledgeBase(store_path, on_fallback=on_store_fallback,
                                             limits=limits)
+        self.registrations = (registrations if registrations is not None
+                              else registered_predictors())
+        self._on_failure = on_predictor_failure or no_listener
+        self._loaded = {e.kind: _Loaded(e) for e in self.registrations.entries}
         self._factories: dict[int, Factory] = {
-            pb.PREDICTOR_WALLTIME: lambda history: WalltimePredictor(),
-            pb.PREDICTOR_LAST_TWO: LastTwoPredictor,
-            pb.PREDICTOR_DATA_DRIVEN: DataDrivenPredictor,
-            pb.PREDICTOR_ORACLE: lambda history: OraclePredictor(),
+            kind: self._factory(loaded) for kind, loaded in self._loaded.items()
         }
         self._lock = threading.Lock()
+
+    def _factory(self, loaded: _Loaded) -> Factory:
+        """How a cluster's predictor of `loaded`'s entry is made: the registered object called
+        with the history; a plugin's behind the guard (which answers the requested times when
+        it could not be loaded or made)."""
+        entry = loaded.entry
+
+        def make(history: ClusterHistory) -> DurationPredictor:
+            made = loaded.load()
+            if entry.built_in:
+                if made is None:
+                    raise RuntimeError(f"built-in predictor {entry.name!r}: {loaded.error}")
+                return made(history)
+            if made is None:
+                return GuardedPredictor(None, entry.name, self._on_failure, loaded.error)
+            try:
+                return GuardedPredictor(made(history), entry.name, self._on_failure)
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                log.error("predictor could not be made", predictor=entry.name, error=error)
+                self._on_failure(entry.name, LOAD_FAILED, error)
+                return GuardedPredictor(None, entry.name, self._on_failure, error)
+
+        return make
+
+    def load_plugins(self) -> dict[str, str]:
+        """Load every plugin's predictor code now (the built-ins stay lazy); returns
+        {name: why} of those that could not be loaded."""
+        for loaded in self._loaded.values():
+            if not loaded.entry.built_in:
+                loaded.load()
+        return self.unavailable()
+
+    def unavailable(self) -> dict[str, str]:
+        """{name: why} of the registered predictors whose code failed to load so far."""
+        return {loaded.entry.name: loaded.error for loaded in self._loaded.values()
+                if loaded.error}
 
     def register(self, kind: int, factory: Factory) -> None:
         with self._lock:

@@ -12,6 +12,9 @@ class WalltimePredictor:
     name: ClassVar[str] = "walltime"
     job_only: ClassVar[bool] = True  # d_i depends on the job alone
 
+    def __init__(self, history: object = None) -> None:
+        """`history`: the cluster's, as every registered predictor is made; not read."""
+
     def predict(self, job: JobFacts) -> int:
         return clamp(job.requested_time, job)
 

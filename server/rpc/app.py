@@ -29,6 +29,7 @@ from .dispatch_service import DispatcherService
 from .draining import Drain
 from .metrics import ServiceMetrics
 from .metrics_http import BasicAuth, MetricsTls, PortInUseError, check_port_free
+from .offered import load_plugins
 from .request_id import RequestIdInterceptor
 from .session_service import SessionServicer
 from .tls import identity_interceptors, server_credentials, tls_mode
@@ -113,7 +114,9 @@ def start_server(config: ServerConfig) -> RunningServer:
         store_path=config.predictor_store,
         on_store_fallback=metrics.count_predictor_store_fallback,
         limits=config.knowledge_base_limits(),
+        on_predictor_failure=metrics.count_predictor_failure,
     )
+    load_plugins(predictors, metrics)  # a plugin that cannot be loaded is reported now
     front = DecisionFront(config, predictors, metrics)
     intake = SnapshotIntake(config, predictors.kinds)
     pb_grpc.add_DispatcherServiceServicer_to_server(DispatcherService(front, intake), server)

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import grpc
 import structlog
 
-from hpcdispatch.catalog import PREDICTOR_BY_KIND, dispatcher_kind, predictor_kind
+from hpcdispatch import catalog
+from hpcdispatch.catalog import dispatcher_kind, enum_value, predictor_kind
 from hpcdispatch.proto_convert import add_starts
 from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -52,7 +53,11 @@ DEADLINE_MARGIN_SHARE = 0.1
 
 
 def predictor_name(kind: int) -> str:
-    return PREDICTOR_BY_KIND.get(kind, str(kind))
+    return catalog.predictor_name(kind) or str(kind)
+
+
+def dispatcher_name(kind: int) -> str:
+    return catalog.dispatcher_name(kind) or str(kind)
 
 
 def cpu_count() -> int:
@@ -236,8 +241,11 @@ def _report(
     report: pb.DecisionReport, kind: int, predictor: int, settings: SearchSettings,
     problem: Problem, outcome: Outcome,
 ) -> None:
-    report.dispatcher = pb.Dispatcher.ValueType(kind)
-    report.predictor = pb.Predictor.ValueType(predictor)
+    # The enum values of built-ins (0 for a plugin's), and the names of every one.
+    report.dispatcher = pb.Dispatcher.ValueType(enum_value(kind, pb.Dispatcher))
+    report.predictor = pb.Predictor.ValueType(enum_value(predictor, pb.Predictor))
+    report.dispatcher_name = dispatcher_name(kind)
+    report.predictor_name = predictor_name(predictor)
     report.profile = settings.profile
     report.status = pb.SolveStatus.ValueType(outcome.status)
     report.model_variables = outcome.variables

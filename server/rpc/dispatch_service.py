@@ -8,24 +8,19 @@ import time
 import grpc
 import structlog
 
-from hpcdispatch import __version__
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 
+from ..intake.decision_options import asked_dispatcher
 from ..intake.interruption import Interruption
 from ..intake.shown import clipped
 from ..intake.snapshot_intake import SnapshotIntake
 from ..intake.validation import validate_completions
-from ..pipeline import (
-    DEFAULT_PROFILE,
-    DISPATCHERS,
-    PROFILES,
-    StoreUnavailable,
-    completion_of,
-)
+from ..pipeline import StoreUnavailable, completion_of
 from .decision_front import DecisionFront, DecisionSlot, Situation, predictor_name
 from .errors import abort_invalid_argument
 from .metrics import dispatcher_label, status_label
+from .offered import describe
 
 log = structlog.get_logger("hpcdispatch.server")
 
@@ -44,7 +39,8 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         self, request: pb.DispatchRequest, context: grpc.ServicerContext
     ) -> pb.DispatchResponse:
         received = time.monotonic()
-        with self.front.slot(request.dispatcher, context, received) as slot:
+        # The kind asked for (the intake refuses a name it does not know; 0 meanwhile).
+        with self.front.slot(asked_dispatcher(request).kind, context, received) as slot:
             return self._dispatch(request, context, received, slot)
         raise AssertionError("the decision slot aborts or yields")  # pragma: no cover
 
@@ -117,24 +113,4 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
     def DescribeService(
         self, request: pb.DescribeServiceRequest, context: grpc.ServicerContext
     ) -> pb.DescribeServiceResponse:
-        return pb.DescribeServiceResponse(
-            version=__version__,
-            default_dispatcher=pb.Dispatcher.ValueType(self.front.default_dispatcher),
-            default_predictor=pb.Predictor.ValueType(self.front.default_predictor),
-            default_profile=self.config.default_profile or DEFAULT_PROFILE,
-            profiles=[
-                pb.SearchProfile(
-                    name=s.profile, delta_ms=s.delta_ms, delta_max_ms=s.delta_max_ms, k=s.k,
-                    window=s.window, description=text, stall_ms=s.stall_ms,
-                    protect_head=s.protect_head, starvation_wait_s=s.starvation_wait_s,
-                    more_orders=s.more_orders, work_conserving=s.work_conserving,
-                    easy_head=s.easy_head, easy_head_depth=s.easy_head_depth,
-                    capacity_first=s.capacity_first, promise_after_s=s.promise_after_s,
-                )
-                for s, text in PROFILES.values()
-            ],
-            dispatchers=[pb.Dispatcher.ValueType(k) for k in sorted(DISPATCHERS)],
-            predictors=[pb.Predictor.ValueType(k) for k in self.predictors.kinds()],
-            max_nodes=self.config.max_nodes,
-            max_jobs=self.config.max_jobs,
-        )
+        return describe(self.front)

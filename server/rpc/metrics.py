@@ -18,7 +18,7 @@ import grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from hpcdispatch import __version__
-from hpcdispatch.catalog import DISPATCHER_BY_KIND, PREDICTOR_BY_KIND
+from hpcdispatch.catalog import dispatcher_name, predictor_name
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .metrics_http import BasicAuth, MetricsTls, start_metrics_http
@@ -59,11 +59,13 @@ def status_label(status: int) -> str:
 
 
 def dispatcher_label(kind: int) -> str:
-    return DISPATCHER_BY_KIND.get(kind, "unknown")
+    """The registered name of a dispatcher kind (a built-in's or a plugin's): label values are
+    the names installed, never a caller's text."""
+    return dispatcher_name(kind) or "unknown"
 
 
 def predictor_label(kind: int) -> str:
-    return PREDICTOR_BY_KIND.get(kind, "unknown")
+    return predictor_name(kind) or "unknown"
 
 
 class ServiceMetrics:
@@ -148,6 +150,17 @@ class ServiceMetrics:
             "hpcdispatch_predictor_absolute_error_seconds",
             "Absolute difference between a started job's predicted and actual duration.",
             ("predictor",), buckets=ERROR_BUCKETS, registry=r)
+        self.predictor_failures = Counter(
+            "hpcdispatch_predictor_failures_total",
+            "Prediction batches a plugin's predictor failed, answered with the requested times "
+            "(reason: load_failed = its code could not be loaded, raised, invalid = not one "
+            "positive duration per job).", ("predictor", "reason"), registry=r)
+        self.plugins_loaded = Gauge(
+            "hpcdispatch_plugin_loaded",
+            "Dispatchers and predictors registered by other packages than hpcdispatch (plugins), "
+            "by group (dispatcher, predictor) and registered name (plugin): 1 loaded, 0 its "
+            "code failed to load (a request naming it gets the fallback; DescribeService lists "
+            "it as unavailable).", ("group", "plugin"), registry=r)
         self.predictions_pending = Gauge(
             "hpcdispatch_predictions_pending",
             "Started jobs whose prediction waits for their completion report.", registry=r)
@@ -193,8 +206,9 @@ class ServiceMetrics:
     def observe_decision(
         self, report: pb.DecisionReport, queued: int, running: int, started: int
     ) -> None:
-        """Record one answered decision from its report."""
-        name = dispatcher_label(report.dispatcher)
+        """Record one answered decision from its report (labelled with the registered name
+        the server put in it)."""
+        name = report.dispatcher_name or dispatcher_label(report.dispatcher)
         self.build_seconds.labels(name).observe(report.build_seconds)
         self.solve_seconds.labels(name).observe(report.solve_seconds)
         self.decision_seconds.labels(name).observe(report.total_seconds)
@@ -213,6 +227,18 @@ class ServiceMetrics:
 
     def count_check_failure(self, dispatcher: int) -> None:
         self.check_failures.labels(dispatcher_label(dispatcher)).inc()
+
+    def count_predictor_failure(self, name: str, reason: str, detail: str = "") -> None:
+        """A plugin's predictor failed a batch; `name` is a registered name, `reason` one of
+        the guard's REASONS (both bounded), `detail` goes to the log only."""
+        self.predictor_failures.labels(name, reason).inc()
+
+    def show_plugins(self, group: str, loaded: Iterable[str], failed: Iterable[str]) -> None:
+        """The plugins of `group` ("dispatcher", "predictor") that loaded and that did not."""
+        for name in loaded:
+            self.plugins_loaded.labels(group, name).set(1)
+        for name in failed:
+            self.plugins_loaded.labels(group, name).set(0)
 
     def count_refused(self, reason: str) -> None:
         """reason: "deadline", "threads" or "cancelled"."""

@@ -133,7 +133,7 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         if request.decide:
             # Decided before the session exists: a refusal or an abandoned decision leaves
             # nothing behind, and no live session is evicted for it.
-            with self.front.slot(full.dispatcher, context, received) as slot:
+            with self.front.slot(options.dispatcher, context, received) as slot:
                 response.decision.CopyFrom(self._decide(state, options, slot, received))
             if not context.is_active():  # nobody would learn the new session's id
                 left = context.time_remaining()
@@ -202,7 +202,7 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
             return answer
         options = checked.options
         assert options is not None  # set: the delta is ok
-        with self.front.slot(request.dispatcher, context, received) as slot:
+        with self.front.slot(options.dispatcher, context, received) as slot:
             apply_checked(state, request, checked)
             session.last = last = LastDelta(request.sequence, digest, options)
             decision = self._decide(state, options, slot, received)
@@ -222,7 +222,7 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         if answer is not None:
             return answer
         assert last.options is not None  # a call without decision answers as it applies
-        with self.front.slot(request.dispatcher, context, received) as slot:
+        with self.front.slot(last.options.dispatcher, context, received) as slot:
             decision = self._decide(session.state, last.options, slot, received)
         last.answer = pb.UpdateSessionResponse(sequence=last.sequence, decision=decision)
         return last.answer

@@ -26,7 +26,7 @@ from hpcdispatch.snapshot import NodeState, QueuedJob, RunningJob
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
-from ..intake.decision_options import DecisionOptions
+from ..intake.decision_options import DecisionOptions, asked_predictor
 from ..intake.interruption import NEVER, Interruption
 from ..intake.limits import check_id, check_types
 from ..intake.shown import shown
@@ -118,6 +118,8 @@ def _check_limits(
     the units the session's running jobs would hold: cheap checks over the delta alone (and
     the units the session holds), before any of it is looked at further."""
     check_id(request.search.profile, "search.profile", config, out)
+    check_id(request.dispatcher_name, "dispatcher_name", config, out)
+    check_id(request.predictor_name, "predictor_name", config, out)
     if len(request.node_changes) > config.max_nodes:
         out.add("node_changes", f"{len(request.node_changes)} node changes exceed the limit of "
                 f"{config.max_nodes} (max_nodes)")
@@ -299,14 +301,14 @@ def _check_submitted(
     if jobs > config.max_jobs:
         out.add("submitted", f"{jobs} running + queued jobs exceed the limit of "
                 f"{config.max_jobs}")
-    oracle = request.predictor == pb.PREDICTOR_ORACLE
+    oracle = asked_predictor(request).kind == pb.PREDICTOR_ORACLE
     for i, job in enumerate(request.submitted):
         check_queued_job(job, f"submitted[{i}]", request.time, types, config.max_units, oracle,
                          out, config)
         interruption.tick()
         if out.full:
             return
-    if request.predictor == pb.PREDICTOR_ORACLE and request.decide:
+    if asked_predictor(request).kind == pb.PREDICTOR_ORACLE and request.decide:
         started = {j.id for j in request.started}
         cancelled = set(request.cancelled_job_ids)
         for waiting in state.queued.values():

@@ -116,7 +116,12 @@ class _DispatcherEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Dispatcher
     """
 
 class Dispatcher(_Dispatcher, metaclass=_DispatcherEnumTypeWrapper):
-    """The dispatchers the service offers."""
+    """The built-in dispatchers. A server may offer more, registered by name by the packages
+    installed beside it (plugins, docs/plugins.md); a request selects those by name
+    (`DispatchRequest.dispatcher_name`), and DescribeService lists every name a server offers.
+    Every value below is also selectable by its name: the value's name without the prefix, in
+    lower case with dashes (DISPATCHER_EASY_SJF = "easy-sjf").
+    """
 
 DISPATCHER_UNSPECIFIED: Dispatcher.ValueType  # 0
 """the server's default"""
@@ -186,7 +191,10 @@ class _PredictorEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Predictor.V
     """actual_duration (simulation only)"""
 
 class Predictor(_Predictor, metaclass=_PredictorEnumTypeWrapper):
-    """How job durations d_i are predicted."""
+    """How job durations d_i are predicted: the built-in predictors. As for dispatchers, a server
+    may offer more by name (`DispatchRequest.predictor_name`), and every value below is also
+    selectable by its name (PREDICTOR_LAST_TWO = "last-two").
+    """
 
 PREDICTOR_UNSPECIFIED: Predictor.ValueType  # 0
 """the server's default"""
@@ -834,6 +842,8 @@ class DispatchRequest(_message.Message):
     SEARCH_FIELD_NUMBER: _builtins.int
     ALLOCATOR_FIELD_NUMBER: _builtins.int
     CLUSTER_FIELD_NUMBER: _builtins.int
+    DISPATCHER_NAME_FIELD_NUMBER: _builtins.int
+    PREDICTOR_NAME_FIELD_NUMBER: _builtins.int
     time: _builtins.int
     """t, the dispatching time, seconds"""
     dispatcher: Global___Dispatcher.ValueType
@@ -844,6 +854,22 @@ class DispatchRequest(_message.Message):
     """unset = best fit"""
     cluster: _builtins.str
     """Names the knowledge base of the predictors (one history per cluster); empty = "default"."""
+    dispatcher_name: _builtins.str
+    """The dispatcher by name: a built-in's ("easy", "pcp20") or a plugin's, as DescribeService
+    lists them in `dispatcher_names`. Compatibility rule (every *_name field of the contract):
+      * empty: the enum field decides, as before names existed (unset = server default);
+      * set, with the enum field unset: the name decides; a name the server does not offer is
+        INVALID_ARGUMENT naming `dispatcher_name`;
+      * set together with the enum field: both must name the same dispatcher, else
+        INVALID_ARGUMENT naming `dispatcher_name` (neither silently wins).
+    A server older than this field ignores it and answers with the enum's (or its default)
+    dispatcher: a client selecting a plugin should find its name in DescribeService first.
+    At most max_id_chars characters.
+    """
+    predictor_name: _builtins.str
+    """The predictor by name ("last-two", or a plugin's), under the rule of `dispatcher_name`,
+    beside the enum field `predictor`.
+    """
     @_builtins.property
     def nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___Node]:
         """every node of the system"""
@@ -868,10 +894,12 @@ class DispatchRequest(_message.Message):
         search: Global___SearchParameters | None = ...,
         allocator: Global___Allocator.ValueType = ...,
         cluster: _builtins.str = ...,
+        dispatcher_name: _builtins.str = ...,
+        predictor_name: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["search", b"search"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocator", b"allocator", "cluster", b"cluster", "dispatcher", b"dispatcher", "nodes", b"nodes", "predictor", b"predictor", "queued_jobs", b"queued_jobs", "running_jobs", b"running_jobs", "search", b"search", "time", b"time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocator", b"allocator", "cluster", b"cluster", "dispatcher", b"dispatcher", "dispatcher_name", b"dispatcher_name", "nodes", b"nodes", "predictor", b"predictor", "predictor_name", b"predictor_name", "queued_jobs", b"queued_jobs", "running_jobs", b"running_jobs", "search", b"search", "time", b"time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1078,6 +1106,8 @@ class DecisionReport(_message.Message):
     OBJECTIVE_FIELD_NUMBER: _builtins.int
     FALLBACK_REASON_FIELD_NUMBER: _builtins.int
     EXPECTED_STARTS_FIELD_NUMBER: _builtins.int
+    DISPATCHER_NAME_FIELD_NUMBER: _builtins.int
+    PREDICTOR_NAME_FIELD_NUMBER: _builtins.int
     dispatcher: Global___Dispatcher.ValueType
     """the dispatcher that was asked for"""
     predictor: Global___Predictor.ValueType
@@ -1100,6 +1130,12 @@ class DecisionReport(_message.Message):
     """total slowdown Σ (s_i - q_i + d_i) / d_i of the schedule"""
     fallback_reason: _builtins.str
     """why the fallback answered; empty when it did not"""
+    dispatcher_name: _builtins.str
+    """The dispatcher that was asked for, by name: always set, also for a built-in (then
+    `dispatcher` holds its value too; for a plugin `dispatcher` is DISPATCHER_UNSPECIFIED).
+    """
+    predictor_name: _builtins.str
+    """The predictor used, by name (always set; `predictor` is unspecified for a plugin's)."""
     @_builtins.property
     def attempts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Attempt]:
         """in order"""
@@ -1136,10 +1172,12 @@ class DecisionReport(_message.Message):
         objective: _builtins.float | None = ...,
         fallback_reason: _builtins.str = ...,
         expected_starts: _abc.Iterable[Global___ExpectedStart] | None = ...,
+        dispatcher_name: _builtins.str = ...,
+        predictor_name: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_objective", b"_objective", "objective", b"objective"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_objective", b"_objective", "attempts", b"attempts", "build_seconds", b"build_seconds", "considered_job_ids", b"considered_job_ids", "dispatcher", b"dispatcher", "expected_starts", b"expected_starts", "fallback_reason", b"fallback_reason", "model_constraints", b"model_constraints", "model_variables", b"model_variables", "objective", b"objective", "predictor", b"predictor", "profile", b"profile", "skipped_jobs", b"skipped_jobs", "solve_seconds", b"solve_seconds", "status", b"status", "total_seconds", b"total_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_objective", b"_objective", "attempts", b"attempts", "build_seconds", b"build_seconds", "considered_job_ids", b"considered_job_ids", "dispatcher", b"dispatcher", "dispatcher_name", b"dispatcher_name", "expected_starts", b"expected_starts", "fallback_reason", b"fallback_reason", "model_constraints", b"model_constraints", "model_variables", b"model_variables", "objective", b"objective", "predictor", b"predictor", "predictor_name", b"predictor_name", "profile", b"profile", "skipped_jobs", b"skipped_jobs", "solve_seconds", b"solve_seconds", "status", b"status", "total_seconds", b"total_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__objective: _TypeAlias = _typing.Literal["objective"]  # noqa: Y015
     _WhichOneofArgType__objective: _TypeAlias = _typing.Literal["_objective", b"_objective"]  # noqa: Y015
@@ -1393,6 +1431,40 @@ class SearchProfile(_message.Message):
 Global___SearchProfile: _TypeAlias = SearchProfile  # noqa: Y015
 
 @_typing.final
+class UnavailablePlugin(_message.Message):
+    """A dispatcher or predictor registered by name that the server cannot offer: its code failed
+    to load (an import error, an entry point naming nothing). A request naming it is answered by
+    the checked-safe fallback (dispatchers) or with the requested times (predictors), and says
+    why in its report.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    group: _builtins.str
+    """"dispatcher" or "predictor" """
+    name: _builtins.str
+    """the registered name"""
+    reason: _builtins.str
+    """the error, e.g. "ModuleNotFoundError: No module named 'numpyy'" """
+    def __init__(
+        self,
+        *,
+        group: _builtins.str = ...,
+        name: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group", b"group", "name", b"name", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnavailablePlugin: _TypeAlias = UnavailablePlugin  # noqa: Y015
+
+@_typing.final
 class DescribeServiceResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1405,20 +1477,49 @@ class DescribeServiceResponse(_message.Message):
     PREDICTORS_FIELD_NUMBER: _builtins.int
     MAX_NODES_FIELD_NUMBER: _builtins.int
     MAX_JOBS_FIELD_NUMBER: _builtins.int
+    DEFAULT_DISPATCHER_NAME_FIELD_NUMBER: _builtins.int
+    DEFAULT_PREDICTOR_NAME_FIELD_NUMBER: _builtins.int
+    DISPATCHER_NAMES_FIELD_NUMBER: _builtins.int
+    PREDICTOR_NAMES_FIELD_NUMBER: _builtins.int
+    UNAVAILABLE_FIELD_NUMBER: _builtins.int
     version: _builtins.str
     """hpcdispatch version"""
     default_dispatcher: Global___Dispatcher.ValueType
+    """unspecified when the default is a plugin's"""
     default_predictor: Global___Predictor.ValueType
+    """unspecified when the default is a plugin's"""
     default_profile: _builtins.str
     max_nodes: _builtins.int
     """size limits of one snapshot"""
     max_jobs: _builtins.int
+    default_dispatcher_name: _builtins.str
+    """the default dispatcher by name (always set)"""
+    default_predictor_name: _builtins.str
+    """the default predictor by name (always set)"""
     @_builtins.property
     def profiles(self) -> _containers.RepeatedCompositeFieldContainer[Global___SearchProfile]: ...
     @_builtins.property
-    def dispatchers(self) -> _containers.RepeatedScalarFieldContainer[Global___Dispatcher.ValueType]: ...
+    def dispatchers(self) -> _containers.RepeatedScalarFieldContainer[Global___Dispatcher.ValueType]:
+        """the built-ins offered (enum values)"""
+
     @_builtins.property
-    def predictors(self) -> _containers.RepeatedScalarFieldContainer[Global___Predictor.ValueType]: ...
+    def predictors(self) -> _containers.RepeatedScalarFieldContainer[Global___Predictor.ValueType]:
+        """the built-ins offered (enum values)"""
+
+    @_builtins.property
+    def dispatcher_names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Every dispatcher the server offers by name, built-ins (enum order) then plugins (sorted):
+        what `dispatcher_name` accepts.
+        """
+
+    @_builtins.property
+    def predictor_names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """likewise, for `predictor_name`"""
+
+    @_builtins.property
+    def unavailable(self) -> _containers.RepeatedCompositeFieldContainer[Global___UnavailablePlugin]:
+        """registered, but failed to load"""
+
     def __init__(
         self,
         *,
@@ -1431,10 +1532,15 @@ class DescribeServiceResponse(_message.Message):
         predictors: _abc.Iterable[Global___Predictor.ValueType] | None = ...,
         max_nodes: _builtins.int = ...,
         max_jobs: _builtins.int = ...,
+        default_dispatcher_name: _builtins.str = ...,
+        default_predictor_name: _builtins.str = ...,
+        dispatcher_names: _abc.Iterable[_builtins.str] | None = ...,
+        predictor_names: _abc.Iterable[_builtins.str] | None = ...,
+        unavailable: _abc.Iterable[Global___UnavailablePlugin] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_dispatcher", b"default_dispatcher", "default_predictor", b"default_predictor", "default_profile", b"default_profile", "dispatchers", b"dispatchers", "max_jobs", b"max_jobs", "max_nodes", b"max_nodes", "predictors", b"predictors", "profiles", b"profiles", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_dispatcher", b"default_dispatcher", "default_dispatcher_name", b"default_dispatcher_name", "default_predictor", b"default_predictor", "default_predictor_name", b"default_predictor_name", "default_profile", b"default_profile", "dispatcher_names", b"dispatcher_names", "dispatchers", b"dispatchers", "max_jobs", b"max_jobs", "max_nodes", b"max_nodes", "predictor_names", b"predictor_names", "predictors", b"predictors", "profiles", b"profiles", "unavailable", b"unavailable", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1569,6 +1675,8 @@ class UpdateSessionRequest(_message.Message):
     PREDICTOR_FIELD_NUMBER: _builtins.int
     SEARCH_FIELD_NUMBER: _builtins.int
     ALLOCATOR_FIELD_NUMBER: _builtins.int
+    DISPATCHER_NAME_FIELD_NUMBER: _builtins.int
+    PREDICTOR_NAME_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """from OpenSessionResponse"""
     sequence: _builtins.int
@@ -1583,6 +1691,10 @@ class UpdateSessionRequest(_message.Message):
     """Decision options, as in DispatchRequest (unset = server default); used with `decide`."""
     predictor: Global___Predictor.ValueType
     allocator: Global___Allocator.ValueType
+    dispatcher_name: _builtins.str
+    """as DispatchRequest.dispatcher_name, beside `dispatcher`"""
+    predictor_name: _builtins.str
+    """as DispatchRequest.predictor_name, beside `predictor`"""
     @_builtins.property
     def node_changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeChange]: ...
     @_builtins.property
@@ -1622,10 +1734,12 @@ class UpdateSessionRequest(_message.Message):
         predictor: Global___Predictor.ValueType = ...,
         search: Global___SearchParameters | None = ...,
         allocator: Global___Allocator.ValueType = ...,
+        dispatcher_name: _builtins.str = ...,
+        predictor_name: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["search", b"search"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocator", b"allocator", "cancelled_job_ids", b"cancelled_job_ids", "decide", b"decide", "dispatcher", b"dispatcher", "ended_job_ids", b"ended_job_ids", "node_changes", b"node_changes", "predictor", b"predictor", "search", b"search", "sequence", b"sequence", "session_id", b"session_id", "started", b"started", "submitted", b"submitted", "time", b"time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocator", b"allocator", "cancelled_job_ids", b"cancelled_job_ids", "decide", b"decide", "dispatcher", b"dispatcher", "dispatcher_name", b"dispatcher_name", "ended_job_ids", b"ended_job_ids", "node_changes", b"node_changes", "predictor", b"predictor", "predictor_name", b"predictor_name", "search", b"search", "sequence", b"sequence", "session_id", b"session_id", "started", b"started", "submitted", b"submitted", "time", b"time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,1 @@
+"""An example hpcdispatch plugin: the `sjf-backfill` dispatcher and the `user-longest` predictor."""

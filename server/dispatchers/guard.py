@@ -1,0 +1,179 @@
+"""A plugin's dispatcher behind a guard, so that no plugin can take a decision, or the server,
+down with it.
+
+A dispatcher registered by another package than hpcdispatch (a plugin, docs/plugins.md) is
+made behind `Guarded`:
+
+- it decides in a thread of its own, and the decision waits for it until the search control's
+  deadline or until the caller is gone. Past the deadline the decision goes on without it
+  (`RanPastDeadline`); while such an overrun still runs, the plugin is not started again
+  (`StillRunning`), so a plugin stuck in a loop holds one thread, not one per call;
+- what it returns is checked for shape before anything reads it (`outcome_problem`: an
+  Outcome, placements of the problem's jobs on its nodes, the contract's statuses and skip
+  reasons; `MalformedOutcome` otherwise). Whether the decision is *valid* (capacity, units,
+  nodes that are up) is the independent check's, in the pipeline, as for every built-in.
+
+Each failure carries the name of the plugin and `fallback_code`, the reason label the pipeline
+answers the fallback under; one that raises in `decide` is re-raised as it is (the pipeline's
+dispatcher error). The built-ins are not guarded: they honour the control themselves (their
+tests check it), and their decisions stay what they were.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from numbers import Integral, Real
+from typing import Any
+
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from .base import AttemptRecord, Outcome, SearchControl
+from .planning.problem import Problem
+
+# How often a decision waiting for a plugin looks whether its caller is still there, seconds.
+CANCEL_POLL_SECONDS = 0.05
+
+
+class PluginFailure(Exception):
+    """A plugin's dispatcher failed in a way the guard saw; `fallback_code` labels it."""
+
+    fallback_code = "plugin_failed"
+
+    def __init__(self, name: str, detail: str) -> None:
+        super().__init__(detail)
+        self.name = name
+        self.detail = detail
+
+
+class PluginUnavailable(PluginFailure):
+    """The registered code could not be loaded (import error, not a dispatcher)."""
+
+    fallback_code = "load_failed"
+
+
+class RanPastDeadline(PluginFailure):
+    """The plugin had not answered by the decision's deadline."""
+
+    fallback_code = "deadline_passed"
+
+
+class StillRunning(RanPastDeadline):
+    """An earlier decision of the plugin ran past its deadline and still runs."""
+
+
+class MalformedOutcome(PluginFailure):
+    """The plugin returned something the pipeline cannot read as an Outcome."""
+
+    fallback_code = "malformed_outcome"
+
+
+class Guarded:
+    """`inner` (a plugin's dispatcher) decided in its own thread, within the deadline, its
+    outcome's shape checked."""
+
+    def __init__(self, inner: Any, name: str, kind: int) -> None:
+        self.inner = inner
+        self.name = name
+        self.kind = kind
+        self._overruns: list[threading.Thread] = []  # decisions past their deadline
+        self._lock = threading.Lock()
+
+    def decide(self, problem: Problem, control: SearchControl) -> Outcome:
+        with self._lock:
+            self._overruns = [t for t in self._overruns if t.is_alive()]
+            if self._overruns:
+                raise StillRunning(self.name, "an earlier decision ran past its deadline and "
+                                   "still runs; not started again until it ends")
+        answer: list[Any] = []  # the outcome, or the exception, once the thread is done
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                answer.append(self.inner.decide(problem, control))
+            except BaseException as exc:  # handed to the deciding thread below
+                answer.append(exc)
+            finally:
+                done.set()
+
+        thread = threading.Thread(target=run, name=f"plugin-{self.name}", daemon=True)
+        thread.start()
+        while not done.wait(min(max(control.remaining(), 0.0), CANCEL_POLL_SECONDS)):
+            if control.cancelled():  # nobody waits: the pipeline abandons the decision
+                return Outcome(placements={}, status=pb.SOLVE_STATUS_HEURISTIC)
+            if control.remaining() <= 0:
+                with self._lock:
+                    self._overruns.append(thread)
+                raise RanPastDeadline(self.name, "no answer by the decision's deadline")
+        result = answer[0]
+        if isinstance(result, Exception):
+            raise result  # the pipeline's dispatcher error, as a built-in's
+        if isinstance(result, BaseException):  # SystemExit and the like stop nothing here
+            raise PluginFailure(self.name, f"raised {type(result).__name__}: {result}")
+        problem_text = outcome_problem(result, problem)
+        if problem_text is not None:
+            raise MalformedOutcome(self.name, problem_text)
+        return result
+
+
+def _index(value: object, size: int) -> bool:
+    """`value` is an integer index into a list of `size` (bool is not)."""
+    return isinstance(value, Integral) and not isinstance(value, bool) and 0 <= int(value) < size
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, bool) and int(value) >= 0
+
+
+def _seconds(value: object) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value) \
+        and float(value) >= 0
+
+
+def outcome_problem(outcome: object, problem: Problem) -> str | None:
+    """What makes `outcome` unreadable as the Outcome of a decision on `problem`, or None."""
+    if not isinstance(outcome, Outcome):
+        return f"returned {type(outcome).__name__}, not an Outcome"
+    jobs, nodes = len(problem.jobs), len(problem.node_ids)
+    if not isinstance(outcome.placements, dict):
+        return "placements: not a dict of job index -> node index of each unit"
+    for i, units in outcome.placements.items():
+        if not _index(i, jobs):
+            return f"placements: {i!r} is not a job index of the problem (0..{jobs - 1})"
+        if not isinstance(units, list | tuple) or not all(_index(n, nodes) for n in units):
+            return f"placements[{i}]: not a list of node indices of the problem (0..{nodes - 1})"
+    if not (_count(outcome.status) and outcome.status in pb.SolveStatus.values()):
+        return f"status: {outcome.status!r} is not a SolveStatus value"
+    if not isinstance(outcome.considered, list) or not all(
+            _index(i, jobs) for i in outcome.considered):
+        return "considered: not a list of job indices of the problem"
+    if not isinstance(outcome.skipped, list) or not all(
+            isinstance(s, tuple) and len(s) == 2 and _index(s[0], jobs)
+            and s[1] in pb.SkipReason.values() for s in outcome.skipped):
+        return "skipped: not a list of (job index, SkipReason value)"
+    return _report_problem(outcome, jobs)
+
+
+def _report_problem(outcome: Outcome, jobs: int) -> str | None:
+    """The report's fields of `outcome` (attempts, model size, times, plan), as the answer
+    reads them."""
+    if not isinstance(outcome.attempts, list) or not all(
+            isinstance(a, AttemptRecord) for a in outcome.attempts):
+        return "attempts: not a list of AttemptRecord"
+    if not (_count(outcome.variables) and _count(outcome.constraints)):
+        return "variables / constraints: not counts (integers >= 0)"
+    if not (_seconds(outcome.build_seconds) and _seconds(outcome.solve_seconds)):
+        return "build_seconds / solve_seconds: not finite seconds >= 0"
+    objective = outcome.objective
+    if objective is not None and not (isinstance(objective, Real) and math.isfinite(objective)):
+        return f"objective: {objective!r} is not a finite number"
+    starts = outcome.expected_starts
+    if not isinstance(starts, dict) or not all(
+            _index(i, jobs) and isinstance(v, tuple) and len(v) == 2 and _count(v[0])
+            and isinstance(v[1], bool) for i, v in starts.items()):
+        return "expected_starts: not a dict of job index -> (seconds after t, promised)"
+    moved = outcome.promises_moved
+    if not isinstance(moved, dict) or not all(
+            _index(i, jobs) and _count(v) for i, v in moved.items()):
+        return "promises_moved: not a dict of job index -> seconds"
+    return None

@@ -1,0 +1,134 @@
+"""Plugin packages for the tests: the example package installed into a temporary target, and a
+package of broken plugins laid out as an installed distribution (a module and its dist-info),
+which a process finds on its PYTHONPATH as it finds any installed plugin."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "sjf-backfill-plugin"
+
+BROKEN_MODULE = "broken_hpcdispatch_plugins"
+# Registered name -> the fallback reason label its decisions are answered under.
+BROKEN_DISPATCHERS = {
+    "missing-module": "load_failed",  # its module does not exist
+    "not-a-dispatcher": "load_failed",  # what it makes has no decide()
+    "raises": "dispatcher_error",
+    "exits": "plugin_failed",  # raises SystemExit in decide()
+    "over-allocates": "check_failed",
+    "malformed": "malformed_outcome",
+    "hangs": "deadline_passed",  # never answers until RELEASE is set
+}
+BROKEN_PREDICTORS = {
+    "predictor-missing": "load_failed",
+    "predictor-raises": "raised",
+    "predictor-invalid": "invalid",
+}
+
+_BROKEN_SOURCE = '''"""Dispatchers and predictors that fail every way a plugin can."""
+
+import sys
+import threading
+
+from hpcdispatch.server.dispatchers.api import HEURISTIC, Outcome
+
+RELEASE = threading.Event()  # `Hangs` answers once this is set (never, in a server)
+
+
+class Raises:
+    def decide(self, problem, control):
+        raise RuntimeError("boom from a plugin")
+
+
+class Exits:
+    def decide(self, problem, control):
+        sys.exit(3)
+
+
+class OverAllocates:
+    """Every queued job, every unit, on node 0."""
+
+    def decide(self, problem, control):
+        placements = {job.index: [0] * job.units for job in problem.jobs}
+        return Outcome(placements=placements, status=HEURISTIC)
+
+
+class Malformed:
+    def decide(self, problem, control):
+        return Outcome(placements={len(problem.jobs) + 7: [0]}, status=HEURISTIC)
+
+
+class Hangs:
+    def decide(self, problem, control):
+        RELEASE.wait()
+        return Outcome(placements={}, status=HEURISTIC)
+
+
+def not_a_dispatcher():
+    return 42
+
+
+class PredictorRaises:
+    def __init__(self, history):
+        pass
+
+    def predict_many(self, jobs):
+        raise ValueError("no crystal ball")
+
+
+class PredictorInvalid:
+    def __init__(self, history):
+        pass
+
+    def predict_many(self, jobs):
+        return [-5.0 for _ in jobs]
+'''
+
+_BROKEN_ENTRY_POINTS = f"""[hpcdispatch.dispatchers]
+missing-module = {BROKEN_MODULE}_nowhere:Nothing
+not-a-dispatcher = {BROKEN_MODULE}:not_a_dispatcher
+raises = {BROKEN_MODULE}:Raises
+exits = {BROKEN_MODULE}:Exits
+over-allocates = {BROKEN_MODULE}:OverAllocates
+malformed = {BROKEN_MODULE}:Malformed
+hangs = {BROKEN_MODULE}:Hangs
+
+[hpcdispatch.predictors]
+predictor-missing = {BROKEN_MODULE}_nowhere:Nothing
+predictor-raises = {BROKEN_MODULE}:PredictorRaises
+predictor-invalid = {BROKEN_MODULE}:PredictorInvalid
+"""
+
+
+def write_broken_plugins(root: Path) -> Path:
+    """The broken plugins as an installed distribution under `root` (put it on the path);
+    returns `root`."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / f"{BROKEN_MODULE}.py").write_text(_BROKEN_SOURCE, encoding="utf-8")
+    info = root / f"{BROKEN_MODULE}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {BROKEN_MODULE}\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text(_BROKEN_ENTRY_POINTS, encoding="utf-8")
+    return root
+
+
+def install_example(into: Path) -> Path:
+    """`pip install` the example plugin package into `into/site` (a copy of its source, so
+    that the build leaves nothing in the repository; no index, no build isolation); returns
+    the target directory, for PYTHONPATH."""
+    source = into / "src"
+    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", "__pycache__"))
+    target = into / "site"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
+         "--no-index", "--target", str(target), str(source)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    return target
