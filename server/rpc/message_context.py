@@ -5,8 +5,10 @@ OpenSession / UpdateSession / CloseSession, DispatcherService's ReportCompletion
 checks, the session rules and the decision front are the same. That code ends a call with
 `context.abort(...)` / `abort_with_status(...)`; here those raise `MessageAborted`, which the
 stream turns into the message's `error` answer instead of ending the stream. The deadline is
-the message's own (`timeout_ms`, from when the stream takes it up) within the stream's; the
-caller's presence, identity and metadata are the stream's.
+the message's own (`timeout_ms`, from when the stream takes it up) within the stream's, and
+past it the call is no longer active, as a unary call past its deadline (its decision stops,
+and is answered DEADLINE_EXCEEDED); the caller's presence, identity and metadata are the
+stream's.
 """
 
 from __future__ import annotations
@@ -53,7 +55,17 @@ class MessageContext(grpc.ServicerContext):
         own_left = max(0.0, self.deadline - time.monotonic())
         return own_left if stream_left is None else min(own_left, stream_left)
 
+    def is_active(self) -> bool:
+        """The stream is, and the message's deadline has not passed: past it, the message's
+        call is over, as a unary call is at its deadline (a decision for it stops)."""
+        return self.stream.is_active() and not (
+            self.deadline is not None and time.monotonic() >= self.deadline)
+
     def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
+        if code == grpc.StatusCode.CANCELLED and self.stream.is_active():
+            # Not the caller leaving (the stream goes on): the message's deadline passing.
+            code = grpc.StatusCode.DEADLINE_EXCEEDED
+            details = f"past the message's deadline: {details}"
         raise MessageAborted(status_of(code, details))
 
     def abort_with_status(self, status: grpc.Status) -> NoReturn:
@@ -76,9 +88,6 @@ class MessageContext(grpc.ServicerContext):
         pass
 
     # -- the stream's -------------------------------------------------------------------------
-
-    def is_active(self) -> bool:
-        return self.stream.is_active()
 
     def cancel(self) -> None:
         self.stream.cancel()
