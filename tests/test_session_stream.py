@@ -20,7 +20,7 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from hpcdispatch.client import DispatcherClient, channel_credentials
+from hpcdispatch.client import DispatcherClient, DispatchSession, channel_credentials
 from hpcdispatch.client.call_error import CallError
 from hpcdispatch.client.session_stream import SessionStream, StreamRefused
 from hpcdispatch.server.rpc.app import RunningServer
@@ -29,8 +29,6 @@ from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 from tests.certificates import two_client_pki
 from tests.instances import Held
 from tests.test_session_calls import WAIT, delta, metric, new_job, snapshot, wait_for
-from tests.test_session_calls import held as _held  # noqa: F401 (the fixture `held`)
-from tests.test_session_calls import serve as _serve  # noqa: F401 (the fixture `serve`)
 
 _CLOSE = None
 
@@ -422,3 +420,46 @@ def test_a_stream_reaches_only_the_sessions_of_its_client_identity(
         assert unary.sequence == 2
         alice.close()
         bob.close()
+
+
+class RefusingStream:
+    """A session stream the server refuses before taking anything up, with `code`."""
+
+    def __init__(self, code: grpc.StatusCode) -> None:
+        self.code = code
+        self.calls = 0
+
+    def call(self, kind: str, message: object, timeout: float) -> object:
+        self.calls += 1
+        raise StreamRefused(self.code, "refused")
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("code", [grpc.StatusCode.UNIMPLEMENTED,
+                                  grpc.StatusCode.RESOURCE_EXHAUSTED])
+def test_a_refused_stream_has_the_client_send_its_calls_unary(
+    released_server: RunningServer, code: grpc.StatusCode,
+) -> None:
+    first = snapshot()
+    with grpc.insecure_channel(released_server.target) as channel:
+        refusing = RefusingStream(code)
+        session = DispatchSession(pb_grpc.SessionServiceStub(channel), WAIT,
+                                  stream=refusing)  # type: ignore[arg-type]
+        states = []
+        for step in range(3):
+            state = pb.DispatchRequest()
+            state.CopyFrom(first)
+            state.time = first.time + 60 * step
+            states.append(state)
+        session.decide(states[0])
+        session.decide(states[1])
+        assert (session.opens, session.deltas) == (1, 1)  # answered, unary
+        assert refusing.calls == 1  # refused once: not asked again for this session
+        if code == grpc.StatusCode.UNIMPLEMENTED:
+            assert session.stream is None  # a server without streams: unary from now on
+        else:
+            session.close()  # the next session tries the stream again
+            session.decide(states[2])
+            assert refusing.calls == 2 and session.stream is refusing

@@ -681,6 +681,7 @@ def test_the_flag_and_the_config_key_select_full_snapshots() -> None:
         slurm = SimSlurm()
         by_default = Bridge(default, slurm, client)
         assert isinstance(by_default.session, DispatchSession)
+        assert by_default.session.stream is None  # unary calls: docs/slurm-bridge.md
         assert Bridge(full, slurm, client).session is None
     # The client's session is what the bridge's protocol asks for (checked by mypy).
     typed: Callable[[DispatcherClient], DecisionSession] = DispatcherClient.session

@@ -189,8 +189,9 @@ class DecisionFront:
                         threads=self.decision_threads)
             self.metrics.count_refused("threads")
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                          f"{self.decision_threads} decisions and session streams in progress "
-                          "or waiting, the server's limit (workers - 1); retry with backoff")
+                          f"{self.decision_threads} decisions in progress or waiting (open "
+                          "session streams included), the server's limit (workers - 1); retry "
+                          "with backoff")
 
     def control(self, options: DecisionOptions, slot: DecisionSlot) -> SearchControl:
         """The search settings, allocator and solver workers asked for, under the slot's
