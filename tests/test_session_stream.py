@@ -268,6 +268,14 @@ def test_streams_take_decision_threads_and_never_the_one_kept_for_health(
         streams = [RawStream(channel) for _ in range(2)]
         for stream in streams:
             opened(stream)  # each stream holds its thread from here on
+        # Every decision thread is a stream's now: a stream decides on its own thread ...
+        decided = streams[1].ask(open=pb.OpenSessionRequest(snapshot=snapshot(), decide=True))
+        assert decided.WhichOneof("answer") == "opened", decided
+        assert decided.opened.decision.time == snapshot().time
+        # ... and a unary decision finds none
+        with pytest.raises(grpc.RpcError) as no_thread:
+            pb_grpc.DispatcherServiceStub(channel).Dispatch(snapshot(), timeout=WAIT)
+        assert no_thread.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         third = RawStream(channel)
         third.send(open=pb.OpenSessionRequest(snapshot=snapshot()))
         with pytest.raises(grpc.RpcError) as refused:
