@@ -53,11 +53,18 @@ class Timing:
     wall: float
 
 
+def checkout_of(python: str) -> Path:
+    """The checkout whose venv holds `python` (CHECKOUT/.venv/bin/python), else this one: a
+    replay runs in its own checkout, whose package folders would otherwise shadow its code."""
+    checkout = Path(python).parent.parent.parent
+    return checkout if (checkout / "pyproject.toml").exists() else REPO
+
+
 def timed(command: list[str]) -> Timing:
-    """Run `command` to completion; its CPU and wall seconds."""
+    """Run `command` (its interpreter first) to completion; its CPU and wall seconds."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
-    subprocess.run(command, check=True, cwd=REPO, stdout=subprocess.DEVNULL,
+    subprocess.run(command, check=True, cwd=checkout_of(command[0]), stdout=subprocess.DEVNULL,
                    stderr=subprocess.PIPE)
     wall = time.perf_counter() - began
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -90,7 +97,8 @@ def simulate_offers(flag: str, python: str = sys.executable) -> bool:
 @functools.cache
 def _simulate_help(python: str) -> str:
     return subprocess.run([python, "-m", "hpcdispatch", "simulate", "--help"],
-                          capture_output=True, text=True, cwd=REPO, check=True).stdout
+                          capture_output=True, text=True, cwd=checkout_of(python),
+                          check=True).stdout
 
 
 def replay_cpu(out: Path) -> float | None:

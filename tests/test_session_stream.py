@@ -172,6 +172,21 @@ def test_completions_go_on_the_stream_and_a_bad_one_names_its_field(
         stream.close()
 
 
+def test_bytes_that_do_not_decode_end_the_stream_with_invalid_argument(
+    released_server: RunningServer,
+) -> None:
+    with grpc.insecure_channel(released_server.target) as channel:
+        raw = channel.stream_stream("/hpcdispatch.v1.SessionService/StreamSession")
+        good = pb.SessionStreamRequest(tag=1, close=pb.CloseSessionRequest(session_id="x"))
+        answers = raw(iter([good.SerializeToString(), b"\xff\xff\xff"]), timeout=WAIT)
+        first = pb.SessionStreamResponse.FromString(next(answers))
+        assert first.tag == 1 and first.HasField("closed")  # answered before the bad bytes
+        with pytest.raises(grpc.RpcError) as ended:
+            next(answers)
+        assert ended.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "SessionStreamRequest" in (ended.value.details() or "")
+
+
 # -- busy sessions, cancelled streams, deadlines and resends -----------------------------------
 
 

@@ -1712,8 +1712,9 @@ class SessionStreamRequest(_message.Message):
         errors. A unary call's error is the answer's `error` instead: its code, message and details
         (google.rpc.BadRequest, ErrorInfo) as the unary call would carry them, but for the field
         paths of a BadRequest, which start with the name of the message's call field
-        (`update.submitted[2].units`, `open.snapshot.nodes[0].capacity`). An error answered this
-        way ends nothing: the next message is taken up as if the unary call had failed;
+        (`update.submitted[2].units`, `open.snapshot.nodes[0].capacity`; the message text is the
+        unary call's). An error answered this way ends nothing: the next message is taken up as
+        after a failed unary call;
       * a stream is not tied to one session: each message names its session as the unary call
         does. A session outlives the stream that opened or changed it; after a stream ends, the
         caller goes on on another stream or with the unary calls, and a delta whose answer it did
@@ -1732,7 +1733,8 @@ class SessionStreamRequest(_message.Message):
         give each message its `timeout_ms`);
       * UNAVAILABLE: the server is shutting down (health NOT_SERVING): the message in progress is
         answered, and the stream ends before it takes up the next one; send that one on a new
-        stream, to another instance or to this one once it is back;
+        stream, to another instance or to this one once it is back (a stream started while the
+        server shuts down ends so at once);
       * RESOURCE_EXHAUSTED, before any answer: every decision thread is held by decisions and
         other streams; nothing was taken up: retry later with backoff, or use the unary calls;
       * INVALID_ARGUMENT: a message whose bytes do not decode as a SessionStreamRequest (nothing
@@ -1757,9 +1759,9 @@ class SessionStreamRequest(_message.Message):
     timeout_ms: _builtins.int
     """This message's deadline, milliseconds, counted from when the server takes it up; 0 = none of
     its own. Like a unary call's deadline it caps the message's decision (the server keeps back
-    the time to check and answer), and a delta applied before it passed may be resent; the
-    stream's own deadline, when set, bounds it too, and `max_decision_seconds` bounds a decision
-    either way.
+    the time to check and answer): past it the decision stops and the message is answered
+    DEADLINE_EXCEEDED, and a delta applied before it passed may be resent. The stream's own
+    deadline, when set, bounds it too, and `max_decision_seconds` bounds a decision either way.
     """
     @_builtins.property
     def open(self) -> Global___OpenSessionRequest:
