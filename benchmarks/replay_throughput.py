@@ -11,9 +11,12 @@ is measured in the same run, so the ratios hold on a loaded machine where the se
     python -m benchmarks.replay_throughput --trace kth-sp2 --limit-jobs 5000 \\
         --dispatchers easy,pcp20 --repeats 3 --before /path/to/old/checkout/.venv/bin/python
 
-`--paths` names how the replay reaches the dispatcher: `grpc` (the embedded service on loopback,
-through sessions: the default of `hpcdispatch simulate`) and, where `simulate` offers it,
-`in-process` (the service's decision pipeline called directly). `--before` adds the rows of
+`--paths` names how the replay reaches the dispatcher: `grpc-stream` (the embedded service on
+loopback, a session stream fed the simulator's changes: the default of `hpcdispatch simulate`),
+`grpc-unary` (the same service, the session's unary calls: `--unary-sessions`), `grpc`
+(whatever `simulate` does by default: a `--before` checkout's own gRPC path) and, where
+`simulate` offers it, `in-process` (the service's decision pipeline called directly). *CPU ÷
+in-process* divides each row by its dispatcher's `now` in-process row. `--before` adds the rows of
 another checkout (its interpreter, e.g. the code before a change) on the same paths, run in
 the same way in the same run, each before row just before its `now` row; every replay's
 jobs.csv is compared with the first row's of its dispatcher, byte for byte. `--predictor`
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import csv
 import filecmp
+import functools
 import json
 import os
 import resource
@@ -49,11 +53,18 @@ class Timing:
     wall: float
 
 
+def checkout_of(python: str) -> Path:
+    """The checkout whose venv holds `python` (CHECKOUT/.venv/bin/python), else this one: a
+    replay runs in its own checkout, whose package folders would otherwise shadow its code."""
+    checkout = Path(python).parent.parent.parent
+    return checkout if (checkout / "pyproject.toml").exists() else REPO
+
+
 def timed(command: list[str]) -> Timing:
-    """Run `command` to completion; its CPU and wall seconds."""
+    """Run `command` (its interpreter first) to completion; its CPU and wall seconds."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
-    subprocess.run(command, check=True, cwd=REPO, stdout=subprocess.DEVNULL,
+    subprocess.run(command, check=True, cwd=checkout_of(command[0]), stdout=subprocess.DEVNULL,
                    stderr=subprocess.PIPE)
     wall = time.perf_counter() - began
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -67,15 +78,27 @@ def simulate_command(trace: Path, limit: int, dispatcher: str, path: str, out: P
                "--limit-jobs", str(limit),
                "--dispatcher", dispatcher, "--predictor", predictor, "--no-progress",
                "--out", str(out)]
-    if path == "in-process":
-        command.append("--in-process")
+    if path in PATH_FLAGS and simulate_offers(PATH_FLAGS[path], python):
+        command.append(PATH_FLAGS[path])
     return command
 
 
+# The `simulate` flag of each path ("grpc-stream" and "grpc" are its default).
+PATH_FLAGS = {"in-process": "--in-process", "grpc-unary": "--unary-sessions"}
+# The flag a checkout's `simulate` must offer for the path to be run with it: streams came
+# with --unary-sessions; a checkout without the flag replays grpc-unary by default.
+PATH_NEEDS = {"in-process": "--in-process", "grpc-stream": "--unary-sessions"}
+
+
 def simulate_offers(flag: str, python: str = sys.executable) -> bool:
-    shown = subprocess.run([python, "-m", "hpcdispatch", "simulate", "--help"],
-                           capture_output=True, text=True, cwd=REPO, check=True).stdout
-    return flag in shown
+    return flag in _simulate_help(python)
+
+
+@functools.cache
+def _simulate_help(python: str) -> str:
+    return subprocess.run([python, "-m", "hpcdispatch", "simulate", "--help"],
+                          capture_output=True, text=True, cwd=checkout_of(python),
+                          check=True).stdout
 
 
 def replay_cpu(out: Path) -> float | None:
@@ -123,8 +146,9 @@ def main(argv: list[str] | None = None) -> int:
                         "kth-sp2-slice) or an SWF file")
     parser.add_argument("--limit-jobs", type=int, required=True)
     parser.add_argument("--dispatchers", default="easy,pcp20")
-    parser.add_argument("--paths", default="grpc,in-process",
-                        help="grpc, in-process (skipped where simulate lacks --in-process)")
+    parser.add_argument("--paths", default="grpc-unary,grpc-stream,in-process",
+                        help="grpc-stream, grpc-unary, grpc, in-process (each skipped where "
+                        "simulate lacks it)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per row; medians shown")
     parser.add_argument("--before", metavar="PYTHON",
                         help="interpreter of another checkout: its replays as rows too")
@@ -132,11 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     trace = resolve_trace(args.trace).resolve()
     paths = [p for p in args.paths.split(",")
-             if p == "grpc" or (p == "in-process" and simulate_offers("--in-process"))]
+             if p not in PATH_NEEDS or simulate_offers(PATH_NEEDS[p])]
     # (row name, interpreter, path) of every replay row, each --before row before its own.
     variants = []
     for path in paths:
-        if args.before and (path == "grpc" or simulate_offers("--in-process", args.before)):
+        if args.before and (path not in PATH_NEEDS
+                            or simulate_offers(PATH_NEEDS[path], args.before)):
             variants.append(("before", args.before, path))
         variants.append(("now", sys.executable, path))
     processors = processors_of(trace)
@@ -187,13 +212,18 @@ def main(argv: list[str] | None = None) -> int:
           f"predictor {args.predictor}; median of {args.repeats} runs each, one process per run")
     base = rows[0][2].cpu
     easy = {path: t.cpu for name, path, t, _ in rows if name.startswith("easy (now)")}
+    in_process = {name.split(" (")[0]: t.cpu for name, path, t, _ in rows
+                  if path == "in-process" and name.endswith("(now)")}
     header = ("replay", "path", "CPU [s]", "wall [s]", "replay CPU [s]", "jobs / CPU-s",
-              "sim. days / CPU-h", "CPU ÷ plain", "replay CPU ÷ plain", "CPU ÷ easy (now)")
+              "sim. days / CPU-h", "CPU ÷ plain", "replay CPU ÷ plain", "CPU ÷ in-process",
+              "CPU ÷ easy (now)")
     table = [header] + [
         (name, path, f"{t.cpu:.2f}", f"{t.wall:.2f}", "-" if own is None else f"{own:.2f}",
          f"{args.limit_jobs / t.cpu:,.0f}",
          f"{span / 86_400 / (t.cpu / 3600):,.0f}" if span else "-",
          f"{t.cpu / base:.1f}×", "-" if own is None else f"{own / base:.1f}×",
+         f"{t.cpu / in_process[name.split(' (')[0]]:.2f}×"
+         if name.split(" (")[0] in in_process else "-",
          f"{t.cpu / easy[path]:.2f}×" if path in easy else "-")
         for (name, path, t, own), span in zip(rows, spans, strict=True)]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]

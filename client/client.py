@@ -19,58 +19,34 @@ import socket
 import threading
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Any
 
 import grpc
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 
+from .call_error import CallError
 from .session import DispatchSession
+from .session_stream import Backoff, SessionStream
 
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 DEFAULT_CONNECT_TIMEOUT = 5.0
 
 
-class ServiceUnreachable(grpc.RpcError, grpc.Call):
+class ServiceUnreachable(CallError):
     """No service answers at the target: UNAVAILABLE, with the target and the likely cause.
 
     A grpc.Call as the errors of failed calls are, so code() and details() read the same."""
 
     def __init__(self, target: str, cause: str, detail: str = "") -> None:
-        super().__init__()
+        super().__init__(grpc.StatusCode.UNAVAILABLE, "")
         self.target = target
         self.cause = cause
         self.detail = detail
 
-    def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.UNAVAILABLE
-
     def details(self) -> str:
         text = f"cannot reach an hpcdispatch service at {self.target}: {self.cause}"
         return f"{text} (gRPC: {self.detail})" if self.detail else text
-
-    # (grpc-stubs type RpcError's and Call's trailing_metadata differently; both are tuples)
-    def trailing_metadata(self) -> tuple[tuple[str, str | bytes], ...]:  # type: ignore[override]
-        return ()
-
-    def initial_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
-        return ()
-
-    def is_active(self) -> bool:
-        return False
-
-    def time_remaining(self) -> float:
-        return 0.0
-
-    def cancel(self) -> bool:
-        return False
-
-    def add_callback(self, callback: Any) -> bool:
-        return False
-
-    def __str__(self) -> str:
-        return f"UNAVAILABLE: {self.details()}"
 
 
 _TLS_OPTIONS = "--tls-ca, and --tls-cert / --tls-key if it requires client certificates"
@@ -170,6 +146,7 @@ class DispatcherClient:
         ]
         self.target = target
         self.timeout = timeout
+        self.backoff = Backoff(max(2, min(retries, 5)), initial_backoff, max_backoff)
         self.connect_timeout = connect_timeout
         self._tls = credentials is not None
         self._reached = False
@@ -246,16 +223,29 @@ class DispatcherClient:
             request, timeout=self.timeout if timeout is None else timeout, wait_for_ready=True
         )
 
-    def session(self, timeout: float | None = None) -> DispatchSession:
+    def session(self, timeout: float | None = None, stream: bool = True) -> DispatchSession:
         """A session for decisions on one cluster's successive snapshots: `decide(request)`
         takes the full DispatchRequest, sends only what changed since the previous call and
         resyncs on its own (hpcdispatch.client.session). Several sessions may share a client.
+
+        `stream`: its calls go on one bidirectional stream (`session_stream()`), which a
+        server without streams, or without a free decision thread for one, has them sent as
+        unary calls instead; False: unary calls (OpenSession, UpdateSession) only, for a
+        caller that decides seldom (a stream holds a server thread for its whole life).
         """
         return DispatchSession(
             self._sessions, self.timeout if timeout is None else timeout,
             full_dispatch=lambda request, wait: self.dispatch(request, timeout=wait),
             check_reachable=self.check_reachable,
+            stream=self.session_stream() if stream else None,
+            unary_report=lambda request, wait: self._stub.ReportCompletions(
+                request, timeout=wait, wait_for_ready=True),
         )
+
+    def session_stream(self) -> SessionStream:
+        """Session calls on one bidirectional stream (hpcdispatch.client.session_stream),
+        retried as this client retries its unary calls."""
+        return SessionStream(self._sessions, self.backoff)
 
     def report_completions(
         self, completions: Iterable[pb.JobCompletion], cluster: str = "",

@@ -18,14 +18,17 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
+
+from .session_stream import SessionStream, StreamRefused
 
 _Job = TypeVar("_Job", pb.RunningJob, pb.QueuedJob)
 
@@ -102,6 +105,10 @@ def session_failure(error: grpc.RpcError) -> str:
 
 # Dispatch of a whole snapshot: (request, timeout in seconds) -> decision.
 FullDispatch = Callable[[pb.DispatchRequest, float], pb.DispatchResponse]
+# ReportCompletions as a unary call: (request, timeout in seconds) -> answer.
+UnaryReport = Callable[[pb.ReportCompletionsRequest, float], pb.ReportCompletionsResponse]
+# The unary SessionService method of each stream call.
+UNARY_METHODS = {"open": "OpenSession", "update": "UpdateSession", "close": "CloseSession"}
 
 
 class DispatchSession:
@@ -111,6 +118,8 @@ class DispatchSession:
         self, stub: pb_grpc.SessionServiceStub, timeout: float,
         full_dispatch: FullDispatch | None = None,
         check_reachable: Callable[[], None] | None = None,
+        stream: SessionStream | None = None,
+        unary_report: UnaryReport | None = None,
     ) -> None:
         self._stub = stub
         # DispatcherClient.check_reachable: fail fast, before the first call, when no service
@@ -120,6 +129,10 @@ class DispatchSession:
         # A server without the session service (an older one, or a stand-in) answers
         # UNIMPLEMENTED: then every decision goes through `full_dispatch` (whole snapshots).
         self._full_dispatch = full_dispatch
+        # The calls go on this stream while it is not refused (module doc), else unary.
+        self.stream = stream
+        self._stream_paused = False  # refused for lack of a thread: unary until the next open
+        self._unary_report = unary_report
         self.sessions_unsupported = False
         self.session_id: str | None = None
         self.sequence = 0
@@ -133,54 +146,112 @@ class DispatchSession:
         self, request: pb.DispatchRequest, timeout: float | None = None
     ) -> pb.DispatchResponse:
         """The decision on the full state `request`, as `DispatcherClient.dispatch` gives it."""
+        delta = None
+        if self.session_id is not None and self._last is not None:
+            delta = delta_between(self._last, request)
+            if delta is None:
+                self._resync("NOT_A_DELTA", self.timeout if timeout is None else timeout)
+        response = self.decide_change(delta, lambda: request, timeout)
+        self._last = request if self.session_id is not None else None
+        return response
+
+    def decide_change(
+        self, delta: pb.UpdateSessionRequest | None, whole: Callable[[], pb.DispatchRequest],
+        timeout: float | None = None,
+    ) -> pb.DispatchResponse:
+        """The decision after `delta`, the change since the previous call (without session id
+        or sequence number, as `delta_between` makes it), applied to the session; when there
+        is no session yet, or `delta` is None, or the server cannot take it, the decision on
+        the whole state `whole()` in a new session. For callers that know their changes
+        without diffing two states (the replay simulator)."""
         wait = self.timeout if timeout is None else timeout
         if self._check_reachable is not None:
             self._check_reachable()
         if self.sessions_unsupported and self._full_dispatch is not None:
-            return self._full_dispatch(request, wait)
-        if self.session_id is None or self._last is None:
-            return self._open(request, wait, None)
-        delta = delta_between(self._last, request)
-        if delta is None:
-            return self._open(request, wait, "NOT_A_DELTA")
+            return self._full_dispatch(whole(), wait)
+        if self.session_id is None or delta is None:
+            return self._open(whole(), wait)
         delta.session_id = self.session_id
         delta.sequence = self.sequence + 1
         delta.decide = True
         try:
-            response = self._stub.UpdateSession(delta, timeout=wait, wait_for_ready=True)
+            response: pb.UpdateSessionResponse = self._call("update", delta, wait)
         except grpc.RpcError as error:
             code = error.code()
             if code == grpc.StatusCode.FAILED_PRECONDITION:
-                return self._open(request, wait, session_failure(error))
+                self._resync(session_failure(error), wait)
+                return self._open(whole(), wait)
             if code != grpc.StatusCode.INVALID_ARGUMENT:  # the session's state is uncertain
                 self._forget()
             raise
         self.sequence = response.sequence
-        self._last = request
         self.deltas += 1
         return response.decision
 
+    def report_completions(self, request: pb.ReportCompletionsRequest,
+                           timeout: float | None = None) -> int:
+        """ReportCompletions, on the session's stream when it has one (in order with its
+        decisions), else as the unary call; the completions accepted."""
+        wait = self.timeout if timeout is None else timeout
+        if self._streaming():
+            assert self.stream is not None
+            try:
+                answer: pb.ReportCompletionsResponse = self.stream.call(
+                    "report_completions", request, wait)
+                return answer.accepted
+            except StreamRefused as refused:
+                self._stream_refused(refused)
+        if self._unary_report is None:
+            raise ValueError("no unary ReportCompletions given to this session")
+        return self._unary_report(request, wait).accepted
+
     def close(self, timeout: float | None = None) -> None:
-        """Forget the session on the server (best effort) and here."""
+        """Forget the session on the server (best effort) and here; end its stream (a later
+        decision starts another)."""
+        self._close_session(self.timeout if timeout is None else timeout)
+        if self.stream is not None:
+            self.stream.close()
+
+    def _call(self, kind: str, message: Message, timeout: float) -> Any:
+        """One session call, on the stream while it is not refused, else unary."""
+        if self._streaming():
+            assert self.stream is not None
+            try:
+                return self.stream.call(kind, message, timeout)
+            except StreamRefused as refused:  # nothing taken up: send it unary
+                self._stream_refused(refused)
+        method = getattr(self._stub, UNARY_METHODS[kind])
+        return method(message, timeout=timeout, wait_for_ready=True)
+
+    def _streaming(self) -> bool:
+        return self.stream is not None and not self._stream_paused
+
+    def _stream_refused(self, refused: StreamRefused) -> None:
+        if refused.code() == grpc.StatusCode.UNIMPLEMENTED:
+            self.stream = None  # a server without streams: unary from now on
+        else:
+            self._stream_paused = True  # no thread for a stream now: unary until the next open
+
+    def _resync(self, reason: str, timeout: float) -> None:
+        """Count a resync and close the session it replaces."""
+        self.resyncs += 1
+        self.reasons[reason] += 1
+        self._close_session(timeout)
+
+    def _close_session(self, timeout: float) -> None:
+        """Forget the session on the server (best effort) and here, keeping the stream."""
         if self.session_id is not None:
             with contextlib.suppress(grpc.RpcError):  # it expires on its own otherwise
-                self._stub.CloseSession(pb.CloseSessionRequest(session_id=self.session_id),
-                                        timeout=self.timeout if timeout is None else timeout)
+                self._call("close", pb.CloseSessionRequest(session_id=self.session_id),
+                           timeout)
         self._forget()
 
-    def _open(
-        self, request: pb.DispatchRequest, timeout: float, resync_reason: str | None
-    ) -> pb.DispatchResponse:
-        if resync_reason is not None:
-            self.resyncs += 1
-            self.reasons[resync_reason] += 1
-            self.close(timeout)
+    def _open(self, request: pb.DispatchRequest, timeout: float) -> pb.DispatchResponse:
         self._forget()
+        self._stream_paused = False  # a new session tries the stream again
         try:
-            response = self._stub.OpenSession(
-                pb.OpenSessionRequest(snapshot=request, decide=True), timeout=timeout,
-                wait_for_ready=True,
-            )
+            response: pb.OpenSessionResponse = self._call(
+                "open", pb.OpenSessionRequest(snapshot=request, decide=True), timeout)
         except grpc.RpcError as error:
             if error.code() != grpc.StatusCode.UNIMPLEMENTED or self._full_dispatch is None:
                 raise
@@ -189,7 +260,6 @@ class DispatchSession:
         self.opens += 1
         self.session_id = response.session_id
         self.sequence = response.sequence
-        self._last = request
         return response.decision
 
     def _forget(self) -> None:

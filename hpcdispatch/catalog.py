@@ -147,3 +147,17 @@ def session_tag(session_id: str) -> str:
     apart in a log without giving away the id (the secret that names the session). The
     server and its callers (the Slurm bridge) log the same tag for the same session."""
     return hashlib.blake2b(session_id.encode("utf-8", "replace"), digest_size=4).hexdigest()
+
+
+def _stream_answer_fields() -> dict[str, str]:
+    """{"open": "opened", "update": "updated", ...}: the SessionStreamResponse field that answers
+    each SessionStreamRequest call field (the one whose type is the call's Response)."""
+    answers = {f.message_type.name: f.name
+               for f in pb.SessionStreamResponse.DESCRIPTOR.oneofs_by_name["answer"].fields
+               if f.message_type is not None}
+    return {f.name: answers[f.message_type.name.removesuffix("Request") + "Response"]
+            for f in pb.SessionStreamRequest.DESCRIPTOR.oneofs_by_name["call"].fields}
+
+
+# A session stream's calls (SessionStreamRequest's `call` fields) and the field of their answer.
+STREAM_ANSWER_FIELDS: dict[str, str] = _stream_answer_fields()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+
 from hpcdispatch.snapshot import (
     Decision,
     JobCompletion,
@@ -79,8 +81,16 @@ def snapshot_to_pb(snapshot: Snapshot, request: pb.DispatchRequest | None = None
     out.time = snapshot.time
     for n in snapshot.nodes:
         out.nodes.add(id=n.id, state=_STATE_TO_PB[n.state], capacity=dict(n.capacity))
-    for r in snapshot.running:
-        msg = out.running_jobs.add(
+    add_running_jobs(out.running_jobs, snapshot.running)
+    add_queued_jobs(out.queued_jobs, snapshot.queued)
+    return out
+
+
+def add_running_jobs(jobs: RepeatedCompositeFieldContainer[pb.RunningJob],
+                     running: Iterable[RunningJob]) -> None:
+    """Append `running` to a repeated RunningJob field (a snapshot's, a delta's `started`)."""
+    for r in running:
+        msg = jobs.add(
             id=r.id, user=r.user, name=r.name, start_time=r.start_time,
             requested_time=r.requested_time,
         )
@@ -88,8 +98,13 @@ def snapshot_to_pb(snapshot: Snapshot, request: pb.DispatchRequest | None = None
             msg.expected_duration = r.expected_duration
         for u in r.units:
             msg.units.add(node_id=u.node_id, amounts=dict(u.amounts))
-    for q in snapshot.queued:
-        qmsg = out.queued_jobs.add(
+
+
+def add_queued_jobs(jobs: RepeatedCompositeFieldContainer[pb.QueuedJob],
+                    queued: Iterable[QueuedJob]) -> None:
+    """Append `queued` to a repeated QueuedJob field (a snapshot's, a delta's `submitted`)."""
+    for q in queued:
+        qmsg = jobs.add(
             id=q.id, user=q.user, name=q.name, queue=q.queue, submit_time=q.submit_time,
             units=q.units, unit_request=dict(q.unit_request), requested_time=q.requested_time,
         )
@@ -97,7 +112,6 @@ def snapshot_to_pb(snapshot: Snapshot, request: pb.DispatchRequest | None = None
             qmsg.actual_duration = q.actual_duration
         if q.promised_start is not None:
             qmsg.promised_start = q.promised_start
-    return out
 
 
 def add_starts(

@@ -14,6 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from google.rpc import status_pb2
 from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,10 +28,13 @@ def generate(out_dir: Path) -> None:
     os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
     protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto"))
     include = Path(protoc.__file__).parent / "_proto"
+    # google/rpc/status.proto (SessionStreamResponse.error), from googleapis-common-protos.
+    googleapis = Path(status_pb2.__file__).parent.parent.parent
     args = [
         "protoc",
         f"-I{PROTO_ROOT}",
         f"-I{include}",
+        f"-I{googleapis}",
         f"--python_out={out_dir}",
         f"--mypy_out={out_dir}",
         f"--grpc_python_out={out_dir}",

@@ -9,7 +9,7 @@ as the replay goes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
@@ -83,18 +83,21 @@ class GrpcBackend:
     """DispatchBackend over a DispatcherClient: each decision's whole state as a
     DispatchRequest (`template`'s options, the snapshot).
 
-    By default decisions go through a session (`DispatcherClient.session`): the service keeps
-    the replay's state and each call sends what changed since the previous one, resyncing on
-    its own; `full_snapshots` sends every snapshot whole with Dispatch instead. Both give the
+    By default decisions go through a session with unary calls (`DispatcherClient.session`):
+    the service keeps the replay's state and each call sends what changed since the previous
+    one, resyncing on its own; `full_snapshots` sends every snapshot whole with Dispatch
+    instead; `stream` sends the session's calls on a stream (StreamBackend, the replays'
+    default, also sends the simulator's changes without diffing whole states). All give the
     same decisions.
     """
 
     def __init__(self, client: DispatcherClient, template: pb.DispatchRequest | None = None,
-                 timeout: float | None = None, full_snapshots: bool = False) -> None:
+                 timeout: float | None = None, full_snapshots: bool = False,
+                 stream: bool = False) -> None:
         self.client = client
         self.template = template if template is not None else pb.DispatchRequest()
         self.timeout = timeout
-        self.session = None if full_snapshots else client.session(timeout)
+        self.session = None if full_snapshots else client.session(timeout, stream=stream)
 
     def dispatch(self, request: pb.DispatchRequest) -> pb.DispatchResponse:
         """One call of the contract with a whole request."""
@@ -133,12 +136,17 @@ def describe_service(client: DispatcherClient, timeout: float) -> ServiceFacts:
 
 
 def answer_of(response: pb.DispatchResponse, snapshot: Snapshot) -> Answer:
-    """The wire answer as the simulator reads it; a time or unit amounts other than the
-    snapshot's are its problems."""
+    """The wire answer to a decision on `snapshot` (answer_at)."""
+    return answer_at(response, snapshot.time, {q.id: q.unit_request for q in snapshot.queued})
+
+
+def answer_at(response: pb.DispatchResponse, time: int,
+              requests: Mapping[str, Mapping[str, int]]) -> Answer:
+    """The wire answer as the simulator reads it; a time other than `time`, or unit amounts
+    other than the queued jobs' `requests` (per unit, by job id), are its problems."""
     problems = []
-    if response.time != snapshot.time:
-        problems.append(f"response time {response.time} differs from t={snapshot.time}")
-    requests = {q.id: q.unit_request for q in snapshot.queued}
+    if response.time != time:
+        problems.append(f"response time {response.time} differs from t={time}")
     for start in response.starts:
         request = requests.get(start.job_id)
         if request is None:

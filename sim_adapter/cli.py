@@ -119,6 +119,9 @@ def _add_simulate(sub: Any) -> None:
     p.add_argument("--timeout", type=float, default=120.0, help="deadline per call, seconds")
     p.add_argument("--full-snapshots", action="store_true",
                    help="send every snapshot whole (Dispatch) instead of deltas to a session")
+    p.add_argument("--unary-sessions", action="store_true",
+                   help="send the session's deltas as unary calls (UpdateSession) instead of "
+                   "on a session stream (StreamSession, the default)")
     p.add_argument("--in-process", action="store_true",
                    help="call the service's decision pipeline in this process instead of a "
                    "gRPC service: the same decisions (each checked as on the gRPC path) at "
@@ -167,8 +170,9 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         print("--repeats must be >= 1", file=sys.stderr)
         return 2
-    if args.in_process and (args.target or args.full_snapshots):
-        print("--in-process excludes --target and --full-snapshots", file=sys.stderr)
+    if args.in_process and (args.target or args.full_snapshots or args.unary_sessions):
+        print("--in-process excludes --target, --full-snapshots and --unary-sessions",
+              file=sys.stderr)
         return 2
     predictor = args.predictor
     if args.sequences is not None and predictor == DEFAULT:
@@ -198,6 +202,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                             charge_decision_time=args.charge_decision_time,
                             progress=not args.no_progress, timeout=args.timeout,
                             full_snapshots=args.full_snapshots,
+                            unary_sessions=args.unary_sessions,
                             records=records, max_nodes=args.max_nodes,
                         )
                         # One level below `out`, as `hpcdispatch report OUT` looks for runs.

@@ -30,6 +30,7 @@ from .backend import DispatchBackend, ServiceFacts
 from .outputs import RunRecorder, write_summary
 from .record_window import describe, iter_selected_jobs
 from .simulator import ReplayOptions, Simulator
+from .stream_backend import StreamBackend
 from .swf import CleaningStats, iter_jobs, read_header
 from .workload import MAX_NODES, UnitMode, resolve_system, rule_for_system
 
@@ -99,6 +100,7 @@ class RunSpec:
     progress: bool = False
     timeout: float = 120.0  # deadline of each call, seconds
     full_snapshots: bool = False  # Dispatch with whole snapshots instead of a session
+    unary_sessions: bool = False  # the session's unary calls instead of a session stream
     # Job records to replay (0-based over the file's job lines, record_window); None = all.
     records: Collection[int] | None = None
     max_nodes: int = MAX_NODES  # the largest system built (workload.resolve_system)
@@ -155,10 +157,22 @@ def replay(spec: RunSpec, target: str | LocalService, out_dir: Path | None) -> d
     if not isinstance(target, str):
         return _replay(spec, target.describe(), target.backend, "in-process", out_dir)
     with DispatcherClient(target, timeout=spec.timeout) as client:
-        return _replay(
-            spec, describe_service(client, min(spec.timeout, 15.0)),
-            lambda template: GrpcBackend(client, template, spec.timeout, spec.full_snapshots),
-            "grpc-dispatch" if spec.full_snapshots else "grpc-session", out_dir)
+        path, backend_for = grpc_path(spec, client)
+        return _replay(spec, describe_service(client, min(spec.timeout, 15.0)), backend_for,
+                       path, out_dir)
+
+
+def grpc_path(spec: RunSpec, client: DispatcherClient) -> tuple[
+        str, Callable[[pb.DispatchRequest], _ClosingBackend]]:
+    """How a replay reaches a gRPC service (the summary's `path`) and its backend: whole
+    snapshots (grpc-dispatch), a session's unary calls (grpc-session), or a session stream fed
+    the simulator's changes (grpc-stream, the default)."""
+    if spec.full_snapshots:
+        return "grpc-dispatch", lambda template: GrpcBackend(
+            client, template, spec.timeout, full_snapshots=True)
+    if spec.unary_sessions:
+        return "grpc-session", lambda template: GrpcBackend(client, template, spec.timeout)
+    return "grpc-stream", lambda template: StreamBackend(client, template, spec.timeout)
 
 
 def _replay(
@@ -226,7 +240,8 @@ def _replay(
         "records": describe(spec.records) if spec.records is not None else None,
         "deterministic_search": spec.settings.deterministic,
         "server_version": described.version,
-        "path": path,  # how the service was reached: grpc-session, grpc-dispatch, in-process
+        "path": path,  # how the service was reached: grpc-stream, grpc-session, grpc-dispatch,
+        # in-process
         # CPU seconds of this process over the replay (the embedded service's threads
         # included; a service elsewhere not).
         "replay_cpu_seconds": round(replay_cpu, 3),

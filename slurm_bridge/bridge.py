@@ -8,7 +8,8 @@ stop request is honoured between jobs, never between the pin and the release of 
 Errors never end the loop: the next cycle waits with exponential backoff (interval ×
 2^failures, capped) and the held jobs simply stay held.
 
-Decisions go through one session of the service per bridge (`DispatcherClient.session()`): the
+Decisions go through one session of the service per bridge (`DispatcherClient.session()`, with
+unary calls rather than a session stream: docs/slurm-bridge.md): the
 first one opens it with the whole snapshot, each later one sends only what changed since the
 previous one (jobs submitted, cancelled, started by the bridge or by Slurm, ended; nodes
 changed). The client resyncs on its own when the server cannot apply a delta (it restarted,
@@ -80,7 +81,8 @@ class DecisionSession(Protocol):
 
 class DispatchService(Protocol):
     """What the bridge needs of hpcdispatch.client.DispatcherClient (and, for the session
-    path, `session(timeout) -> DecisionSession`; a service without it gets full snapshots)."""
+    path, `session(timeout, stream=False) -> DecisionSession`, unary session calls; a service
+    without it gets full snapshots)."""
 
     def dispatch(
         self, request: pb.DispatchRequest, timeout: float | None = None
@@ -177,7 +179,9 @@ class Bridge:
             if open_session is None:
                 self.log.warning("service_without_sessions_full_snapshots")
             else:
-                self.session = open_session(config.dispatch_timeout)
+                # Unary session calls, not a stream: one decision per cycle (every `interval`
+                # seconds) saves nothing worth a server thread held for the bridge's life.
+                self.session = open_session(config.dispatch_timeout, stream=False)
 
     # -- loop ---------------------------------------------------------------------------------
 

@@ -5,15 +5,18 @@ the check that the suite leaves nothing in it (tests/suite_temp.py)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.server.config import load_config
+from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.server.rpc.app import RunningServer, start_server
+from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests import suite_temp, system_packages
+from tests.instances import Held
 
 _suite_temp: Path | None = None
 
@@ -67,3 +70,27 @@ def client(server: RunningServer) -> Iterator[DispatcherClient]:
     with DispatcherClient(server.target, timeout=60) as c:
         c.check_reachable()  # connected before the test: its calls' timings are theirs alone
         yield c
+
+
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[Held]:
+    """FCFS decisions held until the test releases them (tests.instances.Held)."""
+    stand_in = Held()
+    monkeypatch.setitem(DISPATCHERS, pb.DISPATCHER_FCFS, stand_in)
+    yield stand_in
+    stand_in.release.set()  # never leave a server thread waiting
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., RunningServer]]:
+    """Start a server on a free loopback port with some keys overridden; stopped after."""
+    started: list[RunningServer] = []
+
+    def start(**overrides: object) -> RunningServer:
+        config = dataclasses.replace(load_config(env={}), listen="127.0.0.1:0", **overrides)
+        started.append(start_server(config))
+        return started[-1]
+
+    yield start
+    for running in started:
+        running.stop(grace=1.0)

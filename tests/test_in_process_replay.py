@@ -1,9 +1,11 @@
-"""The in-process replay path gives the gRPC path's decisions, byte for byte, under every
-dispatcher (deterministic search): the real service on loopback (sessions) against its pipeline
-called in this process (`simulate --in-process`)."""
+"""The in-process replay path gives the gRPC paths' decisions, byte for byte, under every
+dispatcher (deterministic search): the real service on loopback, through a session stream (the
+default, `grpc-stream`) and through the session's unary calls (`--unary-sessions`), against its
+pipeline called in this process (`simulate --in-process`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,26 +33,35 @@ def local() -> LocalService:
     return LocalService()
 
 
-def _both(target: str, local: LocalService, tmp_path: Path, spec: RunSpec) -> tuple[
-        dict, dict]:
-    over_grpc = replay(spec, target, tmp_path / "grpc")
-    in_process = replay(spec, local, tmp_path / "in-process")
-    return over_grpc, in_process
+PATHS = ("grpc-stream", "grpc-session", "in-process")
+
+
+def _all_paths(target: str, local: LocalService, tmp_path: Path, spec: RunSpec) -> dict[
+        str, dict]:
+    """The replay of `spec` on each path (PATHS), by path; asserts their jobs.csv identical."""
+    summaries = {
+        "grpc-stream": replay(spec, target, tmp_path / "grpc-stream"),
+        "grpc-session": replay(dataclasses.replace(spec, unary_sessions=True), target,
+                               tmp_path / "grpc-session"),
+        "in-process": replay(spec, local, tmp_path / "in-process"),
+    }
+    assert {path: summary["path"] for path, summary in summaries.items()} == {
+        path: path for path in PATHS}
+    jobs = {path: (tmp_path / path / "jobs.csv").read_bytes() for path in PATHS}
+    assert jobs["grpc-stream"] == jobs["grpc-session"] == jobs["in-process"]
+    return summaries
 
 
 @pytest.mark.parametrize("dispatcher", sorted(DISPATCHER_NAMES))
-def test_both_paths_give_the_same_jobs_csv(
+def test_every_path_gives_the_same_jobs_csv(
     dispatcher: str, target: str, local: LocalService, tmp_path: Path
 ) -> None:
     spec = RunSpec(bundled_trace(), DispatchSettings(dispatcher=dispatcher,
                                                      predictor="walltime"), limit_jobs=LIMIT)
-    over_grpc, in_process = _both(target, local, tmp_path, spec)
-    assert over_grpc["path"] == "grpc-session" and in_process["path"] == "in-process"
-    assert in_process["jobs"] == over_grpc["jobs"] == LIMIT
-    assert in_process["decisions"] == over_grpc["decisions"]
-    grpc_jobs = (tmp_path / "grpc" / "jobs.csv").read_bytes()
-    assert grpc_jobs.count(b"\n") == LIMIT + 1
-    assert (tmp_path / "in-process" / "jobs.csv").read_bytes() == grpc_jobs
+    summaries = _all_paths(target, local, tmp_path, spec)
+    assert {s["jobs"] for s in summaries.values()} == {LIMIT}
+    assert len({s["decisions"] for s in summaries.values()}) == 1
+    assert (tmp_path / "grpc-stream" / "jobs.csv").read_bytes().count(b"\n") == LIMIT + 1
 
 
 @pytest.mark.parametrize(("dispatcher", "predictor", "system", "unit_mode"), [
@@ -61,16 +72,14 @@ def test_both_paths_give_the_same_jobs_csv(
     ("pcp20", "walltime", "eurora", "core"),  # several resource types, units per core
     ("conservative", "walltime", "eurora", "core"),
 ])
-def test_both_paths_agree_with_learning_predictors_and_resource_types(
+def test_every_path_agrees_with_learning_predictors_and_resource_types(
     dispatcher: str, predictor: str, system: str | None, unit_mode: str,
     target: str, local: LocalService, tmp_path: Path,
 ) -> None:
     spec = RunSpec(bundled_trace(), DispatchSettings(dispatcher=dispatcher, predictor=predictor),
                    system=system, unit_mode=unit_mode,  # type: ignore[arg-type]
                    accelerator_share=0.2 if system else 0.0, limit_jobs=LIMIT)
-    _both(target, local, tmp_path, spec)
-    assert ((tmp_path / "in-process" / "jobs.csv").read_bytes()
-            == (tmp_path / "grpc" / "jobs.csv").read_bytes())
+    _all_paths(target, local, tmp_path, spec)
 
 
 def test_the_cli_runs_in_process_and_refuses_a_target_with_it(tmp_path: Path) -> None:
@@ -85,9 +94,10 @@ def test_the_cli_runs_in_process_and_refuses_a_target_with_it(tmp_path: Path) ->
     assert args.func(args) == 0
     (run,) = out.iterdir()
     assert '"path": "in-process"' in (run / "summary.json").read_text()
-    args = parser.parse_args(["simulate", "--in-process", "--target", "127.0.0.1:1",
-                              "--out", str(tmp_path / "no")])
-    assert args.func(args) == 2
+    for other in (["--target", "127.0.0.1:1"], ["--unary-sessions"], ["--full-snapshots"]):
+        args = parser.parse_args(["simulate", "--in-process", *other,
+                                  "--out", str(tmp_path / "no")])
+        assert args.func(args) == 2
 
 
 def test_a_job_that_starts_and_ends_between_two_calls_leaves_the_queue() -> None:
@@ -115,14 +125,12 @@ def test_an_invalid_opening_snapshot_is_refused_naming_the_field() -> None:
         InProcessService().open(request)
 
 
-def test_both_paths_agree_under_the_promises_profile(
+def test_every_path_agrees_under_the_promises_profile(
     target: str, local: LocalService, tmp_path: Path
 ) -> None:
     # EASY's head discipline (`easy_head`) starts the oldest jobs outside the model: the
     # session's state and the in-process pipeline must see the same starts.
     spec = RunSpec(bundled_trace(), DispatchSettings(dispatcher="pcp20", predictor="walltime",
                                                      profile="promises"), limit_jobs=LIMIT)
-    over_grpc, in_process = _both(target, local, tmp_path, spec)
-    assert over_grpc["profile"] == in_process["profile"] == "promises"
-    assert ((tmp_path / "in-process" / "jobs.csv").read_bytes()
-            == (tmp_path / "grpc" / "jobs.csv").read_bytes())
+    summaries = _all_paths(target, local, tmp_path, spec)
+    assert {s["profile"] for s in summaries.values()} == {"promises"}

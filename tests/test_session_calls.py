@@ -18,9 +18,8 @@ when the behaviour is broken.
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import grpc
 import pytest
@@ -29,9 +28,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
 from hpcdispatch.proto_convert import snapshot_to_pb
-from hpcdispatch.server.config import load_config
-from hpcdispatch.server.dispatchers import DISPATCHERS
-from hpcdispatch.server.rpc.app import RunningServer, start_server
+from hpcdispatch.server.rpc.app import RunningServer
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import homogeneous
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -43,30 +40,6 @@ WAIT = 30.0  # seconds: bounds events of milliseconds; reached only when somethi
 # A deadline the call reaches its (held) decision well within: the intake of a small delta and
 # a free decision slot take milliseconds even on a loaded machine.
 SHORT_DEADLINE = 5.0
-
-
-@pytest.fixture
-def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[Held]:
-    """FCFS decisions held until the test releases them."""
-    stand_in = Held()
-    monkeypatch.setitem(DISPATCHERS, pb.DISPATCHER_FCFS, stand_in)
-    yield stand_in
-    stand_in.release.set()  # never leave a server thread waiting
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[..., RunningServer]]:
-    """Start a server on a free loopback port with some keys overridden; stopped after."""
-    started: list[RunningServer] = []
-
-    def start(**overrides: object) -> RunningServer:
-        config = dataclasses.replace(load_config(env={}), listen="127.0.0.1:0", **overrides)
-        started.append(start_server(config))
-        return started[-1]
-
-    yield start
-    for running in started:
-        running.stop(grace=1.0)
 
 
 def snapshot(seed: int = 1) -> pb.DispatchRequest:

@@ -14,19 +14,21 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.sim_adapter.adapter import DispatchSettings, GrpcBackend, service_target
+from hpcdispatch.sim_adapter.backend import Answer, DispatchBackend, StateChange
 from hpcdispatch.sim_adapter.outputs import RunRecorder
 from hpcdispatch.sim_adapter.replay import RunSpec, bundled_trace, replay
 from hpcdispatch.sim_adapter.simulator import ReplayOptions, Simulator
+from hpcdispatch.sim_adapter.stream_backend import StreamBackend
 from hpcdispatch.sim_adapter.swf import CleaningStats, iter_jobs, read_header
 from hpcdispatch.sim_adapter.workload import rule_for_system, system_from_header
-from hpcdispatch.v1 import dispatcher_pb2 as pb
+from hpcdispatch.snapshot import JobCompletion, Snapshot
 from tests.observability import free_port
 from tests.processes import stop_process
 
@@ -94,25 +96,29 @@ class _ServerProcess:
 TEMPLATE = DispatchSettings(dispatcher="easy", predictor="walltime").template()
 
 
-class _KillingBackend(GrpcBackend):
-    """Kills the server before decision number `at`, and starts it again a moment later."""
+class _KillingBackend:
+    """`inner`, but the server is killed before decision number `at`, and started again a
+    moment later."""
 
-    def __init__(self, client: DispatcherClient, server: _ServerProcess, at: int) -> None:
-        super().__init__(client, TEMPLATE, timeout=60.0)
+    def __init__(self, inner: GrpcBackend, server: _ServerProcess, at: int) -> None:
+        self.inner = inner
         self.server = server
         self.at = at
         self.calls = 0
 
-    def dispatch(self, request: pb.DispatchRequest) -> pb.DispatchResponse:
+    def decide(self, change: StateChange, whole: Callable[[], Snapshot]) -> Answer:
         self.calls += 1
         if self.calls == self.at:
             self.server.kill()
             time.sleep(0.5)  # the call below meets a closed port first, then the new server
             self.server.start()
-        return super().dispatch(request)
+        return self.inner.decide(change, whole)
+
+    def report_completions(self, completions: Sequence[JobCompletion]) -> None:
+        self.inner.report_completions(completions)
 
 
-def _simulate(backend: GrpcBackend, out: Path) -> tuple[int, int]:
+def _simulate(backend: DispatchBackend, out: Path) -> tuple[int, int]:
     trace = bundled_trace()
     header = read_header(trace)
     system = system_from_header(header, "kth")
@@ -126,18 +132,26 @@ def _simulate(backend: GrpcBackend, out: Path) -> tuple[int, int]:
     return result.jobs, result.decisions
 
 
-def test_a_replay_survives_the_server_being_killed_and_restarted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["unary", "stream"])
+def test_a_replay_survives_the_server_being_killed_and_restarted(
+    tmp_path: Path, transport: str,
+) -> None:
     server = _ServerProcess(free_port(), tmp_path)
     server.start()
     try:
         with DispatcherClient(f"127.0.0.1:{server.port}", timeout=60, retries=5,
                               max_backoff=1.0) as client:
-            backend = _KillingBackend(client, server, at=40)
+            inner = (StreamBackend(client, TEMPLATE, timeout=60.0) if transport == "stream"
+                     else GrpcBackend(client, TEMPLATE, timeout=60.0))
+            backend = _KillingBackend(inner, server, at=40)
             jobs, decisions = _simulate(backend, tmp_path / "killed")
-            assert server.starts == 2 and backend.session is not None
-            assert backend.session.resyncs >= 1
-            assert backend.session.reasons.keys() <= {"SERVER_RESTARTED", "UNKNOWN_SESSION"}
-            assert backend.session.deltas > decisions / 2
+            session = inner.session
+            assert server.starts == 2 and session is not None
+            assert session.resyncs >= 1
+            assert session.reasons.keys() <= {"SERVER_RESTARTED", "UNKNOWN_SESSION"}
+            assert session.deltas > decisions / 2
+            if transport == "stream":  # the broken stream was replaced, the calls not unary
+                assert session.stream is not None and session.stream.streams >= 2
             reference = GrpcBackend(client, TEMPLATE, timeout=60.0, full_snapshots=True)
             ref_jobs, ref_decisions = _simulate(reference, tmp_path / "reference")
     finally:

@@ -95,8 +95,8 @@ class RecordingClient:
     ):
         return self.record(self.client.dispatch(request, timeout))
 
-    def session(self, timeout: float | None = None) -> RecordingSession:
-        self.sessions.append(RecordingSession(self.client.session(timeout), self))
+    def session(self, timeout: float | None = None, stream: bool = True) -> RecordingSession:
+        self.sessions.append(RecordingSession(self.client.session(timeout, stream), self))
         return self.sessions[-1]
 
     def report_completions(self, completions: Iterable[pb.JobCompletion], cluster: str = "",

@@ -262,8 +262,10 @@ class CheckingClient:
         _check(request, response, self.answers, self.slurm)
         return response
 
-    def session(self, timeout: float | None = None) -> CheckedSession:
-        return CheckedSession(self.client.session(timeout), self.answers, self.slurm)
+    def session(self, timeout: float | None = None, stream: bool = True) -> CheckedSession:
+        # The bridge asks for unary calls: assert it, so a change of mind is noticed.
+        assert not stream, "the Slurm bridge keeps unary session calls"
+        return CheckedSession(self.client.session(timeout, stream), self.answers, self.slurm)
 
     def report_completions(self, completions: Iterable[pb.JobCompletion], cluster: str = "",
                            timeout: float | None = None) -> int:
@@ -679,6 +681,7 @@ def test_the_flag_and_the_config_key_select_full_snapshots() -> None:
         slurm = SimSlurm()
         by_default = Bridge(default, slurm, client)
         assert isinstance(by_default.session, DispatchSession)
+        assert by_default.session.stream is None  # unary calls: docs/slurm-bridge.md
         assert Bridge(full, slurm, client).session is None
     # The client's session is what the bridge's protocol asks for (checked by mypy).
     typed: Callable[[DispatcherClient], DecisionSession] = DispatcherClient.session

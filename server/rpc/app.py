@@ -119,8 +119,10 @@ def start_server(config: ServerConfig) -> RunningServer:
     load_plugins(predictors, metrics)  # a plugin that cannot be loaded is reported now
     front = DecisionFront(config, predictors, metrics)
     intake = SnapshotIntake(config, predictors.kinds)
-    pb_grpc.add_DispatcherServiceServicer_to_server(DispatcherService(front, intake), server)
-    pb_grpc.add_SessionServiceServicer_to_server(SessionServicer(front, intake), server)
+    dispatcher_service = DispatcherService(front, intake)
+    pb_grpc.add_DispatcherServiceServicer_to_server(dispatcher_service, server)
+    pb_grpc.add_SessionServiceServicer_to_server(
+        SessionServicer(front, intake, drain, dispatcher_service.ReportCompletions), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

@@ -40,6 +40,7 @@ from ..pipeline import (
     decide_on,
 )
 from .admission import DecisionAdmission, Refused
+from .message_context import MessageContext
 from .metrics import ServiceMetrics
 from .tls import caller_identity
 
@@ -125,9 +126,10 @@ class DecisionFront:
         self.metrics = metrics
         self.default_dispatcher = dispatcher_kind(config.default_dispatcher)
         self.default_predictor = predictor_kind(config.default_predictor)
-        # Decisions may hold all worker threads but one, which stays for health checks,
-        # DescribeService and completion reports; of those, `decision_concurrency` compute at
-        # once and the others wait in the admission queue while their deadline allows.
+        # Decisions and session streams (one thread each for their whole life) may hold all
+        # worker threads but one, which stays for health checks, DescribeService and completion
+        # reports; of the decisions, `decision_concurrency` compute at once and the others wait
+        # in the admission queue while their deadline allows.
         self.decision_threads = max(1, config.workers - 1)
         self._decision_threads = threading.BoundedSemaphore(self.decision_threads)
         self.admission = DecisionAdmission(
@@ -141,16 +143,10 @@ class DecisionFront:
     ) -> Iterator[DecisionSlot]:
         """A decision thread and an admission slot for one decision; aborts the call with
         RESOURCE_EXHAUSTED when refused, CANCELLED or DEADLINE_EXCEEDED when the decision is
-        abandoned."""
-        # A liveness probe must not wait behind a queue of decisions: beyond workers - 1
-        # threads, a decision is refused at once (clients retry it with backoff).
-        if not self._decision_threads.acquire(blocking=False):
-            log.warning("decision refused: all decision threads busy",
-                        threads=self.decision_threads)
-            self.metrics.count_refused("threads")
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                          f"{self.decision_threads} decisions in progress or waiting, the "
-                          "server's limit (workers - 1); retry with backoff")
+        abandoned. A stream's message decides on the thread its stream holds."""
+        on_stream = isinstance(context, MessageContext)
+        if not on_stream:
+            self._take_thread(context, "decision")
         try:
             slot = DecisionSlot.of(dispatcher or self.default_dispatcher, context, received,
                                    self.config.max_decision_seconds, caller_identity(context))
@@ -177,7 +173,30 @@ class DecisionFront:
                 self.admission.leave(admitted, measure=finished)
                 self.metrics.decisions_in_progress.dec()
         finally:
+            if not on_stream:
+                self._decision_threads.release()
+
+    @contextmanager
+    def stream_thread(self, context: grpc.ServicerContext) -> Iterator[None]:
+        """Hold a decision thread for a session stream's life (it decides on it, and waits
+        on it for its next message); aborts the stream RESOURCE_EXHAUSTED when none is free."""
+        self._take_thread(context, "stream")
+        try:
+            yield
+        finally:
             self._decision_threads.release()
+
+    def _take_thread(self, context: grpc.ServicerContext, what: str) -> None:
+        """One of the workers - 1 decision threads, or RESOURCE_EXHAUSTED at once: a liveness
+        probe must not wait behind a queue of decisions (clients retry with backoff)."""
+        if not self._decision_threads.acquire(blocking=False):
+            log.warning(f"{what} refused: all decision threads busy",
+                        threads=self.decision_threads)
+            self.metrics.count_refused("threads")
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"{self.decision_threads} decisions in progress or waiting (open "
+                          "session streams included), the server's limit (workers - 1); retry "
+                          "with backoff")
 
     def control(self, options: DecisionOptions, slot: DecisionSlot) -> SearchControl:
         """The search settings, allocator and solver workers asked for, under the slot's

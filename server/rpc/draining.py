@@ -5,6 +5,11 @@ would see UNAVAILABLE rather than NOT_SERVING. Stopping is therefore two steps: 
 (the server keeps answering; health says NOT_SERVING; a new `Dispatch` is answered UNAVAILABLE
 so that the client sends it to another instance; the other calls are still served) until no
 DispatcherService call is in flight or the grace period ends; then `server.stop`.
+
+A session stream is refused while draining when it starts; once open, it is counted in flight
+only while it answers a message (server/rpc/session_stream.py enters and leaves per message), so
+an idle stream does not hold a stop back, and a stream ends UNAVAILABLE before it takes up a
+message while draining. `server.stop` then ends the idle streams that are still open.
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ from .rpc_wrap import Around, AroundInterceptor, split_method
 
 DISPATCHER_SERVICE = pb.DESCRIPTOR.services_by_name["DispatcherService"].full_name
 SESSION_SERVICE = pb.DESCRIPTOR.services_by_name["SessionService"].full_name
-REFUSED_WHILE_DRAINING = frozenset({"Dispatch", "OpenSession", "UpdateSession"})
+REFUSED_WHILE_DRAINING = frozenset({"Dispatch", "OpenSession", "UpdateSession",
+                                    "StreamSession"})
+SHUTTING_DOWN = ("the server is shutting down (health NOT_SERVING): send the request to another "
+                 "instance")
 
 
 class Drain:
@@ -87,9 +95,7 @@ class DrainInterceptor(AroundInterceptor):
             if not counted:
                 return call()
             if not drain.enter(refused):
-                context.abort(grpc.StatusCode.UNAVAILABLE,
-                              "the server is shutting down (health NOT_SERVING): send the "
-                              "request to another instance")
+                context.abort(grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN)
             try:
                 return call()
             finally:

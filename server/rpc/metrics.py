@@ -191,6 +191,15 @@ class ServiceMetrics:
             "Resends of a session's latest delta, not applied again (answer: kept = the "
             "answer given before, decided = a decision on the state it made, its first call "
             "having ended in an error).", ("answer",), registry=r)
+        self.session_streams_open = Gauge(
+            "hpcdispatch_session_streams_open",
+            "Session streams (StreamSession) open now, each holding a decision thread.",
+            registry=r)
+        self.session_stream_messages = Counter(
+            "hpcdispatch_session_stream_messages_total",
+            "Messages answered on session streams, by call (open, update, close, "
+            "report_completions) and the code of the answer (OK, or the message's error; the "
+            "stream went on either way).", ("call", "grpc_code"), registry=r)
         self.session_decision_seconds = Histogram(
             "hpcdispatch_session_decision_seconds",
             "Time from request to answer of a session call that decides (delta, decision).",

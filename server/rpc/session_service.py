@@ -21,11 +21,15 @@ Nothing is left half-done (the contract's "Sessions" section):
 A session belongs to the identity that opened it (the mTLS client certificate's names, "" without
 one; see server/sessions/store.py): another identity's calls naming it are answered as for an
 unknown session. Session ids are secrets: logs and errors name a session by its tag only.
+
+StreamSession answers the same calls on one bidirectional stream, each message by the method
+of its call here (server/rpc/session_stream.py).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import grpc
 import structlog
@@ -44,8 +48,10 @@ from ..sessions.resend import LastDelta, delta_digest
 from ..sessions.state import SessionState
 from ..sessions.store import Session, SessionBusy, SessionGone, SessionStore, session_tag
 from .decision_front import DecisionFront, DecisionSlot, predictor_name
+from .draining import Drain
 from .errors import abort_invalid_argument, abort_with_details
 from .metrics import dispatcher_label, status_label
+from .session_stream import SessionStreams, StreamCalls, Unary
 from .tls import caller_identity
 
 log = structlog.get_logger("hpcdispatch.sessions")
@@ -97,8 +103,11 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
     """The session RPCs, deciding through the decision front Dispatch uses."""
 
     def __init__(
-        self, front: DecisionFront, intake: SnapshotIntake, store: SessionStore | None = None,
+        self, front: DecisionFront, intake: SnapshotIntake, drain: Drain,
+        report_completions: Unary, store: SessionStore | None = None,
     ) -> None:
+        """`report_completions`: DispatcherService.ReportCompletions, which answers a stream's
+        completion reports; `drain`: the server's, which a stream's messages are counted in."""
         self.front = front
         self.intake = intake
         self.config = front.config
@@ -109,6 +118,9 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
             max_per_owner=self.config.max_sessions_per_identity,
         )
         metrics.sessions_open.set_function(lambda: len(self.store))
+        self.streams = SessionStreams(
+            StreamCalls(self.OpenSession, self.UpdateSession, self.CloseSession,
+                        report_completions), front, drain, metrics)
 
     # -- RPCs ----------------------------------------------------------------------------------
 
@@ -175,6 +187,14 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         if self.store.close(request.session_id, caller_identity(context)):
             log.info("session closed", session=session_tag(request.session_id))
         return pb.CloseSessionResponse()
+
+    def StreamSession(
+        self, request_iterator: Iterator[pb.SessionStreamRequest],
+        context: grpc.ServicerContext,
+    ) -> Iterator[pb.SessionStreamResponse]:
+        """The calls above on one stream, each message answered as its unary call
+        (server/rpc/session_stream.py)."""
+        return self.streams.serve(request_iterator, context)
 
     # -- a delta, and its resend ----------------------------------------------------------
 

@@ -21,6 +21,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.rpc import status_pb2 as _status_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -1806,3 +1807,164 @@ class CloseSessionResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CloseSessionResponse: _TypeAlias = CloseSessionResponse  # noqa: Y015
+
+@_typing.final
+class SessionStreamRequest(_message.Message):
+    """-- Session streams -----------------------------------------------------------------------------
+
+    StreamSession carries a caller's session calls on one bidirectional stream, so that a decision
+    costs one message each way instead of a whole unary call (its set-up, headers, status and the
+    server's per-call machinery). Rules:
+      * messages are taken up one at a time, in the order they arrive, and each is answered by
+        exactly one SessionStreamResponse, in the same order: the n-th answer answers the n-th
+        message (`tag` is echoed so that the caller can check it). A caller may send a message
+        before the previous one is answered; it waits in the stream, and its `timeout_ms` starts
+        only when it is taken up;
+      * each message is answered as the unary call of its kind is: the same checks and limits, the
+        same session store and sequence numbers, the same owner rule (the stream's client
+        identity), busy and resend rules, the same decision slots and admission, and the same
+        errors. A unary call's error is the answer's `error` instead: its code, message and details
+        (google.rpc.BadRequest, ErrorInfo) as the unary call would carry them, but for the field
+        paths of a BadRequest, which start with the name of the message's call field
+        (`update.submitted[2].units`, `open.snapshot.nodes[0].capacity`; the message text is the
+        unary call's). An error answered this way ends nothing: the next message is taken up as
+        after a failed unary call;
+      * a stream is not tied to one session: each message names its session as the unary call
+        does. A session outlives the stream that opened or changed it; after a stream ends, the
+        caller goes on on another stream or with the unary calls, and a delta whose answer it did
+        not receive is resent (same request, same sequence number), as after a unary call's error;
+      * each open stream holds one of the server's decision threads (`workers` - 1 of them;
+        docs/configuration.md) for its whole life, whether it is deciding or waiting for the next
+        message, so that the thread kept for health checks is never taken by a stream: a server
+        takes at most `workers` - 1 streams and unary decisions at once.
+    What ends a stream (its gRPC status). A message not answered was not taken up, except the one
+    in progress when the stream is cancelled or its deadline passes: that one may have been
+    applied, so resend it on a new stream.
+      * OK: the caller closed its side of the stream; every message it sent was answered first;
+      * CANCELLED: the caller cancelled the stream (a decision in progress is abandoned, as a
+        unary call's is when its caller leaves);
+      * DEADLINE_EXCEEDED: the stream's own gRPC deadline passed (callers usually set none and
+        give each message its `timeout_ms`);
+      * UNAVAILABLE: the server is shutting down (health NOT_SERVING): the message in progress is
+        answered, and the stream ends before it takes up the next one; send that one on a new
+        stream, to another instance or to this one once it is back (a stream started while the
+        server shuts down ends so at once);
+      * RESOURCE_EXHAUSTED, before any answer: every decision thread is held by decisions and
+        other streams; nothing was taken up: retry later with backoff, or use the unary calls;
+      * INVALID_ARGUMENT: a message whose bytes do not decode as a SessionStreamRequest (nothing
+        after it is taken up);
+      * PERMISSION_DENIED: mTLS with an allowed-identity list, and the client certificate names
+        none of them;
+      * UNIMPLEMENTED: a server without streams (before this method): use the unary calls.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TAG_FIELD_NUMBER: _builtins.int
+    TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    OPEN_FIELD_NUMBER: _builtins.int
+    UPDATE_FIELD_NUMBER: _builtins.int
+    CLOSE_FIELD_NUMBER: _builtins.int
+    REPORT_COMPLETIONS_FIELD_NUMBER: _builtins.int
+    tag: _builtins.int
+    """The caller's number for this message, echoed in its answer; not read otherwise (any value,
+    e.g. 1, 2, 3, ... per stream).
+    """
+    timeout_ms: _builtins.int
+    """This message's deadline, milliseconds, counted from when the server takes it up; 0 = none of
+    its own. Like a unary call's deadline it caps the message's decision (the server keeps back
+    the time to check and answer): past it the decision stops and the message is answered
+    DEADLINE_EXCEEDED, and a delta applied before it passed may be resent. The stream's own
+    deadline, when set, bounds it too, and `max_decision_seconds` bounds a decision either way.
+    """
+    @_builtins.property
+    def open(self) -> Global___OpenSessionRequest:
+        """as SessionService.OpenSession"""
+
+    @_builtins.property
+    def update(self) -> Global___UpdateSessionRequest:
+        """as SessionService.UpdateSession"""
+
+    @_builtins.property
+    def close(self) -> Global___CloseSessionRequest:
+        """as SessionService.CloseSession"""
+
+    @_builtins.property
+    def report_completions(self) -> Global___ReportCompletionsRequest:
+        """as DispatcherService.ReportCompletions"""
+
+    def __init__(
+        self,
+        *,
+        tag: _builtins.int = ...,
+        timeout_ms: _builtins.int = ...,
+        open: Global___OpenSessionRequest | None = ...,
+        update: Global___UpdateSessionRequest | None = ...,
+        close: Global___CloseSessionRequest | None = ...,
+        report_completions: Global___ReportCompletionsRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["call", b"call", "close", b"close", "open", b"open", "report_completions", b"report_completions", "update", b"update"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["call", b"call", "close", b"close", "open", b"open", "report_completions", b"report_completions", "tag", b"tag", "timeout_ms", b"timeout_ms", "update", b"update"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_call: _TypeAlias = _typing.Literal["open", "update", "close", "report_completions"]  # noqa: Y015
+    _WhichOneofArgType_call: _TypeAlias = _typing.Literal["call", b"call"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_call) -> _WhichOneofReturnType_call | None: ...
+
+Global___SessionStreamRequest: _TypeAlias = SessionStreamRequest  # noqa: Y015
+
+@_typing.final
+class SessionStreamResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TAG_FIELD_NUMBER: _builtins.int
+    OPENED_FIELD_NUMBER: _builtins.int
+    UPDATED_FIELD_NUMBER: _builtins.int
+    CLOSED_FIELD_NUMBER: _builtins.int
+    REPORTED_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    tag: _builtins.int
+    """the tag of the message this answers"""
+    @_builtins.property
+    def opened(self) -> Global___OpenSessionResponse:
+        """to `open`"""
+
+    @_builtins.property
+    def updated(self) -> Global___UpdateSessionResponse:
+        """to `update`"""
+
+    @_builtins.property
+    def closed(self) -> Global___CloseSessionResponse:
+        """to `close`"""
+
+    @_builtins.property
+    def reported(self) -> Global___ReportCompletionsResponse:
+        """to `report_completions`"""
+
+    @_builtins.property
+    def error(self) -> _status_pb2.Status:
+        """The error the unary call would have ended with: `code` (a google.rpc.Code, never OK),
+        `message`, and `details` (google.rpc.BadRequest with the message's field paths,
+        google.rpc.ErrorInfo with a reason such as "SEQUENCE_GAP" or "SESSION_BUSY"). The stream
+        goes on with the next message.
+        """
+
+    def __init__(
+        self,
+        *,
+        tag: _builtins.int = ...,
+        opened: Global___OpenSessionResponse | None = ...,
+        updated: Global___UpdateSessionResponse | None = ...,
+        closed: Global___CloseSessionResponse | None = ...,
+        reported: Global___ReportCompletionsResponse | None = ...,
+        error: _status_pb2.Status | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "closed", b"closed", "error", b"error", "opened", b"opened", "reported", b"reported", "updated", b"updated"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "closed", b"closed", "error", b"error", "opened", b"opened", "reported", b"reported", "tag", b"tag", "updated", b"updated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_answer: _TypeAlias = _typing.Literal["opened", "updated", "closed", "reported", "error"]  # noqa: Y015
+    _WhichOneofArgType_answer: _TypeAlias = _typing.Literal["answer", b"answer"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_answer) -> _WhichOneofReturnType_answer | None: ...
+
+Global___SessionStreamResponse: _TypeAlias = SessionStreamResponse  # noqa: Y015

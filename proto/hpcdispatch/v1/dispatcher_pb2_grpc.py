@@ -269,6 +269,11 @@ class SessionServiceStub(object):
                 request_serializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.CloseSessionRequest.SerializeToString,
                 response_deserializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.CloseSessionResponse.FromString,
                 _registered_method=True)
+        self.StreamSession = channel.stream_stream(
+                '/hpcdispatch.v1.SessionService/StreamSession',
+                request_serializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.SessionStreamRequest.SerializeToString,
+                response_deserializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.SessionStreamResponse.FromString,
+                _registered_method=True)
 
 
 class SessionServiceServicer(object):
@@ -350,6 +355,15 @@ class SessionServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StreamSession(self, request_iterator, context):
+        """The calls above, and DispatcherService.ReportCompletions, on one bidirectional stream:
+        each message is answered by one message, in order, as its unary call would answer it (see
+        "Session streams" below for the rules, the errors and what ends the stream).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -367,6 +381,11 @@ def add_SessionServiceServicer_to_server(servicer, server):
                     servicer.CloseSession,
                     request_deserializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.CloseSessionRequest.FromString,
                     response_serializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.CloseSessionResponse.SerializeToString,
+            ),
+            'StreamSession': grpc.stream_stream_rpc_method_handler(
+                    servicer.StreamSession,
+                    request_deserializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.SessionStreamRequest.FromString,
+                    response_serializer=hpcdispatch_dot_v1_dot_dispatcher__pb2.SessionStreamResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -498,6 +517,33 @@ class SessionService(object):
             '/hpcdispatch.v1.SessionService/CloseSession',
             hpcdispatch_dot_v1_dot_dispatcher__pb2.CloseSessionRequest.SerializeToString,
             hpcdispatch_dot_v1_dot_dispatcher__pb2.CloseSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamSession(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/hpcdispatch.v1.SessionService/StreamSession',
+            hpcdispatch_dot_v1_dot_dispatcher__pb2.SessionStreamRequest.SerializeToString,
+            hpcdispatch_dot_v1_dot_dispatcher__pb2.SessionStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -194,6 +194,11 @@ class SessionServiceStub:
     """
     CloseSession: _grpc.UnaryUnaryMultiCallable[_dispatcher_pb2.CloseSessionRequest, _dispatcher_pb2.CloseSessionResponse]
     """Forget a session. Closing an unknown session succeeds (it may have expired already)."""
+    StreamSession: _grpc.StreamStreamMultiCallable[_dispatcher_pb2.SessionStreamRequest, _dispatcher_pb2.SessionStreamResponse]
+    """The calls above, and DispatcherService.ReportCompletions, on one bidirectional stream:
+    each message is answered by one message, in order, as its unary call would answer it (see
+    "Session streams" below for the rules, the errors and what ends the stream).
+    """
 
 @_typing.type_check_only
 class SessionServiceAsyncStub(SessionServiceStub):
@@ -263,6 +268,11 @@ class SessionServiceAsyncStub(SessionServiceStub):
     """
     CloseSession: _aio.UnaryUnaryMultiCallable[_dispatcher_pb2.CloseSessionRequest, _dispatcher_pb2.CloseSessionResponse]  # type: ignore[assignment]
     """Forget a session. Closing an unknown session succeeds (it may have expired already)."""
+    StreamSession: _aio.StreamStreamMultiCallable[_dispatcher_pb2.SessionStreamRequest, _dispatcher_pb2.SessionStreamResponse]  # type: ignore[assignment]
+    """The calls above, and DispatcherService.ReportCompletions, on one bidirectional stream:
+    each message is answered by one message, in order, as its unary call would answer it (see
+    "Session streams" below for the rules, the errors and what ends the stream).
+    """
 
 class SessionServiceServicer(metaclass=_abc_1.ABCMeta):
     """-- Sessions ------------------------------------------------------------------------------------
@@ -347,5 +357,16 @@ class SessionServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_dispatcher_pb2.CloseSessionResponse, _abc.Awaitable[_dispatcher_pb2.CloseSessionResponse]]:
         """Forget a session. Closing an unknown session succeeds (it may have expired already)."""
+
+    @_abc_1.abstractmethod
+    def StreamSession(
+        self,
+        request_iterator: _MaybeAsyncIterator[_dispatcher_pb2.SessionStreamRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_dispatcher_pb2.SessionStreamResponse], _abc.AsyncIterator[_dispatcher_pb2.SessionStreamResponse]]:
+        """The calls above, and DispatcherService.ReportCompletions, on one bidirectional stream:
+        each message is answered by one message, in order, as its unary call would answer it (see
+        "Session streams" below for the rules, the errors and what ends the stream).
+        """
 
 def add_SessionServiceServicer_to_server(servicer: SessionServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
