@@ -38,6 +38,7 @@ from ..planning.promises import (
     PromiseBook,
     PromisePlan,
     fits_guarded,
+    guard_of,
     keep_promises,
     place_guarded,
 )
@@ -113,7 +114,7 @@ def _start_the_others(
     outcome: Outcome,
 ) -> None:
     """Steps 3: the jobs without a promise that fit now around every promise, by the model."""
-    profile, guard = plan.profile, Guard(plan)
+    profile, guard = plan.profile, guard_of(plan)
     waiting = [j for j in problem.jobs_by_slowdown()
                if j.index not in plan.starts and j.index not in never]
     candidates: list[Job] = []
@@ -147,7 +148,7 @@ def _start_the_others(
 def _place_now(profile: NodeProfile, jobs: list[Job], guard: Guard | None,
                first_fit: bool) -> dict[int, list[int]]:
     """Each of `jobs` started now, in the order given, where it still fits for all of d_i
-    (off older promises' nodes where it must: `Guard`); the others are left out."""
+    (off the oldest promise's nodes where it must: `Guard`); the others are left out."""
     placed: dict[int, list[int]] = {}
     for job in jobs:
         if fits_guarded(profile, job, 0, guard):

@@ -56,56 +56,49 @@ class PromisePlan:
         return {i: nodes for i, (s, nodes) in self.starts.items() if s == 0}
 
 
+@dataclass(frozen=True, slots=True)
 class Guard:
-    """The older jobs' promises, held against predictions that fail: a job placed before one
-    of them (now, or by a promise) may not sit on its nodes past its start if it ran to its
-    requested time, the limit at which the workload manager kills it. Predicted durations
-    pack everything else; a younger job that outlives its prediction then cannot push an older
-    promise back (under last-two, such backfills kept a 94-node KTH-SP2 job waiting 229 h
-    against EASY's longest, 98 h). Reads the plan's promises as they are when asked."""
+    """The oldest promise (EASY's head), held against predictions that fail: a job placed
+    before it (now, or by a promise) may not be on its nodes past its start if it ran to its
+    requested time, the limit at which the workload manager kills it. Predicted durations pack
+    the rest; a younger job that outlives its prediction then cannot push the oldest promise
+    back (under last-two, such backfills kept a 94-node KTH-SP2 job waiting 229 h against
+    EASY's longest, 98 h)."""
 
-    def __init__(self, plan: PromisePlan) -> None:
-        self.plan = plan
-        self.jobs = plan.profile.problem.jobs
-        self.size = len(plan.profile.problem.node_ids)
+    job: int  # the head's index
+    start: int
+    nodes: npt.NDArray[np.bool_]  # the head's nodes
 
-    def _older_ahead(self, job: Job, start: int) -> list[tuple[int, list[int]]]:
-        """(start, nodes) of the promises of jobs older than job i that start within its
-        limit from `start`."""
-        end, jobs, rank = start + job.at_most, self.jobs, (job.submit, job.index)
-        return [(s, nodes) for i, (s, nodes) in self.plan.starts.items()
-                if start < s < end and (jobs[i].submit, i) < rank]
+    def needs_care(self, job: Job, start: int) -> bool:
+        return job.index != self.job and start < self.start < start + job.at_most
 
-    def avoid(self, job: Job, start: int) -> npt.NDArray[np.bool_] | None:
-        """The nodes job i must keep off if it starts at `start`, or None (none)."""
-        ahead = self._older_ahead(job, start)
-        if not ahead:
-            return None
-        mask = np.zeros(self.size, dtype=bool)
-        for _, nodes in ahead:
-            mask[nodes] = True
-        return mask
 
-    def clear_from(self, job: Job, start: int) -> int:
-        """A start from which fewer older promises are in job i's way: after the latest of
-        those in the way at `start`."""
-        return max(s for s, _ in self._older_ahead(job, start))
+def guard_of(plan: PromisePlan) -> Guard | None:
+    """The oldest job's promise still ahead, if any holds one."""
+    jobs = plan.profile.problem.jobs
+    ahead = [i for i, (s, _) in plan.starts.items() if s > 0]
+    if not ahead:
+        return None
+    head = min(ahead, key=lambda i: (jobs[i].submit, i))
+    start, nodes = plan.starts[head]
+    mask = np.zeros(len(plan.profile.problem.node_ids), dtype=bool)
+    mask[nodes] = True
+    return Guard(head, start, mask)
 
 
 def _free_for(profile: NodeProfile, job: Job, start: int,
               guard: Guard | None) -> npt.NDArray[np.int64] | None:
-    """What job i may use over [start, start + d_i): None where no older promise is in the
-    way, else the free amounts without the nodes it must keep off."""
-    avoid = None if guard is None else guard.avoid(job, start)
-    if avoid is None:
+    """What job i may use over [start, start + d_i): None where no guard is in the way, else
+    the free amounts without the guard's nodes."""
+    if guard is None or not guard.needs_care(job, start):
         return None
     free = profile.free_during(start, start + job.duration).copy()
-    free[avoid] = 0
+    free[guard.nodes] = 0
     return free
 
 
 def fits_guarded(profile: NodeProfile, job: Job, start: int, guard: Guard | None) -> bool:
-    """Whether job i fits at `start` for all of d_i, off the nodes it must keep off."""
+    """Whether job i fits at `start` for all of d_i, and off the guard's nodes where it must."""
     free = _free_for(profile, job, start, guard)
     if free is None:
         return profile.fits_at(job, start)
@@ -114,13 +107,12 @@ def fits_guarded(profile: NodeProfile, job: Job, start: int, guard: Guard | None
 
 def earliest_guarded(profile: NodeProfile, job: Job, guard: Guard | None,
                      should_stop: StopCheck = never) -> int:
-    """The earliest start at which job i fits, off the nodes it must keep off: from its
-    earliest start, each time it does not fit, from after the latest older promise that was
-    in its way (each step passes one at least)."""
+    """The earliest start at which job i fits, or where that would need the guard's nodes,
+    the earliest from the guard's start on (from where its nodes are free to use)."""
     start = profile.earliest(job, should_stop)
-    while guard is not None and not fits_guarded(profile, job, start, guard):
-        start = profile.earliest(job, should_stop, not_before=guard.clear_from(job, start))
-    return start
+    if guard is None or fits_guarded(profile, job, start, guard):
+        return start
+    return profile.earliest(job, should_stop, not_before=guard.start)
 
 
 def place_guarded(profile: NodeProfile, job: Job, start: int, guard: Guard | None,
@@ -184,7 +176,7 @@ def keep_promises(
         if compress:
             _compress(plan, first_fit, should_stop)
         head = False  # the oldest job that does not start now holds a promise
-        guard = Guard(plan)
+        guard = guard_of(plan)
         for job in waiting:
             kept = plan.starts.get(job.index)
             if kept is not None:
@@ -196,6 +188,8 @@ def keep_promises(
             start = earliest_guarded(plan.profile, job, guard, should_stop)
             nodes = place_guarded(plan.profile, job, start, guard, first_fit)
             plan.starts[job.index] = (start, nodes)
+            if guard is None and start > 0:
+                guard = guard_of(plan)
             head = head or start > 0
     except Stopped:
         pass  # the promises placed so far stand; the rest wait for the next decision
@@ -259,7 +253,7 @@ def _compress(plan: PromisePlan, first_fit: bool, should_stop: StopCheck) -> Non
     job that ended early freed first: the reorder step of promise, pack, reorder."""
     profile, jobs = plan.profile, plan.profile.problem.jobs
     t = profile.problem.t
-    guard = Guard(plan)
+    guard = guard_of(plan)
     for i in sorted(plan.starts, key=lambda i: slowdown_rank(jobs[i], t)):
         start, nodes = plan.starts[i]
         job = jobs[i]
@@ -274,6 +268,8 @@ def _compress(plan: PromisePlan, first_fit: bool, should_stop: StopCheck) -> Non
             raise
         if earlier < start:
             plan.starts[i] = (earlier, place_guarded(profile, job, earlier, guard, first_fit))
+            if guard is not None and i == guard.job:
+                guard = guard_of(plan)  # the head moved earlier: so does its guard
         else:  # no gain (never later: its own room is free): it keeps its nodes
             profile.take(job, start, nodes)
 
