@@ -87,9 +87,10 @@ def echo_sync_rows(calls: int) -> dict[str, tuple[float, float]]:
     server.start()
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            unary = channel.unary_unary(f"/{ECHO}/Unary")
+            unary = channel.unary_unary(f"/{ECHO}/Unary", None, None)
             outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-            answers = channel.stream_stream(f"/{ECHO}/Stream")(iter(outbox.get, None))
+            answers = iter(channel.stream_stream(f"/{ECHO}/Stream", None, None)(
+                iter(outbox.get, None)))
 
             def exchange() -> bytes:
                 outbox.put(PAYLOAD)
@@ -118,7 +119,7 @@ def echo_aio_row(calls: int) -> dict[str, tuple[float, float]]:
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            call = channel.stream_stream(f"/{ECHO}/Stream")()
+            call = channel.stream_stream(f"/{ECHO}/Stream", None, None)(None)
             await call.write(PAYLOAD)
             await call.read()
             cpu, switches = usage()
@@ -142,8 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.rounds):
         for rows in (service_rows(args.calls), echo_sync_rows(args.calls),
                      echo_aio_row(args.calls)):
-            for name, figures in rows.items():
-                runs.setdefault(name, []).append(figures)
+            for name, sample in rows.items():
+                runs.setdefault(name, []).append(sample)
     print(f"{args.calls} round trips per row, median of {args.rounds} rounds")
     print(f"{'transport':<30}  {'CPU µs / round trip':>20}  {'context switches':>16}")
     for name, figures in runs.items():
