@@ -57,6 +57,13 @@ def _changes(old: Sequence[_Job], new: Sequence[_Job]) -> tuple[list[str], list[
 OPTION_FIELDS = ("dispatcher", "predictor", "allocator", "dispatcher_name", "predictor_name")
 
 
+def copy_options(delta: pb.UpdateSessionRequest, request: pb.DispatchRequest) -> None:
+    """Set `delta`'s decision options (OPTION_FIELDS, the search message) to `request`'s."""
+    for name in OPTION_FIELDS:
+        setattr(delta, name, getattr(request, name))
+    delta.search.CopyFrom(request.search)
+
+
 def delta_between(old: pb.DispatchRequest, new: pb.DispatchRequest) -> (
     pb.UpdateSessionRequest | None
 ):
@@ -65,9 +72,7 @@ def delta_between(old: pb.DispatchRequest, new: pb.DispatchRequest) -> (
     if new.cluster != old.cluster or new.time < old.time or len(new.nodes) < len(old.nodes):
         return None
     delta = pb.UpdateSessionRequest(time=new.time)
-    for name in OPTION_FIELDS:
-        setattr(delta, name, getattr(new, name))
-    delta.search.CopyFrom(new.search)
+    copy_options(delta, new)
     for i, node in enumerate(new.nodes):
         previous = old.nodes[i] if i < len(old.nodes) else None
         if previous is not None and previous.id != node.id:

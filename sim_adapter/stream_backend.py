@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from hpcdispatch.client import DispatcherClient
+from hpcdispatch.client.session import copy_options
 from hpcdispatch.proto_convert import add_queued_jobs, add_running_jobs, completion_to_pb
 from hpcdispatch.snapshot import JobCompletion, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -25,13 +26,9 @@ from .backend import Answer, StateChange
 def delta_of(change: StateChange, template: pb.DispatchRequest) -> pb.UpdateSessionRequest:
     """The session delta of `change` with the template's decision options (no session id or
     sequence number: the client's session sets them)."""
-    delta = pb.UpdateSessionRequest(
-        time=change.time, dispatcher=template.dispatcher, predictor=template.predictor,
-        allocator=template.allocator, ended_job_ids=change.ended,
-        cancelled_job_ids=change.cancelled,
-    )
-    if template.HasField("search"):
-        delta.search.CopyFrom(template.search)
+    delta = pb.UpdateSessionRequest(time=change.time, ended_job_ids=change.ended,
+                                    cancelled_job_ids=change.cancelled)
+    copy_options(delta, template)  # a plugin's dispatcher and predictor go by name
     add_queued_jobs(delta.submitted, change.submitted)
     add_running_jobs(delta.started, change.started)
     return delta
