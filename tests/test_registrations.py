@@ -24,6 +24,8 @@ from hpcdispatch.registrations import (
     PREDICTOR_GROUP,
     read_group,
 )
+from hpcdispatch.sim_adapter.backend import StateChange
+from hpcdispatch.sim_adapter.stream_backend import delta_of
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,3 +122,16 @@ def test_a_session_delta_repeats_every_decision_option_of_the_request() -> None:
     assert delta is not None
     assert (delta.dispatcher_name, delta.predictor_name, delta.allocator) == (
         "sjf-backfill", "longest", pb.ALLOCATOR_FIRST_FIT)
+
+
+def test_a_stream_replays_delta_repeats_every_decision_option_of_the_template() -> None:
+    """The stream path's deltas (built from the simulator's changes, not by diffing requests)
+    carry the same options: a plugin's dispatcher and predictor go by name."""
+    template = pb.DispatchRequest(dispatcher_name="sjf-backfill", predictor_name="longest",
+                                  allocator=pb.ALLOCATOR_FIRST_FIT)
+    template.search.deterministic = True
+    delta = delta_of(StateChange(time=5, ended=("a",), cancelled=(), submitted=(), started=()),
+                     template)
+    assert {name: getattr(delta, name) for name in OPTION_FIELDS} == {
+        name: getattr(template, name) for name in OPTION_FIELDS}
+    assert delta.search == template.search and list(delta.ended_job_ids) == ["a"]
