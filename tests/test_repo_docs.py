@@ -199,9 +199,10 @@ def slug(heading: str) -> str:
 
 
 def anchors(page: Path) -> set[str]:
-    found, seen = set(), {}
-    for block_free in _outside_fences(page):
-        if m := re.match(r"^#{1,6} (.+?)\s*#*$", block_free):
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    for line in _outside_fences(page):
+        if m := re.match(r"^#{1,6} (.+?)\s*#*$", line):
             base = slug(m.group(1))
             n = seen.get(base, 0)
             seen[base] = n + 1
