@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grpc", action="store_true",
                    help="each cell drives an embedded gRPC service on loopback instead of "
                    "calling the pipeline in-process (the same decisions, several times the "
-                   "CPU: BENCHMARKS.md, replay throughput)")
+                   "CPU: docs/benchmarks/replay-speed.md §5.1)")
     p.add_argument("--out", type=Path, help="results directory (default: runs/campaign-DATE)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--resume", action="store_true", help="keep the cells that --out's "

@@ -1,7 +1,8 @@
-"""In-process profile of session decisions at scale (what BENCHMARKS.md §4.2 measures, minus
-gRPC): the session state of a synthetic instance, then `--repeats` times one delta (a running
-job ends, a job is submitted) and a decision (the session's snapshot and occupancy, then
-`run_decision`); the median and fastest wall times, and the last decision under cProfile.
+"""In-process profile of session decisions at scale (what
+docs/benchmarks/decision-cost-at-scale.md §4.2 measures, minus gRPC): the session state of a
+synthetic instance, then `--repeats` times one delta (a running job ends, a job is submitted)
+and a decision (the session's snapshot and occupancy, then `run_decision`); the median and
+fastest wall times, and the last decision under cProfile.
 
     python -m benchmarks.scale_profile [--nodes 100000] [--queued 1000] [--dispatchers easy,pcp20]
         [--repeats 5] [--top 25] [--no-profile]

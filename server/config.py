@@ -43,7 +43,8 @@ class ServerConfig:
     max_decision_seconds: float = 60.0  # cap when the caller sets no deadline
     default_dispatcher: str = "pcp20"  # fcfs | easy | hcp19 | pcp19 | pcp20
     # walltime | last-two | data-driven | oracle. data-driven: best for pcp20 in every benchmark
-    # (BENCHMARKS.md §2); with no completions reported it predicts the requested time.
+    # (docs/benchmarks/models-vs-papers.md §2); with no completions reported it predicts the
+    # requested time.
     default_predictor: str = "data-driven"
     default_profile: str = "qos"  # qos | papers | fast (server/dispatchers/profiles.py)
     solver_workers: int = 1  # CP-SAT search workers per decision

@@ -1,4 +1,5 @@
-"""The resource mapping between a Slurm job and hpcdispatch units (documented in README.md).
+"""The resource mapping between a Slurm job and hpcdispatch units (documented in
+docs/slurm-bridge.md, *Resource mapping*).
 
 Rule:
 * A job without --ntasks-per-node is `tasks` units of `cpus_per_task` cores each ("core" is a

@@ -59,7 +59,8 @@ def test_every_dispatcher_answers_with_a_checked_decision(
 
 
 def test_defaults_are_the_benchmarked_ones(client: DispatcherClient) -> None:
-    """pcp20, qos and data-driven: the defaults BENCHMARKS.md §2.6 and issue #13 argue for."""
+    """pcp20, qos and data-driven: the defaults docs/benchmarks/models-vs-papers.md §2.6 and issue
+    #13 argue for."""
     described = client.describe()
     assert described.default_dispatcher == pb.DISPATCHER_PCP20
     assert described.default_predictor == pb.PREDICTOR_DATA_DRIVEN

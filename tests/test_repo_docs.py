@@ -37,15 +37,16 @@ def test_no_file_cites_the_shared_design_notes_as_if_they_were_in_the_repo() -> 
     assert cited == [], "say what the reference means in place:\n" + "\n".join(cited)
 
 
-def readme_python_block(after: str) -> str:
-    """The first ```python block of README.md after the line containing `after`."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def python_block(page: str, after: str) -> str:
+    """The first ```python block of `page` after the line containing `after`."""
+    text = (ROOT / page).read_text(encoding="utf-8")
     start = text.index("```python\n", text.index(after)) + len("```python\n")
     return text[start : text.index("```", start)]
 
 
-def test_the_readme_session_plugin_example_runs_as_shown() -> None:
-    code = readme_python_block("A workload-manager plugin keeps one session")
+def test_the_session_plugin_example_runs_as_shown() -> None:
+    """docs/service.md, *Sessions* (moved there from the README)."""
+    code = python_block("docs/service.md", "A workload-manager plugin keeps one session")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -55,11 +56,13 @@ def test_the_readme_session_plugin_example_runs_as_shown() -> None:
     assert lines[2] == "decided on deltas: 1 full re-sends: 0"
 
 
-# Every fenced block of README.md and docs/*.md names its language; a shell block is run by
-# test_the_runnable_command_blocks_run_verbatim_in_a_fresh_copy when the line before its fence
-# is RUN, and otherwise says why it cannot run here with NOT_RUN (Docker, a Slurm cluster, a
-# server that runs until stopped, a replay of hours).
-DOCS = ("README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")))
+# Every fenced block of the front pages and docs/**/*.md names its language; a shell block is
+# run by test_the_runnable_command_blocks_run_verbatim_in_a_fresh_copy when the line before its
+# fence is RUN, and otherwise says why it cannot run here with NOT_RUN (Docker, a Slurm cluster,
+# a server that runs until stopped, a replay of hours).
+FRONT_PAGES = ("README.md", "BENCHMARKS.md", "CONTRIBUTING.md")
+DOCS = (*FRONT_PAGES,
+        *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md")))
 SHELL = {"bash", "sh", "shell", "console"}
 RUN = "<!-- run in tests -->"
 NOT_RUN = re.compile(r"<!-- not run in tests: \S.* -->")
@@ -148,3 +151,90 @@ def test_the_runnable_command_blocks_run_verbatim_in_a_fresh_copy(block: Block,
     done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.text], cwd=fresh_copy,
                           env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, f"{block.where}\n{block.text}\n{done.stdout}\n{done.stderr}"
+
+
+# -- front pages that are maps (issue #35, item 5) ------------------------------------------------
+
+# The front pages stay short: their long text lives in docs/ and docs/benchmarks/.
+MOST_LINES = {"README.md": 250, "BENCHMARKS.md": 300}
+
+
+@pytest.mark.parametrize(("page", "most"), sorted(MOST_LINES.items()))
+def test_the_front_pages_are_maps_of_at_most_so_many_lines(page: str, most: int) -> None:
+    lines = len((ROOT / page).read_text(encoding="utf-8").splitlines())
+    assert lines <= most, f"{page} has {lines} lines: move its long text to a page of docs/"
+
+
+def test_the_readme_still_starts_with_the_two_commands() -> None:
+    """The first block of the README is the main job and the test suite."""
+    first = next(b for b in fenced_blocks("README.md") if b.language in SHELL)
+    assert [line.split()[0] for line in first.text.splitlines()] == [
+        "./scripts/main.sh", "./scripts/test.sh"]
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert text.index("./scripts/main.sh") < text.index("\n## ")
+
+
+def test_every_benchmarks_section_has_its_page_and_the_map_links_it() -> None:
+    """Each top-level section (1-8, Appendices A and B) is a page of docs/benchmarks/ whose
+    heading carries its number, and BENCHMARKS.md links every page."""
+    front = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+    pages = sorted((ROOT / "docs" / "benchmarks").glob("*.md"))
+    numbers = set()
+    for page in pages:
+        heading = page.read_text(encoding="utf-8").splitlines()[0]
+        number = re.match(r"^# (\d+\.|Appendix [A-Z]\.) \S", heading)
+        assert number, f"{page.name}: {heading}"
+        numbers.add(number.group(1))
+        assert f"](docs/benchmarks/{page.name})" in front, page.name
+    assert numbers == {*(f"{n}." for n in range(1, 9)), "Appendix A.", "Appendix B."}
+
+
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to dashes."""
+    text = re.sub(r"[`*_]|<[^>]+>", "", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    for line in _outside_fences(page):
+        if m := re.match(r"^#{1,6} (.+?)\s*#*$", line):
+            base = slug(m.group(1))
+            n = seen.get(base, 0)
+            seen[base] = n + 1
+            found.add(base if n == 0 else f"{base}-{n}")
+    return found
+
+
+def _outside_fences(page: Path) -> list[str]:
+    lines, fence = [], False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if FENCE.match(line) or (fence and line.strip() == "```"):
+            fence = not fence
+        elif not fence:
+            lines.append(line)
+    return lines
+
+
+def test_every_relative_link_of_the_docs_resolves() -> None:
+    """Every link of README.md, BENCHMARKS.md, CONTRIBUTING.md and docs/**/*.md that is not a
+    URL names a file or folder of the repository, and its #anchor a heading of that page."""
+    checked, broken = 0, []
+    for name in DOCS:
+        page = ROOT / name
+        for target in LINK.findall("\n".join(_outside_fences(page))):
+            if re.match(r"[a-z][a-z+.-]*:", target):  # https:, mailto:, ...
+                continue
+            checked += 1
+            path, _, anchor = target.partition("#")
+            resolved = (page.parent / path).resolve() if path else page
+            if not resolved.exists() or ROOT not in (resolved, *resolved.parents):
+                broken.append(f"{name}: {target}")
+            elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
+                broken.append(f"{name}: {target} (no such heading)")
+    assert checked > 80  # the pattern finds them (98 when written)
+    assert broken == []

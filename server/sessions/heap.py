@@ -4,11 +4,11 @@ Python's cyclic garbage collector now and then examines every object it tracks (
 collection). A service holding a session of 100,000 nodes and 70,000 running jobs tracks
 millions of objects, so such a collection costs 0.2-0.7 s, and it falls on whichever decision
 allocates at that moment: one call in a hundred or two takes several times the p99
-(BENCHMARKS.md §4.2). Those objects live as long as the service or the session: the modules,
-the configuration, the node tables, the session's state. `gc.freeze()` moves every object
-tracked so far into a permanent generation that collections skip; objects still reclaim
-their memory by reference counting when released (a closed session's state), only cyclic
-garbage among frozen objects is never collected.
+(docs/benchmarks/decision-cost-at-scale.md §4.2). Those objects live as long as the service or
+the session: the modules, the configuration, the node tables, the session's state.
+`gc.freeze()` moves every object tracked so far into a permanent generation that collections
+skip; objects still reclaim their memory by reference counting when released (a closed
+session's state), only cyclic garbage among frozen objects is never collected.
 
 The service freezes its heap once it has started (after a full collection) and again after
 each session opens (without one: at 100,000 nodes a collection would cost the opening call
