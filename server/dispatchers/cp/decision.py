@@ -2,7 +2,9 @@
 
 Each step reads what earlier steps left here and adds its own part: the window, the guarded
 job, the head's reservation, the heuristic plan, the model, the restart policy's result, the
-chosen plan and its placements; the `Outcome` is filled in as they go.
+chosen plan and its placements; the `Outcome` is filled in as they go. The dispatcher they
+serve is seen through `DecidingDispatcher`, what the steps ask of it (`cp_dispatch.CpDispatcher`
+is one), so that this module does not import `cp_dispatch`, which imports it.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
@@ -20,11 +22,47 @@ from ..planning.plan import Plan
 from ..planning.problem import Job, Problem
 from ..planning.reservation import Reservation
 from ..planning.starvation_guard import Guarded
+from ..planning.stopping import StopCheck
 from .formulation import Formulation
 from .restart_policy import PolicyResult
 
-if TYPE_CHECKING:
-    from .cp_dispatch import CpDispatcher
+
+class DecidingDispatcher(Protocol):
+    """The dispatcher as a decision's steps see it: what its model can do, and how it builds
+    the model and the head's reservation (`cp_dispatch.CpDispatcher`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def exact_allocation_now(self) -> bool: ...
+
+    @property
+    def heuristic_in_model(self) -> bool: ...
+
+    @property
+    def protects_head(self) -> bool: ...
+
+    @property
+    def max_model_units(self) -> int | None: ...
+
+    def formulate(
+        self,
+        problem: Problem,
+        jobs: list[Job],
+        should_stop: StopCheck,
+        heuristic: Plan,
+        reservation: Reservation | None,
+    ) -> Formulation: ...
+
+    def head_reservation(
+        self,
+        problem: Problem,
+        selection: Selection,
+        settings: SearchSettings,
+        should_stop: StopCheck,
+        guarded: Guarded | None,
+    ) -> Reservation | None: ...
 
 
 class Next(Enum):
@@ -42,7 +80,7 @@ class Abandoned(Exception):
 class Decision:
     """One decision at t of `dispatcher` on `problem`, as its steps have taken it so far."""
 
-    dispatcher: CpDispatcher
+    dispatcher: DecidingDispatcher
     problem: Problem
     control: SearchControl
     outcome: Outcome = field(
