@@ -1,9 +1,9 @@
 """Runs side by side: a comparison table and PNG plots.
 
 A run directory holds `summary.json` (per-run figures), `jobs.csv` and `decisions.csv` (see
-`outputs`). `find_runs` reads them (the tables in `report_tables`, the plots in
-`report_plots`); the tail figures (p50 / p95 / p99 of wait and bounded slowdown) of a run
-written before summary.json carried them are computed from its jobs.csv.
+`outputs`). `find_runs` reads them as `report_run.Run`s (the tables in `report_tables`, the
+plots in `report_plots`); the tail figures (p50 / p95 / p99 of wait and bounded slowdown) of a
+run written before summary.json carried them are computed from its jobs.csv.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import csv
 import json
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .outputs import TAIL_QUANTILES, quantile
 from .report_plots import write_plots
-from .report_tables import comparison_table, fixed_width, run_name
+from .report_run import Run
+from .report_tables import comparison_table, fixed_width
 from .report_workload import (
     mixed_workloads_text,
     tag_workloads,
@@ -29,49 +29,6 @@ from .report_workload import (
 __all__ = ["Run", "comparison_table", "find_runs", "fixed_width", "one_workload", "write_plots"]
 
 SUMMARY = "summary.json"
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    path: Path
-    summary: dict[str, Any]
-
-    @property
-    def label(self) -> str:
-        return str(self.summary.get("label", self.path.name))
-
-    @property
-    def name(self) -> str:
-        """The label, after the sequence id for a run of `--sequences`."""
-        return run_name({"label": self.label, **self.summary})
-
-    def decisions(self) -> tuple[list[float], list[int], list[float]]:
-        """(times, queue lengths, decision seconds) from decisions.csv; empty without it."""
-        times: list[float] = []
-        queue: list[int] = []
-        seconds: list[float] = []
-        path = self.path / "decisions.csv"
-        if not path.exists():
-            return times, queue, seconds
-        with path.open(newline="", encoding="utf-8") as handle:
-            for row in csv.DictReader(handle):
-                times.append(float(row["time"]))
-                queue.append(int(row["queue_length"]))
-                seconds.append(float(row["decision_seconds"]))
-        return times, queue, seconds
-
-    def jobs(self) -> tuple[list[float], list[float]]:
-        """(waits in seconds, bounded slowdowns) from jobs.csv; empty without it."""
-        waits: list[float] = []
-        slowdowns: list[float] = []
-        path = self.path / "jobs.csv"
-        if not path.exists():
-            return waits, slowdowns
-        with path.open(newline="", encoding="utf-8") as handle:
-            for row in csv.DictReader(handle):
-                waits.append(float(row["wait"]))
-                slowdowns.append(float(row["bounded_slowdown"]))
-        return waits, slowdowns
 
 
 def find_runs(paths: Iterable[Path]) -> list[Run]:

@@ -21,14 +21,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from .report_run import Run
 from .report_tables import HOUR, sequence_id
-
-if TYPE_CHECKING:
-    from .report import Run
 
 WIDTH_INCHES = 11.0
 DPI = 100

@@ -1,0 +1,57 @@
+"""One run directory of the report, read back: its summary, its jobs and its decisions.
+
+`report.find_runs` makes them and `report_plots` draws them: a module of its own, below both,
+so that `report_plots` does not import `report`, which imports it.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .report_tables import run_name
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    path: Path
+    summary: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        return str(self.summary.get("label", self.path.name))
+
+    @property
+    def name(self) -> str:
+        """The label, after the sequence id for a run of `--sequences`."""
+        return run_name({"label": self.label, **self.summary})
+
+    def decisions(self) -> tuple[list[float], list[int], list[float]]:
+        """(times, queue lengths, decision seconds) from decisions.csv; empty without it."""
+        times: list[float] = []
+        queue: list[int] = []
+        seconds: list[float] = []
+        path = self.path / "decisions.csv"
+        if not path.exists():
+            return times, queue, seconds
+        with path.open(newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                times.append(float(row["time"]))
+                queue.append(int(row["queue_length"]))
+                seconds.append(float(row["decision_seconds"]))
+        return times, queue, seconds
+
+    def jobs(self) -> tuple[list[float], list[float]]:
+        """(waits in seconds, bounded slowdowns) from jobs.csv; empty without it."""
+        waits: list[float] = []
+        slowdowns: list[float] = []
+        path = self.path / "jobs.csv"
+        if not path.exists():
+            return waits, slowdowns
+        with path.open(newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                waits.append(float(row["wait"]))
+                slowdowns.append(float(row["bounded_slowdown"]))
+        return waits, slowdowns
