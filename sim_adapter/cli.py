@@ -148,7 +148,7 @@ def _add_report(sub: Any) -> None:
 
 def run_simulate(args: argparse.Namespace) -> int:
     from .outputs import write_summary
-    from .replay import RunSpec, replay, resolve_trace, safe_dirname
+    from .replay import RunSpec, replay, resolve_trace, safe_dirname, system_of
     from .report import comparison_table
     from .sequences import aggregate_table
     from .simulator import SimulationError
@@ -180,6 +180,9 @@ def run_simulate(args: argparse.Namespace) -> int:
     summaries: list[dict[str, Any]] = []
     try:
         selections = _selections(args, trace)
+        # The system the trace makes, before any service starts: a header that cannot make
+        # one is the user's error, answered without starting (and stopping) a server.
+        system_of(trace, args.system, args.max_nodes)
         with _service(args.target, args.in_process) as target:
             problem = _check_profile(args.profile, dispatchers, target, args.timeout)
             if problem is not None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from hpcdispatch.catalog import CP_DISPATCHER_NAMES, DISPATCHER_NAMES
 from hpcdispatch.client import DispatcherClient
+from hpcdispatch.systems import System
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .adapter import (
@@ -31,7 +32,7 @@ from .outputs import RunRecorder, write_summary
 from .record_window import describe, iter_selected_jobs
 from .simulator import ReplayOptions, Simulator
 from .stream_backend import StreamBackend
-from .swf import CleaningStats, iter_jobs, read_header
+from .swf import CleaningStats, SwfHeader, iter_jobs, read_header
 from .workload import MAX_NODES, UnitMode, resolve_system, rule_for_system
 
 if TYPE_CHECKING:
@@ -175,14 +176,21 @@ def grpc_path(spec: RunSpec, client: DispatcherClient) -> tuple[
     return "grpc-stream", lambda template: StreamBackend(client, template, spec.timeout)
 
 
+def system_of(trace: Path, system: str | None, max_nodes: int = MAX_NODES,
+              header: SwfHeader | None = None) -> System:
+    """The system a replay of `trace` builds (`system`: a preset, or None for the trace's
+    header); SwfFormatError or ValueError, naming what is wrong, where it cannot be built."""
+    return resolve_system(system, read_header(trace) if header is None else header,
+                          name=trace_name(trace), max_nodes=max_nodes)
+
+
 def _replay(
     spec: RunSpec, described: ServiceFacts,
     backend_for: Callable[[pb.DispatchRequest], _ClosingBackend], path: str,
     out_dir: Path | None,
 ) -> dict[str, Any]:
     header = read_header(spec.trace)
-    system = resolve_system(spec.system, header, name=trace_name(spec.trace),
-                            max_nodes=spec.max_nodes)
+    system = system_of(spec.trace, spec.system, spec.max_nodes, header)
     rule = rule_for_system(system, spec.unit_mode, spec.proc_scale, spec.accelerator_share)
     cleaning = CleaningStats()
     dispatcher, predictor = _resolved(spec.settings, described)

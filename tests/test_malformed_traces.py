@@ -21,7 +21,10 @@ import pytest
 CLI = [sys.executable, "-m", "hpcdispatch", "simulate"]
 PATHS = {"in-process": ["--in-process"], "grpc": []}
 HEADER = "; MaxNodes: 8\n; MaxProcs: 8\n"  # lines 1 and 2
-ADDRESS_SPACE = 2 * 1024**3  # a replay of a few jobs needs well under 1 GiB
+# A replay of a few jobs needs well under 1 GiB of memory, but the embedded gRPC service's
+# threads reserve address space (a stack each) well beyond it: 4 GiB leaves them room, and a
+# header of 10^12 nodes built node by node would still pass it within a minute.
+ADDRESS_SPACE = 4 * 1024**3
 
 
 def record(job: int, submit: int, requested_time: int | str = 200, procs: int = 4) -> str:
