@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 
@@ -425,11 +426,8 @@ class FreePool:
                 heapq.heappush(heap, n)
 
     def take_all(self, nodes: Iterable[int], req: Vec) -> None:
-        counts: dict[int, int] = {}
-        for n in nodes:
-            counts[n] = counts.get(n, 0) + 1
         free = self.free
-        for n, c in counts.items():
+        for n, c in Counter(nodes).items():
             self.set(n, _minus(free[n], req, c))
 
 

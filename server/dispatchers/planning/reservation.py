@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import threading
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -37,11 +38,8 @@ class FreeVectors:
 
     def take_all(self, nodes: Iterable[int], req: Vec) -> None:
         """Take `req` once per entry of `nodes` (what `FreePool.take_all` does to the vectors)."""
-        counts: dict[int, int] = {}
-        for n in nodes:
-            counts[n] = counts.get(n, 0) + 1
         free = self.free
-        for n, c in counts.items():
+        for n, c in Counter(nodes).items():
             free[n] = minus(free[n], req, c)
 
 
