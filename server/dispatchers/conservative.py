@@ -107,6 +107,14 @@ class ReservationBook:
 class ConservativeDispatcher:
     name: ClassVar[str] = "conservative"
     kind: ClassVar[int] = pb.DISPATCHER_CONSERVATIVE
+    # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
+    summary: ClassVar[str] = (
+        "conservative backfilling: every queued job gets a node-level reservation when it "
+        "arrives, kept between decisions (per caller and cluster) and only ever moved earlier, "
+        "so no job starts later than its reservation at arrival")
+    head: ClassVar[str] = (
+        "every queued job holds one, kept between decisions and only ever moved earlier")
+    backfill: ClassVar[str] = "submit order"
 
     def __init__(self) -> None:
         self.book = ReservationBook()

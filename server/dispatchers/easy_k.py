@@ -24,6 +24,13 @@ from .planning.problem import Problem
 class EasyKDispatcher:
     name: ClassVar[str] = "easy-k"
     kind: ClassVar[int] = pb.DISPATCHER_EASY_K
+    # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
+    summary: ClassVar[str] = (
+        "EASY with reservations for the first `reservation_depth` blocked jobs (64; 1 is "
+        "EASY), as flux-sched's queue policies")
+    head: ClassVar[str] = "the first k blocked jobs in submit order each hold one"
+    backfill: ClassVar[str] = "submit order, delaying none of the k"
+    parameter: ClassVar[str] = "`reservation_depth` = k (64)"
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         depth = max(1, control.settings.reservation_depth)

@@ -22,6 +22,13 @@ from .planning.problem import Job, Problem
 class EasyLxfDispatcher(EasyDispatcher):
     name: ClassVar[str] = "easy-lxf"
     kind: ClassVar[int] = pb.DISPATCHER_EASY_LXF
+    # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
+    summary: ClassVar[str] = (
+        "EASY's head in submit order, backfilling largest expansion factor (w_i + d_i) / d_i "
+        "first (Maui / Moab's XFactor)")
+    head: ClassVar[str] = "submit order"
+    backfill: ClassVar[str] = (
+        "largest expansion factor (w_i + d_i) / d_i first (Maui / Moab's XFactor)")
 
     def backfill_order(self, problem: Problem, rest: list[Job]) -> list[Job]:
         return sort_by(rest, xfactor_score(problem))

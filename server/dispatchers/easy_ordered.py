@@ -16,12 +16,21 @@ from .easy import EasyDispatcher
 from .planning import job_orders
 from .planning.problem import Job, Problem
 
+# The tables of README.md and docs/configuration.md (scripts/gen_tables.py), the same for each.
+_HEAD = "first job of the order that does not fit"
+_BACKFILL = "the same order"
+
 
 class EasySjfDispatcher(EasyDispatcher):
     """Shortest predicted duration d_i first."""
 
     name: ClassVar[str] = "easy-sjf"
     kind: ClassVar[int] = pb.DISPATCHER_EASY_SJF
+    summary: ClassVar[str] = (
+        "EASY backfilling with SJF, a queue order RLScheduler compares with: "
+        "shortest d_i first")
+    head: ClassVar[str] = _HEAD
+    backfill: ClassVar[str] = _BACKFILL
 
     def queue_order(self, problem: Problem) -> list[Job]:
         return job_orders.sjf(problem)
@@ -32,6 +41,11 @@ class EasyWfp3Dispatcher(EasyDispatcher):
 
     name: ClassVar[str] = "easy-wfp3"
     kind: ClassVar[int] = pb.DISPATCHER_EASY_WFP3
+    summary: ClassVar[str] = (
+        "EASY backfilling with WFP3, a queue order RLScheduler compares with: "
+        "largest (w_i / d_i)³ · n_i first")
+    head: ClassVar[str] = _HEAD
+    backfill: ClassVar[str] = _BACKFILL
 
     def queue_order(self, problem: Problem) -> list[Job]:
         return job_orders.wfp3(problem)
@@ -42,6 +56,11 @@ class EasyUnicefDispatcher(EasyDispatcher):
 
     name: ClassVar[str] = "easy-unicef"
     kind: ClassVar[int] = pb.DISPATCHER_EASY_UNICEF
+    summary: ClassVar[str] = (
+        "EASY backfilling with UNICEF, a queue order RLScheduler compares with: "
+        "largest w_i / (log₂ n_i · d_i) first")
+    head: ClassVar[str] = _HEAD
+    backfill: ClassVar[str] = _BACKFILL
 
     def queue_order(self, problem: Problem) -> list[Job]:
         return job_orders.unicef(problem)
@@ -52,6 +71,11 @@ class EasyF1Dispatcher(EasyDispatcher):
 
     name: ClassVar[str] = "easy-f1"
     kind: ClassVar[int] = pb.DISPATCHER_EASY_F1
+    summary: ClassVar[str] = (
+        "EASY backfilling with F1, a queue order RLScheduler compares with: "
+        "smallest log₁₀ d_i · n_i + 870 · log₁₀ q_i first")
+    head: ClassVar[str] = _HEAD
+    backfill: ClassVar[str] = _BACKFILL
 
     def queue_order(self, problem: Problem) -> list[Job]:
         return job_orders.f1(problem)

@@ -20,6 +20,11 @@ from .planning.problem import Job, Problem
 class EasySjbfDispatcher(EasyDispatcher):
     name: ClassVar[str] = "easy-sjbf"
     kind: ClassVar[int] = pb.DISPATCHER_EASY_SJBF
+    # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
+    summary: ClassVar[str] = (
+        "EASY's head in submit order, backfilling shortest estimate first (Tsafrir et al. 2007)")
+    head: ClassVar[str] = "submit order"
+    backfill: ClassVar[str] = "shortest d_i first (Tsafrir, Etsion & Feitelson 2007)"
 
     def backfill_order(self, problem: Problem, rest: list[Job]) -> list[Job]:
         return sort_by(rest, sjf_score(problem))

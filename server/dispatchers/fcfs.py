@@ -14,6 +14,8 @@ from .planning.problem import Problem
 class FcfsDispatcher:
     name: ClassVar[str] = "fcfs"
     kind: ClassVar[int] = pb.DISPATCHER_FCFS
+    # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
+    summary: ClassVar[str] = "submit order; stops at the first job that does not fit"
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         """Past the deadline, or once the caller is gone, the jobs placed so far are the

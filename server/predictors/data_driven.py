@@ -79,6 +79,8 @@ def predict_from(index: HistoryIndex, job: JobFacts) -> int:
 
 class DataDrivenPredictor:
     name: ClassVar[str] = "data_driven"
+    # README.md and docs/configuration.md name it so (scripts/gen_tables.py).
+    summary: ClassVar[str] = "rules over name, user and request"
 
     def __init__(self, history: ClusterHistory) -> None:
         self.history = history

@@ -21,6 +21,8 @@ from .knowledge_base import ClusterHistory
 
 class LastTwoPredictor:
     name: ClassVar[str] = "last_two"
+    # README.md and docs/configuration.md name it so (scripts/gen_tables.py).
+    summary: ClassVar[str] = "mean of the user's last two actual run times"
 
     def __init__(self, history: ClusterHistory) -> None:
         self.history = history

@@ -14,6 +14,8 @@ from .base import Completion, JobFacts, clamp
 
 class OraclePredictor:
     name: ClassVar[str] = "oracle"
+    # README.md and docs/configuration.md name it so (scripts/gen_tables.py).
+    summary: ClassVar[str] = "actual run time, simulation only"
     job_only: ClassVar[bool] = True  # d_i depends on the job alone
 
     def __init__(self, history: object = None) -> None:

@@ -10,6 +10,8 @@ from .base import Completion, JobFacts, clamp
 
 class WalltimePredictor:
     name: ClassVar[str] = "walltime"
+    # README.md and docs/configuration.md name it so (scripts/gen_tables.py).
+    summary: ClassVar[str] = "requested time"
     job_only: ClassVar[bool] = True  # d_i depends on the job alone
 
     def __init__(self, history: object = None) -> None:

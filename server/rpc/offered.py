@@ -10,6 +10,8 @@ naming it is answered by the fallback, saying why) and DescribeService lists it 
 
 from __future__ import annotations
 
+import dataclasses
+
 import structlog
 
 from hpcdispatch import __version__
@@ -18,17 +20,33 @@ from hpcdispatch.registrations import Registrations
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..intake.shown import clipped
-from ..pipeline import DEFAULT_PROFILE, DISPATCHER_REGISTRY, PROFILES, PredictorRegistry
+from ..pipeline import (
+    DEFAULT_PROFILE,
+    DISPATCHER_REGISTRY,
+    PROFILES,
+    PredictorRegistry,
+    SearchSettings,
+)
 from .decision_front import DecisionFront, dispatcher_name, predictor_name
 from .metrics import ServiceMetrics
 
 log = structlog.get_logger("hpcdispatch.server")
 
 REASON_CHARS = 1024  # an unavailable plugin's error, as DescribeService echoes it
-# A profile's knobs as DescribeService shows them: every SearchProfile field but its name and
-# description is the SearchSettings field of that name (tests/test_search_fields.py).
+# The knobs SearchProfile also carries as flat fields of their own, kept for clients older than
+# `SearchProfile.settings` and not extended: every SearchProfile field but its name, description
+# and settings is the SearchSettings field of that name (tests/test_search_fields.py).
 PROFILE_FIELDS = tuple(f.name for f in pb.SearchProfile.DESCRIPTOR.fields
-                       if f.name not in ("name", "description"))
+                       if f.name not in ("name", "description", "settings"))
+
+
+def profile_message(settings: SearchSettings, description: str) -> pb.SearchProfile:
+    """A profile as DescribeService shows it: every SearchSettings field in `settings` (the
+    SearchParameters field of its name, `profile` included), and the flat fields of old."""
+    every = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
+    return pb.SearchProfile(name=settings.profile, description=description,
+                            settings=pb.SearchParameters(**every),
+                            **{name: every[name] for name in PROFILE_FIELDS})
 
 
 def _plugins(registrations: Registrations) -> list[str]:
@@ -70,11 +88,7 @@ def describe(front: DecisionFront) -> pb.DescribeServiceResponse:
         default_dispatcher_name=dispatcher_name(front.default_dispatcher),
         default_predictor_name=predictor_name(front.default_predictor),
         default_profile=config.default_profile or DEFAULT_PROFILE,
-        profiles=[
-            pb.SearchProfile(name=s.profile, description=text,
-                             **{name: getattr(s, name) for name in PROFILE_FIELDS})
-            for s, text in PROFILES.values()
-        ],
+        profiles=[profile_message(s, text) for s, text in PROFILES.values()],
         dispatchers=[pb.Dispatcher.ValueType(e.kind) for e in offered_d
                      if enum_value(e.kind, pb.Dispatcher)],
         predictors=[pb.Predictor.ValueType(e.kind) for e in offered_p

@@ -1353,18 +1353,17 @@ Global___DescribeServiceRequest: _TypeAlias = DescribeServiceRequest  # noqa: Y0
 
 @_typing.final
 class SearchProfile(_message.Message):
-    """A named set of search parameters.
-    A named profile's values; each field means what the SearchParameters field of that name does.
-    """
+    """A named set of search parameters, as DescribeService lists them."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    SETTINGS_FIELD_NUMBER: _builtins.int
     DELTA_MS_FIELD_NUMBER: _builtins.int
     DELTA_MAX_MS_FIELD_NUMBER: _builtins.int
     K_FIELD_NUMBER: _builtins.int
     WINDOW_FIELD_NUMBER: _builtins.int
-    DESCRIPTION_FIELD_NUMBER: _builtins.int
     STALL_MS_FIELD_NUMBER: _builtins.int
     PROTECT_HEAD_FIELD_NUMBER: _builtins.int
     STARVATION_WAIT_S_FIELD_NUMBER: _builtins.int
@@ -1376,16 +1375,19 @@ class SearchProfile(_message.Message):
     PROMISE_AFTER_S_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """the name SearchParameters.profile selects"""
+    description: _builtins.str
+    """what the profile is for, in words"""
     delta_ms: _builtins.int
-    """δ, milliseconds"""
+    """Kept for compatibility (clients older than `settings`), filled as before and not extended:
+    each means what the SearchParameters field of its name does, with the unit of `settings`.
+    δ, milliseconds
+    """
     delta_max_ms: _builtins.int
     """δmax, milliseconds"""
     k: _builtins.int
     """attempts without improvement before stopping"""
     window: _builtins.int
     """m, jobs in a model"""
-    description: _builtins.str
-    """what the profile is for, in words"""
     stall_ms: _builtins.int
     """milliseconds, 0 = never"""
     protect_head: _builtins.bool
@@ -1404,15 +1406,27 @@ class SearchProfile(_message.Message):
     """the most processors now first, then the papers' slowdown"""
     promise_after_s: _builtins.int
     """the promise book: seconds waited before a promise; -1 = off"""
+    @_builtins.property
+    def settings(self) -> Global___SearchParameters:
+        """Every knob of the profile, each field set (presence on) to the value the profile gives it,
+        the knobs no profile sets included (deterministic, reservation_depth, lookahead_depth at
+        their defaults), in the units of SearchParameters: milliseconds for delta_ms, delta_max_ms
+        and stall_ms, seconds for starvation_wait_s and promise_after_s, jobs for window,
+        reservation_depth, lookahead_depth and easy_head_depth, attempts for k. `profile` is the
+        profile's name. Sent back as a request's `search`, it asks for exactly this profile.
+        A knob added to SearchParameters appears here only.
+        """
+
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
+        description: _builtins.str = ...,
+        settings: Global___SearchParameters | None = ...,
         delta_ms: _builtins.int = ...,
         delta_max_ms: _builtins.int = ...,
         k: _builtins.int = ...,
         window: _builtins.int = ...,
-        description: _builtins.str = ...,
         stall_ms: _builtins.int = ...,
         protect_head: _builtins.bool = ...,
         starvation_wait_s: _builtins.int = ...,
@@ -1423,9 +1437,9 @@ class SearchProfile(_message.Message):
         capacity_first: _builtins.bool = ...,
         promise_after_s: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["settings", b"settings"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity_first", b"capacity_first", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "description", b"description", "easy_head", b"easy_head", "easy_head_depth", b"easy_head_depth", "k", b"k", "more_orders", b"more_orders", "name", b"name", "promise_after_s", b"promise_after_s", "protect_head", b"protect_head", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity_first", b"capacity_first", "delta_max_ms", b"delta_max_ms", "delta_ms", b"delta_ms", "description", b"description", "easy_head", b"easy_head", "easy_head_depth", b"easy_head_depth", "k", b"k", "more_orders", b"more_orders", "name", b"name", "promise_after_s", b"promise_after_s", "protect_head", b"protect_head", "settings", b"settings", "stall_ms", b"stall_ms", "starvation_wait_s", b"starvation_wait_s", "window", b"window", "work_conserving", b"work_conserving"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

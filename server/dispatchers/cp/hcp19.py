@@ -35,6 +35,11 @@ class Hcp19Formulation(Formulation):
 class Hcp19Dispatcher(CpDispatcher):
     name: ClassVar[str] = "hcp19"
     kind: ClassVar[int] = pb.DISPATCHER_HCP19
+    # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
+    summary: ClassVar[str] = (
+        "CP schedule on pooled capacity (one cumulative per resource type), then best-fit "
+        "allocation of the jobs that start now")
+    model_size: ClassVar[str] = "independent of nodes"
     exact_allocation_now: ClassVar[bool] = False
 
     formulation: ClassVar[type[Formulation]] = Hcp19Formulation

@@ -125,6 +125,10 @@ class Pcp19Formulation(Formulation):
 class Pcp19Dispatcher(CpDispatcher):
     name: ClassVar[str] = "pcp19"
     kind: ClassVar[int] = pb.DISPATCHER_PCP19
+    # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
+    summary: ClassVar[str] = (
+        "CP with node-level allocation (one cumulative per node × resource type)")
+    model_size: ClassVar[str] = "grows with nodes"
     heuristic_in_model: ClassVar[bool] = False
     protects_head: ClassVar[bool] = False  # the papers' node-level model, unchanged
     formulation: ClassVar[type[Formulation]] = Pcp19Formulation

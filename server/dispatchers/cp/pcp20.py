@@ -308,6 +308,11 @@ class Pcp20Formulation(Formulation):
 class Pcp20Dispatcher(CpDispatcher):
     name: ClassVar[str] = "pcp20"
     kind: ClassVar[int] = pb.DISPATCHER_PCP20
+    # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
+    summary: ClassVar[str] = (
+        "CP with system-size-independent allocation: one position per unit and resource type "
+        "on a line of all units, no two boxes overlapping at t")
+    model_size: ClassVar[str] = "independent of nodes"
     # Positions are per unit: beyond this many units CP-SAT spends longer loading the model
     # than a decision may take (it ignores stop requests while loading).
     max_model_units: ClassVar[int | None] = 1024
