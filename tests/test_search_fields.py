@@ -6,6 +6,7 @@ SearchProfile fields of old are kept, filled, and never extended."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.server.dispatchers.profiles import PROFILES, resolve_settings
@@ -58,3 +59,16 @@ def test_a_new_knob_shows_in_settings_without_a_profile_field() -> None:
     settings = dataclasses.replace(PROFILES["qos"][0], lookahead_depth=7)
     shown = profile_message(settings, "text")
     assert shown.settings.lookahead_depth == 7 and "lookahead_depth" not in FLAT
+
+
+def test_every_knob_has_its_row_in_the_configuration_reference() -> None:
+    """docs/configuration.md documents each knob in one row of its field tables (*Search
+    profiles*, or *Backfilling baselines* for EASY-k's and LOS's): CONTRIBUTING.md's last
+    place of a knob, checked."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text(
+        encoding="utf-8")
+    section = text[text.index("## Backfilling baselines"):text.index("\n## Metrics")]
+    rows = {name: len(re.findall(rf"^\| `{name}` \| ", section, re.M)) for name in SETTINGS}
+    assert {name: n for name, n in rows.items() if n != 1} == {}
