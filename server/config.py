@@ -11,7 +11,7 @@ import math
 import os
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,18 +148,26 @@ def _port(value: int, allow_zero: bool = True) -> bool:
     return (0 if allow_zero else 1) <= value <= 65535
 
 
+# check(key, ok, message): records `message` against `key` unless ok (the first per key).
+Check = Callable[[str, bool, str], None]
+
+
 def config_problems(config: ServerConfig) -> dict[str, str]:
     """Key -> what is wrong with its value; empty when the configuration is valid."""
-    from hpcdispatch.catalog import dispatcher_names, predictor_names
-
-    from .dispatchers.profiles import PROFILES
-
     problems: dict[str, str] = {}
 
     def check(key: str, ok: bool, message: str) -> None:
         if not ok and key not in problems:
             problems[key] = message
 
+    _check_limits(config, check)
+    _check_names(config, check)
+    _check_security(config, check)
+    return problems
+
+
+def _check_limits(config: ServerConfig, check: Check) -> None:
+    """The address, threads, sizes and times."""
     host, _, port = config.listen.rpartition(":")
     check("listen", bool(host) and port.isdigit() and _port(int(port)),
           f"{config.listen!r} is not host:port (port 0..65535; 0 picks a free one)")
@@ -185,6 +193,14 @@ def config_problems(config: ServerConfig) -> dict[str, str]:
           f"must be > 0 seconds, got {config.session_idle_seconds}")
     check("grace_seconds", math.isfinite(config.grace_seconds) and config.grace_seconds >= 0,
           f"must be >= 0 seconds, got {config.grace_seconds}")
+
+
+def _check_names(config: ServerConfig, check: Check) -> None:
+    """The defaults name a registered dispatcher, predictor, profile; logging's names."""
+    from hpcdispatch.catalog import dispatcher_names, predictor_names
+
+    from .dispatchers.profiles import PROFILES
+
     # The names registered (docs/plugins.md): the built-ins and the installed plugins.
     dispatchers, predictors = dispatcher_names(), predictor_names()
     check("default_dispatcher", config.default_dispatcher in dispatchers,
@@ -197,6 +213,10 @@ def config_problems(config: ServerConfig) -> dict[str, str]:
           f"unknown log format {config.log_format!r}; one of {list(LOG_FORMATS)}")
     check("log_level", config.log_level in LOG_LEVELS,
           f"unknown log level {config.log_level!r}; one of {list(LOG_LEVELS)}")
+
+
+def _check_security(config: ServerConfig, check: Check) -> None:
+    """The metrics port, TLS files in pairs, client identities, the metrics' basic auth."""
     if config.metrics_port is not None:
         check("metrics_port", _port(config.metrics_port),
               f"must be a TCP port 0..65535 (0: off), got {config.metrics_port}")
@@ -218,7 +238,6 @@ def config_problems(config: ServerConfig) -> dict[str, str]:
         check("metrics_basic_auth_password_hash",
               password_hash.startswith(("$2a$", "$2b$", "$2y$")) and len(password_hash) == 60,
               "must be a bcrypt hash ($2b$..., 60 characters), e.g. from `htpasswd -nBC 10 USER`")
-    return problems
 
 
 def validate_config(config: ServerConfig, sources: Mapping[str, str] | None = None) -> None:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -23,6 +23,9 @@ from .adapter import (
     service_target,
 )
 from .workload import MAX_NODES, UNIT_MODES
+
+if TYPE_CHECKING:
+    from .replay import RunSpec
 
 
 # The CLI is installed in the virtual environment: hints name the command as it runs here.
@@ -66,6 +69,15 @@ def _add_simulate(sub: Any) -> None:
         "comparison. Without arguments: a bundled slice of the KTH-SP2 trace (3,000 jobs), "
         "with the server's default dispatcher and with EASY.",
     )
+    _add_system_options(p)
+    _add_dispatch_options(p)
+    _add_record_options(p)
+    _add_run_options(p)
+    p.set_defaults(func=run_simulate)
+
+
+def _add_system_options(p: argparse.ArgumentParser) -> None:
+    """simulate's trace and the system it runs on."""
     p.add_argument("--trace", help="SWF file (plain, .gz or .xz), or a trace shipped with "
                    "hpcdispatch: kth-sp2-slice (the default: 3,000 jobs of KTH-SP2), kth-sp2, "
                    "llnl-atlas, lublin-256 (sim_adapter/data/README.md)")
@@ -82,6 +94,10 @@ def _add_simulate(sub: Any) -> None:
     p.add_argument("--accelerator-share", type=float, default=0.0, metavar="F",
                    help="share of the jobs of at most 8 units that ask for 1-2 of the "
                    "system's GPUs / MICs per unit, picked by a hash of the job id (default: 0)")
+
+
+def _add_dispatch_options(p: argparse.ArgumentParser) -> None:
+    """simulate's dispatchers, predictor and service."""
     p.add_argument("--dispatcher", action="append", choices=sorted(DISPATCHERS),
                    help="repeatable; 'default' = the server's default "
                    f"(default: {' and '.join(DEFAULT_DISPATCHERS)})")
@@ -97,6 +113,10 @@ def _add_simulate(sub: Any) -> None:
                    "./replay-YYYYmmdd-HHMMSS)")
     p.add_argument("--charge-decision-time", action="store_true",
                    help="let each decision's wall time pass in simulated time")
+
+
+def _add_record_options(p: argparse.ArgumentParser) -> None:
+    """Which of the trace's jobs a replay takes, how many times."""
     p.add_argument("--limit-jobs", type=int, help="replay only the first N cleaned jobs")
     p.add_argument("--records", metavar="FIRST:LAST",
                    help="replay only job records FIRST .. LAST-1 (0-based over the trace's job "
@@ -112,6 +132,10 @@ def _add_simulate(sub: Any) -> None:
                    help="seed of the sequence draws (default: 1, as RLScheduler's tables)")
     p.add_argument("--repeats", type=int, default=1, metavar="R",
                    help="replay each sequence R times (default: 1)")
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    """How simulate's replays talk to the service."""
     p.add_argument("--wall-clock-search", action="store_true",
                    help="CP search limits in wall-clock time, as the service does by default; "
                    "without it a replay asks for deterministic limits, so its decisions do not "
@@ -128,7 +152,7 @@ def _add_simulate(sub: Any) -> None:
                    "the cost of the simulator and the dispatcher alone; for campaigns and "
                    "benchmarks (excludes --target and --full-snapshots)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run_simulate)
+
 
 
 def _add_report(sub: Any) -> None:
@@ -148,9 +172,7 @@ def _add_report(sub: Any) -> None:
 
 def run_simulate(args: argparse.Namespace) -> int:
     from .outputs import write_summary
-    from .replay import RunSpec, replay, resolve_trace, safe_dirname, system_of
-    from .report import comparison_table
-    from .sequences import aggregate_table
+    from .replay import replay, resolve_trace, safe_dirname, system_of
     from .simulator import SimulationError
     from .swf import SwfFormatError
 
@@ -161,18 +183,9 @@ def run_simulate(args: argparse.Namespace) -> int:
         return 2
     dispatchers = args.dispatcher or list(DEFAULT_DISPATCHERS)
     out = args.out or Path(time.strftime("replay-%Y%m%d-%H%M%S"))
-    if args.limit_jobs is not None and args.limit_jobs < 1:
-        print("--limit-jobs must be >= 1", file=sys.stderr)
-        return 2
-    if args.sequences is not None and args.records is not None:
-        print("--sequences and --records exclude each other", file=sys.stderr)
-        return 2
-    if args.repeats < 1:
-        print("--repeats must be >= 1", file=sys.stderr)
-        return 2
-    if args.in_process and (args.target or args.full_snapshots or args.unary_sessions):
-        print("--in-process excludes --target, --full-snapshots and --unary-sessions",
-              file=sys.stderr)
+    wrong = _wrong_options(args)
+    if wrong is not None:
+        print(wrong, file=sys.stderr)
         return 2
     predictor = args.predictor
     if args.sequences is not None and predictor == DEFAULT:
@@ -191,23 +204,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             for d, dispatcher in enumerate(dispatchers, start=1):
                 for name, records, sequence in selections:
                     for repeat in range(args.repeats):
-                        spec = RunSpec(
-                            trace=trace,
-                            settings=DispatchSettings(
-                                dispatcher=dispatcher, predictor=predictor,
-                                allocator=args.allocator, profile=args.profile,
-                                deterministic=not args.wall_clock_search,
-                            ),
-                            system=args.system, unit_mode=args.unit_mode,
-                            proc_scale=args.proc_scale,
-                            accelerator_share=args.accelerator_share,
-                            limit_jobs=args.limit_jobs,
-                            charge_decision_time=args.charge_decision_time,
-                            progress=not args.no_progress, timeout=args.timeout,
-                            full_snapshots=args.full_snapshots,
-                            unary_sessions=args.unary_sessions,
-                            records=records, max_nodes=args.max_nodes,
-                        )
+                        spec = _run_spec(args, trace, dispatcher, predictor, records)
                         # One level below `out`, as `hpcdispatch report OUT` looks for runs.
                         parts = [f"{d:02d}", safe_dirname(dispatcher), name,
                                  f"repeat-{repeat + 1}" if args.repeats > 1 else ""]
@@ -230,8 +227,55 @@ def run_simulate(args: argparse.Namespace) -> int:
     except SimulationError as exc:
         print(f"hpcdispatch simulate: {exc}", file=sys.stderr)
         return 1
+    _print_results(args, trace.name, summaries, out)
+    return 0
+
+
+def _wrong_options(args: argparse.Namespace) -> str | None:
+    """What is wrong with simulate's options taken together, or None."""
+    if args.limit_jobs is not None and args.limit_jobs < 1:
+        return "--limit-jobs must be >= 1"
+    if args.sequences is not None and args.records is not None:
+        return "--sequences and --records exclude each other"
+    if args.repeats < 1:
+        return "--repeats must be >= 1"
+    if args.in_process and (args.target or args.full_snapshots or args.unary_sessions):
+        return "--in-process excludes --target, --full-snapshots and --unary-sessions"
+    return None
+
+
+def _run_spec(args: argparse.Namespace, trace: Path, dispatcher: str, predictor: str,
+              records: Collection[int] | None) -> RunSpec:
+    """One replay of simulate's options: `dispatcher` on `records` of `trace`."""
+    from .replay import RunSpec
+
+    return RunSpec(
+        trace=trace,
+        settings=DispatchSettings(
+            dispatcher=dispatcher, predictor=predictor,
+            allocator=args.allocator, profile=args.profile,
+            deterministic=not args.wall_clock_search,
+        ),
+        system=args.system, unit_mode=args.unit_mode,
+        proc_scale=args.proc_scale,
+        accelerator_share=args.accelerator_share,
+        limit_jobs=args.limit_jobs,
+        charge_decision_time=args.charge_decision_time,
+        progress=not args.no_progress, timeout=args.timeout,
+        full_snapshots=args.full_snapshots,
+        unary_sessions=args.unary_sessions,
+        records=records, max_nodes=args.max_nodes,
+    )
+
+
+def _print_results(args: argparse.Namespace, trace_name: str, summaries: list[dict[str, Any]],
+                   out: Path) -> None:
+    """The trace's line, the runs' table (aggregated over sequences or repeats), where they are."""
+    from .report import comparison_table
+    from .sequences import aggregate_table
+
     first = summaries[0]
-    print(f"trace {trace.name}: system {first['system']['name']} "
+    print(f"trace {trace_name}: system {first['system']['name']} "
           f"({first['system']['nodes']} nodes, {first['system']['cores']} cores), "
           f"{first['cleaning']['kept']} jobs kept of {first['cleaning']['records']} records, "
           f"dropped {first['cleaning']['dropped_total']} in cleaning, "
@@ -241,7 +285,6 @@ def run_simulate(args: argparse.Namespace) -> int:
     else:
         print(comparison_table(summaries))
     print(f"\nruns in {out}/; plots: {cli_command()} report {shlex.quote(str(out))}")
-    return 0
 
 
 @contextmanager

@@ -33,7 +33,7 @@ from .record_window import describe, iter_selected_jobs
 from .simulator import ReplayOptions, Simulator
 from .stream_backend import StreamBackend
 from .swf import CleaningStats, SwfHeader, iter_jobs, read_header
-from .workload import MAX_NODES, UnitMode, resolve_system, rule_for_system
+from .workload import MAX_NODES, UnitMode, UnitRule, resolve_system, rule_for_system
 
 if TYPE_CHECKING:
     from .in_process_backend import LocalService
@@ -230,7 +230,24 @@ def _replay(
         backend.close()
     replay_cpu = time.process_time() - cpu_before
     total_cores = sum(n.capacity.get("core", 0) for n in simulator.nodes)
-    meta = {
+    meta = _run_meta(spec, label, system, rule, total_cores, (dispatcher, predictor, profile),
+                     described.version, path, replay_cpu)
+    summary = recorder.summary(
+        first_submit=result.first_submit, last_end=result.last_end, total_cores=total_cores,
+        replay_seconds=result.wall_seconds, meta=meta, cleaning=cleaning.as_dict(),
+    )
+    if out_dir is not None:
+        write_summary(out_dir / "summary.json", summary)
+    return summary
+
+
+def _run_meta(
+    spec: RunSpec, label: str, system: System, rule: UnitRule, total_cores: int,
+    resolved: tuple[str, str, str], server_version: str, path: str, replay_cpu: float,
+) -> dict[str, Any]:
+    """What a run's summary says of its trace, system, settings and path."""
+    dispatcher, predictor, profile = resolved
+    return {
         "label": label,
         "trace": str(spec.trace),
         "system": {"name": system.name, "nodes": system.node_count, "cores": total_cores},
@@ -247,17 +264,10 @@ def _replay(
         "limit_jobs": spec.limit_jobs,
         "records": describe(spec.records) if spec.records is not None else None,
         "deterministic_search": spec.settings.deterministic,
-        "server_version": described.version,
+        "server_version": server_version,
         "path": path,  # how the service was reached: grpc-stream, grpc-session, grpc-dispatch,
         # in-process
         # CPU seconds of this process over the replay (the embedded service's threads
         # included; a service elsewhere not).
         "replay_cpu_seconds": round(replay_cpu, 3),
     }
-    summary = recorder.summary(
-        first_submit=result.first_submit, last_end=result.last_end, total_cores=total_cores,
-        replay_seconds=result.wall_seconds, meta=meta, cleaning=cleaning.as_dict(),
-    )
-    if out_dir is not None:
-        write_summary(out_dir / "summary.json", summary)
-    return summary

@@ -148,17 +148,9 @@ class Simulator:
                          leave=False, mininterval=0.5)
         try:
             while True:
-                candidates = [
-                    x for x in (
-                        upcoming.submit if upcoming is not None else None,
-                        self._ends[0][0] if self._ends else None,
-                        pending.at if pending is not None else None,
-                        wake,
-                    ) if x is not None
-                ]
-                if not candidates:
+                t = self._next_event(upcoming, pending, wake)
+                if t is None:
                     break
-                t = min(candidates)
                 if self._release(t):
                     changed = True
                 while upcoming is not None and upcoming.submit <= t:
@@ -184,11 +176,7 @@ class Simulator:
                     continue
                 stalls += 1
                 if stalls > self.options.stall_retries:
-                    ids = ", ".join(list(self.queue)[:5])
-                    raise SimulationError(
-                        f"stalled at t={t}: the dispatcher starts none of {len(self.queue)} "
-                        f"queued jobs ({ids}, ...) on an idle system"
-                    )
+                    raise self._stalled(t)
                 wake = t + 1
             self._flush_completions()
         finally:
@@ -199,6 +187,28 @@ class Simulator:
             first_submit=self.first_submit,
             last_end=self.last_end,
             wall_seconds=time.perf_counter() - started,
+        )
+
+    def _next_event(self, upcoming: TraceJob | None, pending: _Pending | None,
+                    wake: int | None) -> int | None:
+        """The next instant something happens: a submission, a job's end, a delayed decision
+        applied, a wake-up after a stall; None when nothing will."""
+        candidates = [
+            x for x in (
+                upcoming.submit if upcoming is not None else None,
+                self._ends[0][0] if self._ends else None,
+                pending.at if pending is not None else None,
+                wake,
+            ) if x is not None
+        ]
+        return min(candidates) if candidates else None
+
+    def _stalled(self, t: int) -> SimulationError:
+        """The error of a dispatcher that starts nothing on an idle system, time after time."""
+        ids = ", ".join(list(self.queue)[:5])
+        return SimulationError(
+            f"stalled at t={t}: the dispatcher starts none of {len(self.queue)} "
+            f"queued jobs ({ids}, ...) on an idle system"
         )
 
     # -- steps -------------------------------------------------------------------------------

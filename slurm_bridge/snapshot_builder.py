@@ -109,27 +109,11 @@ def build_snapshot(
     for job in jobs:
         flight = in_flight.get(job.id)
         if job.state in ACTIVE_STATES and job.allocations:
-            units = tuple(
-                UnitAllocation(a.node, _amounts(a.cpus, a.memory, track_memory))
-                for a in job.allocations if a.node in node_ids
-            )
-            if units:
-                running.append(RunningJob(
-                    id=job.id, user=job.user, name=job.name,
-                    start_time=min(job.start_time or now, now),
-                    requested_time=job.time_limit_s or settings.default_walltime,
-                    expected_duration=None, units=units,
-                ))
+            active = _active(job, node_ids, track_memory, settings, now)
+            if active.units:
+                running.append(active)
         elif job.state == "PENDING" and flight is not None and not job.held:
-            reserved.append(RunningJob(
-                id=job.id, user=job.user, name=job.name,
-                start_time=min(flight.released_at, now),
-                requested_time=flight.requested_time, expected_duration=None,
-                units=tuple(
-                    UnitAllocation(node, _per_unit(flight.per_unit, track_memory))
-                    for node in flight.unit_nodes if node in node_ids
-                ),
-            ))
+            reserved.append(_released(job, flight, node_ids, track_memory, now))
             running.append(reserved[-1])
         elif job.held and is_managed_partition(job, settings.partitions):
             if job.is_array_pending or job.is_het:
@@ -149,6 +133,36 @@ def build_snapshot(
         running = [r for r in running if r.id not in unfit]
     snapshot = Snapshot(time=now, nodes=snap_nodes, running=tuple(running), queued=tuple(queued))
     return BuiltSnapshot(snapshot=snapshot, shapes=shapes, ignored=ignored, unfit=unfit)
+
+
+def _active(job: SlurmJob, node_ids: set[str], track_memory: bool, settings: BuilderSettings,
+            now: int) -> RunningJob:
+    """A job Slurm runs, on its allocations among the managed nodes (none: no units)."""
+    return RunningJob(
+        id=job.id, user=job.user, name=job.name,
+        start_time=min(job.start_time or now, now),
+        requested_time=job.time_limit_s or settings.default_walltime,
+        expected_duration=None,
+        units=tuple(
+            UnitAllocation(a.node, _amounts(a.cpus, a.memory, track_memory))
+            for a in job.allocations if a.node in node_ids
+        ),
+    )
+
+
+def _released(job: SlurmJob, flight: InFlight, node_ids: set[str], track_memory: bool,
+              now: int) -> RunningJob:
+    """A job the bridge released that Slurm has not started yet: running, as far as the
+    dispatcher knows, at the nodes it was given."""
+    return RunningJob(
+        id=job.id, user=job.user, name=job.name,
+        start_time=min(flight.released_at, now),
+        requested_time=flight.requested_time, expected_duration=None,
+        units=tuple(
+            UnitAllocation(node, _per_unit(flight.per_unit, track_memory))
+            for node in flight.unit_nodes if node in node_ids
+        ),
+    )
 
 
 def _unfit_in_flight(

@@ -81,16 +81,6 @@ class RunningServer:
 
 def start_server(config: ServerConfig) -> RunningServer:
     """Start serving in background threads; returns once the port is bound."""
-    options = [
-        ("grpc.max_receive_message_length", config.max_message_bytes),
-        ("grpc.max_send_message_length", config.max_message_bytes),
-        ("grpc.keepalive_time_ms", 60_000),
-        ("grpc.keepalive_timeout_ms", 20_000),
-        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
-        ("grpc.keepalive_permit_without_calls", 1),
-        # No SO_REUSEPORT: a second server on a busy port must fail, not share it silently.
-        ("grpc.so_reuseport", 0),
-    ]
     validate_config(config)
     listen_host, _, listen_port = config.listen.rpartition(":")
     check_port_free("listen", listen_host, int(listen_port))
@@ -102,7 +92,7 @@ def start_server(config: ServerConfig) -> RunningServer:
     drain = Drain()
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.workers),
-        options=options,
+        options=_channel_options(config),
         # Outermost first. DecodeErrorInterceptor innermost: the others see (and count) its
         # refusals; the identity check (mTLS with tls_client_identities) before anything counts.
         interceptors=[
@@ -110,34 +100,8 @@ def start_server(config: ServerConfig) -> RunningServer:
             drain.interceptor(), DecodeErrorInterceptor(),
         ],
     )
-    predictors = PredictorRegistry(
-        store_path=config.predictor_store,
-        on_store_fallback=metrics.count_predictor_store_fallback,
-        limits=config.knowledge_base_limits(),
-        on_predictor_failure=metrics.count_predictor_failure,
-    )
-    load_plugins(predictors, metrics)  # a plugin that cannot be loaded is reported now
-    front = DecisionFront(config, predictors, metrics)
-    intake = SnapshotIntake(config, predictors.kinds)
-    dispatcher_service = DispatcherService(front, intake)
-    pb_grpc.add_DispatcherServiceServicer_to_server(dispatcher_service, server)
-    pb_grpc.add_SessionServiceServicer_to_server(
-        SessionServicer(front, intake, drain, dispatcher_service.ReportCompletions), server)
-    health_servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (SERVICE_NAME, SESSION_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME),
-        server,
-    )
-    try:
-        if credentials is None:
-            port = server.add_insecure_port(config.listen)
-        else:
-            port = server.add_secure_port(config.listen, credentials)
-    except RuntimeError as exc:  # grpcio >= 1.5x: "Failed to bind to address ..."
-        raise _bind_error(config.listen) from exc
-    if port == 0:
-        raise _bind_error(config.listen)
+    predictors, health_servicer = _add_services(server, config, metrics, drain)
+    port = _bind(server, config.listen, credentials)
     metrics_port = None
     if config.metrics_port:
         try:
@@ -155,6 +119,61 @@ def start_server(config: ServerConfig) -> RunningServer:
              transport=tls_mode(config), metrics_port=metrics_port)
     return RunningServer(server, port, health_servicer, config, predictors, metrics, metrics_port,
                          drain)
+
+
+def _channel_options(config: ServerConfig) -> list[tuple[str, int]]:
+    """The server's channel options: message size limits and keepalive."""
+    return [
+        ("grpc.max_receive_message_length", config.max_message_bytes),
+        ("grpc.max_send_message_length", config.max_message_bytes),
+        ("grpc.keepalive_time_ms", 60_000),
+        ("grpc.keepalive_timeout_ms", 20_000),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        # No SO_REUSEPORT: a second server on a busy port must fail, not share it silently.
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+def _add_services(
+    server: grpc.Server, config: ServerConfig, metrics: ServiceMetrics, drain: Drain
+) -> tuple[PredictorRegistry, health.HealthServicer]:
+    """The dispatcher and session services, health and reflection on `server`; the plugins
+    loaded (one that cannot be loaded is reported now). Returns the predictors and health."""
+    predictors = PredictorRegistry(
+        store_path=config.predictor_store,
+        on_store_fallback=metrics.count_predictor_store_fallback,
+        limits=config.knowledge_base_limits(),
+        on_predictor_failure=metrics.count_predictor_failure,
+    )
+    load_plugins(predictors, metrics)
+    front = DecisionFront(config, predictors, metrics)
+    intake = SnapshotIntake(config, predictors.kinds)
+    dispatcher_service = DispatcherService(front, intake)
+    pb_grpc.add_DispatcherServiceServicer_to_server(dispatcher_service, server)
+    pb_grpc.add_SessionServiceServicer_to_server(
+        SessionServicer(front, intake, drain, dispatcher_service.ReportCompletions), server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, SESSION_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME),
+        server,
+    )
+    return predictors, health_servicer
+
+
+def _bind(server: grpc.Server, listen: str, credentials: grpc.ServerCredentials | None) -> int:
+    """Bind `listen` (TLS when there are credentials); the port bound, or a clear OSError."""
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(listen)
+        else:
+            port = server.add_secure_port(listen, credentials)
+    except RuntimeError as exc:  # grpcio >= 1.5x: "Failed to bind to address ..."
+        raise _bind_error(listen) from exc
+    if port == 0:
+        raise _bind_error(listen)
+    return port
 
 
 def _bind_error(listen: str) -> OSError:

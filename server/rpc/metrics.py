@@ -77,7 +77,19 @@ class ServiceMetrics:
         prediction_memory: int = DEFAULT_PREDICTION_MEMORY,
     ) -> None:
         self.registry = CollectorRegistry() if registry is None else registry
-        r = self.registry
+        self._rpc_metrics(self.registry)
+        self._decision_metrics(self.registry)
+        self._admission_metrics(self.registry)
+        self._predictor_metrics(self.registry)
+        self._session_metrics(self.registry)
+        self._memory = prediction_memory
+        self._predictions: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._http: WSGIServer | None = None
+        self._http_thread: threading.Thread | None = None
+
+    def _rpc_metrics(self, r: CollectorRegistry) -> None:
+        """The conventional gRPC server metrics (go-grpc-prometheus's names) and the build."""
         rpc = ("grpc_service", "grpc_method", "grpc_type")
         self.rpc_started = Counter(
             "grpc_server_started_total", "RPCs started on the server.", rpc, registry=r)
@@ -91,6 +103,9 @@ class ServiceMetrics:
             "hpcdispatch_build_info", "Version of the running server (value 1).", ("version",),
             registry=r)
         self.build_info.labels(__version__).set(1)
+
+    def _decision_metrics(self, r: CollectorRegistry) -> None:
+        """Each decision: its time by stage, its attempts, its model's size, its jobs."""
         d = ("dispatcher",)
         self.build_seconds = Histogram(
             "hpcdispatch_decision_build_seconds", "Time to build the decision's model.", d,
@@ -123,6 +138,10 @@ class ServiceMetrics:
             "hpcdispatch_queue_depth", "Queued jobs in the latest snapshot.", registry=r)
         self.running_jobs = Gauge(
             "hpcdispatch_running_jobs", "Running jobs in the latest snapshot.", registry=r)
+
+    def _admission_metrics(self, r: CollectorRegistry) -> None:
+        """Admission control, abandoned decisions, fallbacks and failed checks."""
+        d = ("dispatcher",)
         self.decisions_in_progress = Gauge(
             "hpcdispatch_decisions_in_progress",
             "Decisions being computed now (at most decision_concurrency).", registry=r)
@@ -146,6 +165,9 @@ class ServiceMetrics:
             "hpcdispatch_decision_check_failures_total",
             "Decisions that failed the independent check (the fallback's included).", d,
             registry=r)
+
+    def _predictor_metrics(self, r: CollectorRegistry) -> None:
+        """The predictors: their error, failures, plugins and knowledge base."""
         self.predictor_error = Histogram(
             "hpcdispatch_predictor_absolute_error_seconds",
             "Absolute difference between a started job's predicted and actual duration.",
@@ -172,6 +194,10 @@ class ServiceMetrics:
         self.predictions_evicted = Counter(
             "hpcdispatch_predictions_evicted_total",
             "Predictions dropped unmatched because the bounded memory was full.", registry=r)
+
+    def _session_metrics(self, r: CollectorRegistry) -> None:
+        """Sessions and session streams."""
+        d = ("dispatcher",)
         self.sessions_open = Gauge(
             "hpcdispatch_sessions_open", "Sessions held in memory (SessionService).", registry=r)
         self.session_failures = Counter(
@@ -204,11 +230,6 @@ class ServiceMetrics:
             "hpcdispatch_session_decision_seconds",
             "Time from request to answer of a session call that decides (delta, decision).",
             d, buckets=SECONDS_BUCKETS, registry=r)
-        self._memory = prediction_memory
-        self._predictions: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
-        self._lock = threading.Lock()
-        self._http: WSGIServer | None = None
-        self._http_thread: threading.Thread | None = None
 
     # -- decisions ----------------------------------------------------------------------------
 

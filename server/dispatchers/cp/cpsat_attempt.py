@@ -161,20 +161,9 @@ def solve_attempt(
     if hint is not None:
         set_hints(model, hint)
     deterministic = deterministic_limit is not None
-    solver = cp_model.CpSolver()
-    params = solver.parameters
-    params.max_time_in_seconds = solver_limit(stop_at)
-    if deterministic_limit is not None:
-        params.max_deterministic_time = deterministic_limit
-        params.random_seed = DETERMINISTIC_SEED
+    if deterministic:
         workers, stall_seconds = 1, None
-    params.num_workers = workers
-    params.cp_model_presolve = False
-    params.search_branching = cp_model.FIXED_SEARCH
-    # No LP relaxation: on these models it cost 5× the time to the first solution, for no
-    # better objective (benchmarks/snapshot_decisions.py).
-    params.linearization_level = 0
-    params.log_search_progress = False
+    solver = _solver(stop_at, workers, deterministic_limit)
     clock = _SolutionClock()
     done = threading.Event()
     stopped = _StopReason()
@@ -204,6 +193,25 @@ def solve_attempt(
         solution, objective = extract(SolutionValues(solver))
         return AttemptResult(mapped, solution, objective, cut, ended_by)
     return AttemptResult(mapped, None, None, cut, ended_by)
+
+
+def _solver(stop_at: float, workers: int, deterministic_limit: float | None) -> cp_model.CpSolver:
+    """A CP-SAT solver for one attempt: until `stop_at`, on `workers` threads, or reproducible
+    (one worker, a fixed seed) within `deterministic_limit` deterministic seconds."""
+    solver = cp_model.CpSolver()
+    params = solver.parameters
+    params.max_time_in_seconds = solver_limit(stop_at)
+    if deterministic_limit is not None:
+        params.max_deterministic_time = deterministic_limit
+        params.random_seed = DETERMINISTIC_SEED
+    params.num_workers = workers
+    params.cp_model_presolve = False
+    params.search_branching = cp_model.FIXED_SEARCH
+    # No LP relaxation: on these models it cost 5× the time to the first solution, for no
+    # better objective (benchmarks/snapshot_decisions.py).
+    params.linearization_level = 0
+    params.log_search_progress = False
+    return solver
 
 
 def _ended_by(status: cp_model.CpSolverStatus, watchdog: int | None, cut: bool) -> int:

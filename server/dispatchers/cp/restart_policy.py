@@ -107,16 +107,7 @@ def run_restart_policy(
                    else min(limit_ms / 1000.0, left))
         started = time.monotonic()
         outcome = attempt(limit_s, result.best)
-        wall = time.monotonic() - started
-        result.solve_seconds += wall
-        result.deadline_cut |= outcome.deadline_cut
-        ended_by = outcome.ended_by
-        if ended_by == pb.ATTEMPT_END_LIMIT and limit_s < limit_ms / 1000.0:
-            ended_by = pb.ATTEMPT_END_DEADLINE  # its wall-clock limit was the time left
-        result.attempts.append(
-            AttemptRecord(round(limit_s * 1000), outcome.status, wall, outcome.objective,
-                          outcome.deadline_cut, ended_by)
-        )
+        _record(result, outcome, limit_s, limit_ms, time.monotonic() - started)
         if outcome.status == pb.SOLVE_STATUS_INFEASIBLE:
             result.status = pb.SOLVE_STATUS_INFEASIBLE
             return result
@@ -142,3 +133,17 @@ def run_restart_policy(
             return result
         limit_ms *= 2
     return result
+
+
+def _record(result: PolicyResult[S], outcome: AttemptResult[S], limit_s: float, limit_ms: int,
+            wall: float) -> None:
+    """Account one attempt in `result`: its time, whether the deadline cut it, its record."""
+    result.solve_seconds += wall
+    result.deadline_cut |= outcome.deadline_cut
+    ended_by = outcome.ended_by
+    if ended_by == pb.ATTEMPT_END_LIMIT and limit_s < limit_ms / 1000.0:
+        ended_by = pb.ATTEMPT_END_DEADLINE  # its wall-clock limit was the time left
+    result.attempts.append(
+        AttemptRecord(round(limit_s * 1000), outcome.status, wall, outcome.objective,
+                      outcome.deadline_cut, ended_by)
+    )
