@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from benchmarks.campaign_cells import CellResult, CellSpec
-from hpcdispatch.server.dispatchers.profiles import DEFAULT_PROFILE
+from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE
 from hpcdispatch.sim_adapter.adapter import DEFAULT, DISPATCHERS
 
 REFERENCE = "easy"

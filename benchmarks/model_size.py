@@ -16,7 +16,7 @@ from hpcdispatch.server.dispatchers.cp.cpsat_attempt import model_size
 from hpcdispatch.server.dispatchers.planning.job_selection import select_for_model
 from hpcdispatch.server.dispatchers.planning.problem import build_problem
 from hpcdispatch.server.dispatchers.planning.stopping import never
-from hpcdispatch.server.dispatchers.profiles import DEFAULT_PROFILE, resolve_settings
+from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE, resolve_settings
 from hpcdispatch.server.pipeline import predict_durations
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
 from hpcdispatch.v1 import dispatcher_pb2 as pb

@@ -28,23 +28,24 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import structlog
 
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.server.config import ServerConfig
-from hpcdispatch.server.logging_config import configure_logging
-from hpcdispatch.server.predictors.base import (
+from hpcdispatch.server.domain.duration_predictor import (
     Completion,
     DurationPredictor,
     JobFacts,
     clamp,
     predict_many,
 )
+from hpcdispatch.server.logging_config import configure_logging
 from hpcdispatch.server.predictors.data_driven import resemblance_rules
 from hpcdispatch.server.predictors.knowledge_base import ClusterHistory
+from hpcdispatch.server.predictors.registry import PredictorRegistry
 from hpcdispatch.server.predictors.store_sqlite import SqliteStore
 from hpcdispatch.server.rpc.app import RunningServer, start_server
 from hpcdispatch.synthetic import synthetic_snapshot
@@ -122,15 +123,17 @@ def measure(
     """(label, first decision s, median decision s, median predictor s, first predictor s)."""
     running: RunningServer = start_server(ServerConfig(listen="127.0.0.1:0", predictor_store=store))
     timers: list[Timed] = []
+    # The service's registry itself (the gRPC edge holds it as the pipeline's `Predictors`).
+    registry = cast(PredictorRegistry, running.predictors)
     try:
-        make = factory or running.predictors.factory(kind)
+        make = factory or registry.factory(kind)
 
         def timed(cluster_history: ClusterHistory) -> DurationPredictor:
             timer = Timed(make(cluster_history))  # type: ignore[arg-type]
             timers.append(timer)
             return timer
 
-        running.predictors.register(kind, timed)
+        registry.register(kind, timed)
         if kind != pb.PREDICTOR_WALLTIME:
             for start in range(0, len(completions), 1_000):
                 running.predictors.learn(CLUSTER, completions[start:start + 1_000])

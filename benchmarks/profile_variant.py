@@ -23,7 +23,7 @@ from typing import Any
 def register(base: str, fields: Sequence[str]) -> str:
     """Add the variant of profile `base` with `fields` (KEY=VALUE each) to the server's
     profiles; returns its name. Raises ValueError naming an unknown profile, field or value."""
-    from hpcdispatch.server.dispatchers.profiles import PROFILES
+    from hpcdispatch.server.domain.profiles import PROFILES
 
     if base not in PROFILES:
         raise ValueError(f"unknown profile {base!r}; one of {sorted(PROFILES)}")

@@ -26,7 +26,7 @@ from benchmarks.scale_sessions import BUSY_FOR_70_PERCENT_OF_NODES
 from hpcdispatch.proto_convert import snapshot_from_pb, snapshot_to_pb
 from hpcdispatch.server.config import ServerConfig
 from hpcdispatch.server.dispatchers.base import SearchControl
-from hpcdispatch.server.dispatchers.profiles import PROFILES
+from hpcdispatch.server.domain.profiles import PROFILES
 from hpcdispatch.server.intake.node_table import NodeTables, build_node_table
 from hpcdispatch.server.intake.running_job_cache import RunningJobCache
 from hpcdispatch.server.intake.snapshot_intake import take_in

@@ -19,7 +19,7 @@ import time
 from benchmarks.scale_sessions import BUSY_FOR_70_PERCENT_OF_NODES
 from hpcdispatch.catalog import DISPATCHER_NAMES
 from hpcdispatch.server.dispatchers.base import SearchControl
-from hpcdispatch.server.dispatchers.profiles import PROFILES
+from hpcdispatch.server.domain.profiles import PROFILES
 from hpcdispatch.server.pipeline import DecisionResult, run_decision
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
 from hpcdispatch.server.sessions.state import SessionState

@@ -22,7 +22,7 @@ EXAMPLE_SNAPSHOT = "eurora_snapshot.json"
 
 def _profiles() -> tuple[list[str], str]:
     """(names of the search profiles, the default one), from the profile table."""
-    from hpcdispatch.server.dispatchers.profiles import DEFAULT_PROFILE, PROFILES
+    from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE, PROFILES
 
     return sorted(PROFILES), DEFAULT_PROFILE
 

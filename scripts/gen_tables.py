@@ -119,7 +119,7 @@ def parts() -> dict[str, dict[str, str]]:
         registered_predictors,
     )
     from hpcdispatch.server.config import ServerConfig
-    from hpcdispatch.server.dispatchers.profiles import PROFILES
+    from hpcdispatch.server.domain.profiles import PROFILES
 
     defaults = {f.name: f.default for f in dataclasses.fields(ServerConfig)}
     dispatchers = _built_ins(registered_dispatchers())

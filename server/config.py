@@ -46,7 +46,7 @@ class ServerConfig:
     # (docs/benchmarks/models-vs-papers.md §2); with no completions reported it predicts the
     # requested time.
     default_predictor: str = "data-driven"
-    default_profile: str = "qos"  # qos | papers | fast (server/dispatchers/profiles.py)
+    default_profile: str = "qos"  # qos | papers | fast (server/domain/profiles.py)
     solver_workers: int = 1  # CP-SAT search workers per decision
     predictor_store: str | None = None  # SQLite file of the predictors' knowledge base
     # What the knowledge base keeps of reported completions, per cluster: completions, and UTF-8
@@ -199,7 +199,7 @@ def _check_names(config: ServerConfig, check: Check) -> None:
     """The defaults name a registered dispatcher, predictor, profile; logging's names."""
     from hpcdispatch.catalog import dispatcher_names, predictor_names
 
-    from .dispatchers.profiles import PROFILES
+    from .domain.profiles import PROFILES
 
     # The names registered (docs/plugins.md): the built-ins and the installed plugins.
     dispatchers, predictors = dispatcher_names(), predictor_names()

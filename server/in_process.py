@@ -31,18 +31,12 @@ from hpcdispatch.snapshot import JobCompletion, QueuedJob, RunningJob
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .config import ServerConfig, load_config
+from .domain.duration_predictor import depends_on_job_only
+from .domain.profiles import DEFAULT_PROFILE, PROFILES
 from .intake.decision_options import DecisionOptions
 from .intake.snapshot_intake import SnapshotIntake
 from .intake.validation import Violation
-from .pipeline import (
-    DEFAULT_PROFILE,
-    PROFILES,
-    DecisionResult,
-    PredictorRegistry,
-    completion_of,
-    decide_on,
-    depends_on_job_only,
-)
+from .pipeline import DecisionResult, completion_of, decide_on, open_predictors
 from .sessions.heap import freeze_long_lived
 from .sessions.state import SessionState
 
@@ -88,8 +82,8 @@ class InProcessService:
         self.config = dataclasses.replace(base, **overrides)
         if self.config.default_profile not in PROFILES:
             raise ValueError(f"unknown default profile {self.config.default_profile!r}")
-        self.predictors = PredictorRegistry(store_path=self.config.predictor_store,
-                                            limits=self.config.knowledge_base_limits())
+        self.predictors = open_predictors(store_path=self.config.predictor_store,
+                                          limits=self.config.knowledge_base_limits())
         self.intake = SnapshotIntake(self.config, self.predictors.kinds)
         self.defaults = Defaults(
             default_dispatcher=dispatcher_kind(self.config.default_dispatcher),

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -35,48 +35,33 @@ import structlog
 
 from hpcdispatch.catalog import dispatcher_name
 from hpcdispatch.decision_check import ClusterFacts, SnapshotFacts, check_decision_against
+from hpcdispatch.registrations import Registrations
 from hpcdispatch.snapshot import Decision, JobStart, QueuedJob, RunningJob, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-# The core's names the rooms above use: the pipeline is their one door into the core
-# (`dispatchers/`, `predictors/`); the layering contract in pyproject.toml keeps it so.
 from .dispatchers import DISPATCHERS
 from .dispatchers import REGISTRY as DISPATCHER_REGISTRY
-from .dispatchers.base import CallerScope, Dispatcher, Outcome, SearchControl
+from .dispatchers.base import Dispatcher, Outcome
 from .dispatchers.guard import MalformedOutcome, PluginFailure, PluginUnavailable, RanPastDeadline
-from .dispatchers.planning.free_pool import FreePool
-from .dispatchers.planning.problem import (
-    MAX_MODEL_DURATION,
-    NodeIndex,
-    Occupancy,
-    Problem,
-    build_problem,
-    index_nodes,
-    occupancy_of_rows,
-    running_rows,
-)
-from .dispatchers.profiles import DEFAULT_PROFILE, PROFILES, resolve_settings
-from .dispatchers.search_settings import SearchSettings
-from .predictors.base import (
-    Completion,
-    DurationPredictor,
-    JobFacts,
-    depends_on_job_only,
-    predict_many,
-)
+from .dispatchers.planning.problem import Problem, build_problem
+from .domain.duration_predictor import Completion, DurationPredictor, JobFacts, predict_many
+from .domain.node_index import NodeIndex
+from .domain.occupancy import Occupancy
+from .domain.search_control import SearchControl
 from .predictors.completion_store import StoreUnavailable
-from .predictors.registry import PredictorRegistry
+from .predictors.knowledge_base import KnowledgeBaseLimits
+from .predictors.registry import FallbackListener, PredictorRegistry
 
+# Only the pipeline's own names: the rooms above take the shared domain model from
+# `server/domain/` and reach the core (`dispatchers/`, `predictors/`) only through what is
+# defined here (pyproject.toml's contracts).
 __all__ = [
-    "DEFAULT_PROFILE", "DISPATCHERS", "DISPATCHER_REGISTRY", "MAX_MODEL_DURATION", "PROFILES",
-    "STAGES", "CallerScope", "Completion",
-    "DecisionAbandoned", "DecisionResult", "Dispatcher", "DurationPredictor", "Durations",
-    "FinishedJob", "FreePool", "JobFacts", "NodeIndex", "Occupancy", "Outcome",
-    "PredictorRegistry", "Problem", "SearchControl", "SearchSettings", "Situation",
-    "StoreUnavailable", "build_problem", "completion_of", "corrected_duration", "decide_on",
-    "decision_of", "depends_on_job_only", "index_nodes", "occupancy_of_rows",
-    "predict_durations", "predict_many", "queued_facts", "resolve_settings", "run_decision",
-    "running_facts", "running_rows",
+    "FALLBACK_CHECK_FAILED", "FALLBACK_DISPATCHER_ERROR", "FALLBACK_MIN_SECONDS", "STAGES",
+    "CompletionsNotStored", "DecisionAbandoned", "DecisionResult", "Durations", "FinishedJob",
+    "Predictors", "Situation", "completion_of", "corrected_duration", "decide_on",
+    "decision_of", "dispatcher_registrations", "learn_completions", "load_dispatcher_plugins",
+    "open_predictors", "predict_durations", "queued_facts", "run_decision", "running_facts",
+    "unavailable_dispatchers",
 ]
 
 log = structlog.get_logger("hpcdispatch.pipeline")
@@ -142,6 +127,68 @@ class DecisionResult:
     fallback_code: str = ""  # FALLBACK_* or empty
     check_failures: list[int] = field(default_factory=list)  # dispatcher kinds that failed it
     stage_seconds: dict[str, float] = field(default_factory=dict)
+
+
+class Predictors(Protocol):
+    """The service's duration predictors, as the rooms above use them: by cluster and kind,
+    taught by completions, with their registrations (`open_predictors` makes them)."""
+
+    @property
+    def registrations(self) -> Registrations: ...
+
+    def kinds(self) -> list[int]: ...
+
+    def predictor(self, cluster: str, kind: int) -> DurationPredictor: ...
+
+    def learn(self, cluster: str, completions: Iterable[Completion]) -> int: ...
+
+    def load_plugins(self) -> dict[str, str]: ...
+
+    def unavailable(self) -> dict[str, str]: ...
+
+    def close(self) -> None: ...
+
+
+def open_predictors(
+    store_path: str | None = None, limits: KnowledgeBaseLimits | None = None,
+    on_store_fallback: FallbackListener | None = None,
+    on_predictor_failure: Callable[[str, str, str], None] | None = None,
+) -> Predictors:
+    """The registered predictors over one knowledge base: `store_path` an SQLite file or a
+    PostgreSQL URL (None: in memory), within `limits`; the listeners are told when predictions
+    went on without the store (cluster) and when a predictor failed (see PredictorRegistry)."""
+    return PredictorRegistry(store_path=store_path, on_store_fallback=on_store_fallback,
+                             limits=limits, on_predictor_failure=on_predictor_failure)
+
+
+class CompletionsNotStored(Exception):
+    """The knowledge base could not be reached: none of the completions is known to be stored,
+    and the report must not be acknowledged (storing is idempotent: the caller retries)."""
+
+
+def learn_completions(predictors: Predictors, cluster: str, finished: Iterable[FinishedJob]
+                      ) -> int:
+    """Teach `cluster`'s predictors the finished jobs (ReportCompletions); how many were taken.
+    Raises CompletionsNotStored when the knowledge base is out of reach."""
+    try:
+        return predictors.learn(cluster, (completion_of(f) for f in finished))
+    except StoreUnavailable as exc:
+        raise CompletionsNotStored(str(exc)) from exc
+
+
+def dispatcher_registrations() -> Registrations:
+    """The dispatchers offered: the built-ins and the plugins registered by name."""
+    return DISPATCHER_REGISTRY.registrations
+
+
+def load_dispatcher_plugins() -> dict[str, str]:
+    """Load every plugin's dispatcher now; {name: why} of those that could not be loaded."""
+    return DISPATCHER_REGISTRY.load_plugins()
+
+
+def unavailable_dispatchers() -> dict[str, str]:
+    """{name: why} of the registered dispatchers whose code failed to load so far."""
+    return DISPATCHER_REGISTRY.unavailable()
 
 
 def queued_facts(job: QueuedJob) -> JobFacts:

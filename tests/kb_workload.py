@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from hpcdispatch.server.predictors.base import Completion, JobFacts, clamp
+from hpcdispatch.server.domain.duration_predictor import Completion, JobFacts, clamp
 from hpcdispatch.server.predictors.data_driven import DataDrivenPredictor, resemblance_rules
 from hpcdispatch.server.predictors.history_index import HistoryFilter
 from hpcdispatch.server.predictors.job_keys import kept

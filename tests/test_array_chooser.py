@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hpcdispatch.server.dispatchers.planning.free_pool import (
+from hpcdispatch.server.domain.free_pool import (
     FreePool,
     choose_from_array,
     count_units,

@@ -10,7 +10,7 @@ import pytest
 from benchmarks.campaign_plot import matrix, plot
 from benchmarks.campaign_report import target_lines
 from benchmarks.scale import target_line
-from hpcdispatch.server.dispatchers.profiles import DEFAULT_PROFILE
+from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE
 
 LLNL = "LLNL-Atlas-2006-2.1-cln.swf.xz"
 

@@ -18,7 +18,7 @@ from hpcdispatch.server.dispatchers.planning.plan import Plan
 from hpcdispatch.server.dispatchers.planning.problem import Job, Problem
 from hpcdispatch.server.dispatchers.planning.reservation import Reservation
 from hpcdispatch.server.dispatchers.planning.stopping import StopCheck
-from hpcdispatch.server.dispatchers.profiles import PROFILES
+from hpcdispatch.server.domain.profiles import PROFILES
 from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS

@@ -21,7 +21,7 @@ from hpcdispatch.server.dispatchers.planning.processor_packing import (
     processors_now,
 )
 from hpcdispatch.server.dispatchers.planning.reservation import reserve
-from hpcdispatch.server.dispatchers.profiles import resolve_settings
+from hpcdispatch.server.domain.profiles import resolve_settings
 from hpcdispatch.snapshot import Decision, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.instances import FAST, T, decide, node, problem_of, queued, running

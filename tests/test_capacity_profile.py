@@ -12,7 +12,7 @@ import random
 import pytest
 
 from hpcdispatch.server.dispatchers.planning.capacity_profile import CapacityProfile
-from hpcdispatch.server.dispatchers.planning.free_pool import Vec
+from hpcdispatch.server.domain.free_pool import Vec
 
 HORIZON = 80  # seconds simulated by the reference; everything happens before
 

@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 import pytest
 
-from hpcdispatch.server.dispatchers.profiles import PROFILES
+from hpcdispatch.server.domain.profiles import PROFILES
 from hpcdispatch.sim_adapter import cli as sim_cli
 
 CLI = [sys.executable, "-m", "hpcdispatch"]

@@ -36,7 +36,7 @@ from hpcdispatch.server.dispatchers.base import CallerScope, SearchControl
 from hpcdispatch.server.dispatchers.conservative import ConservativeDispatcher
 from hpcdispatch.server.dispatchers.planning.node_profile import NodeProfile
 from hpcdispatch.server.dispatchers.planning.stopping import CHECK_EVERY
-from hpcdispatch.server.dispatchers.profiles import PROFILES
+from hpcdispatch.server.domain.profiles import PROFILES
 from hpcdispatch.server.pipeline import run_decision
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
 from hpcdispatch.server.rpc.app import RunningServer

@@ -12,13 +12,10 @@ from prometheus_client import CollectorRegistry
 
 from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.server.config import ServerConfig
+from hpcdispatch.server.domain.duration_predictor import DurationPredictor
 from hpcdispatch.server.intake.snapshot_intake import SnapshotIntake
-from hpcdispatch.server.pipeline import (
-    DecisionAbandoned,
-    DurationPredictor,
-    PredictorRegistry,
-    Situation,
-)
+from hpcdispatch.server.pipeline import DecisionAbandoned, Situation
+from hpcdispatch.server.predictors.registry import PredictorRegistry
 from hpcdispatch.server.rpc.decision_front import DecisionFront, DecisionSlot
 from hpcdispatch.server.rpc.metrics import ServiceMetrics
 from hpcdispatch.synthetic import synthetic_snapshot

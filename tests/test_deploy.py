@@ -304,7 +304,7 @@ def test_the_default_rows_name_every_dispatcher_predictor_and_profile() -> None:
     """The rows of the defaults list what the code has, so a new profile (issue #24's
     `packing` was missing) or dispatcher cannot be left out."""
     from hpcdispatch.catalog import DISPATCHER_NAMES, PREDICTOR_NAMES
-    from hpcdispatch.server.dispatchers.profiles import PROFILES
+    from hpcdispatch.server.domain.profiles import PROFILES
 
     for key, names in (("default_dispatcher", DISPATCHER_NAMES),
                        ("default_predictor", PREDICTOR_NAMES), ("default_profile", PROFILES)):
@@ -314,7 +314,7 @@ def test_the_default_rows_name_every_dispatcher_predictor_and_profile() -> None:
 
 
 def test_the_profile_tables_have_a_row_per_profile() -> None:
-    from hpcdispatch.server.dispatchers.profiles import PROFILES
+    from hpcdispatch.server.domain.profiles import PROFILES
 
     for page in ("README.md", "docs/configuration.md"):
         text = (ROOT / page).read_text()

@@ -26,7 +26,7 @@ from hpcdispatch.server.dispatchers.cp.restart_policy import (
     SearchSettings,
     run_restart_policy,
 )
-from hpcdispatch.server.dispatchers.profiles import resolve_settings
+from hpcdispatch.server.domain.profiles import resolve_settings
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 RECORDS = "0:200"  # of the bundled KTH-SP2 slice: PCP'20 searches in about 40 decisions

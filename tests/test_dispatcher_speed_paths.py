@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from hpcdispatch.server.dispatchers.planning.capacity_profile import CapacityProfile
-from hpcdispatch.server.dispatchers.planning.free_pool import FreePool, Vec
 from hpcdispatch.server.dispatchers.planning.problem import stable_order
 from hpcdispatch.server.dispatchers.planning.stopping import every_few, never
+from hpcdispatch.server.domain.free_pool import FreePool, Vec
 from tests.test_capacity_profile import HORIZON
 from tests.test_capacity_profile import reference_start as second_by_second_start
 

@@ -16,7 +16,7 @@ from hpcdispatch.server.dispatchers.cp.cpsat_attempt import SolutionValues, mode
 from hpcdispatch.server.dispatchers.planning.greedy_schedule import greedy_schedule
 from hpcdispatch.server.dispatchers.planning.problem import later_start_bounds
 from hpcdispatch.server.dispatchers.planning.stopping import never
-from hpcdispatch.server.dispatchers.profiles import DEFAULT_PROFILE, PROFILES, resolve_settings
+from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE, PROFILES, resolve_settings
 from hpcdispatch.snapshot import NodeState, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.instances import FAST, T, decide, node, problem_of, queued, running, started

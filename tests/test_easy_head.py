@@ -15,7 +15,7 @@ from hpcdispatch.server.dispatchers.base import SearchSettings
 from hpcdispatch.server.dispatchers.planning.job_selection import never_fits
 from hpcdispatch.server.dispatchers.planning.oldest_first import oldest_that_fit, with_started
 from hpcdispatch.server.dispatchers.planning.reservation import reserve
-from hpcdispatch.server.dispatchers.profiles import PROFILES
+from hpcdispatch.server.domain.profiles import PROFILES
 from hpcdispatch.snapshot import Decision, NodeState, Snapshot
 from tests.instances import T, decide, node, problem_of, queued, running
 from tests.test_decision_property import assert_checked_and_accounted, snapshots

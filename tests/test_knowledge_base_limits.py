@@ -19,7 +19,7 @@ import pytest
 
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.server.config import load_config
-from hpcdispatch.server.predictors.base import Completion, JobFacts
+from hpcdispatch.server.domain.duration_predictor import Completion, JobFacts
 from hpcdispatch.server.predictors.completion_store import completion_rows
 from hpcdispatch.server.predictors.data_driven import DataDrivenPredictor
 from hpcdispatch.server.predictors.history_index import row_keys, text_bytes, texts_of

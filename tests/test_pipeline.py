@@ -13,6 +13,7 @@ from hpcdispatch.proto_convert import decision_from_pb, snapshot_to_pb
 from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.server.dispatchers.base import Outcome, SearchControl
 from hpcdispatch.server.dispatchers.planning.problem import Problem
+from hpcdispatch.server.domain.duration_predictor import Completion, JobFacts
 from hpcdispatch.server.pipeline import (
     FALLBACK_CHECK_FAILED,
     FALLBACK_DISPATCHER_ERROR,
@@ -20,7 +21,6 @@ from hpcdispatch.server.pipeline import (
     predict_durations,
     run_decision,
 )
-from hpcdispatch.server.predictors.base import Completion, JobFacts
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
 from hpcdispatch.server.rpc.app import ServerConfig, start_server
 from hpcdispatch.server.rpc.decision_front import DecisionSlot

@@ -17,14 +17,11 @@ from hpcdispatch import catalog
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.registrations import DISPATCHER_GROUP, PREDICTOR_GROUP, read_group
 from hpcdispatch.server.dispatchers import Registry
-from hpcdispatch.server.pipeline import (
-    PredictorRegistry,
-    SearchControl,
-    predict_durations,
-    resolve_settings,
-    run_decision,
-)
-from hpcdispatch.server.predictors.base import JobFacts
+from hpcdispatch.server.domain.duration_predictor import JobFacts
+from hpcdispatch.server.domain.profiles import resolve_settings
+from hpcdispatch.server.domain.search_control import SearchControl
+from hpcdispatch.server.pipeline import predict_durations, run_decision
+from hpcdispatch.server.predictors.registry import PredictorRegistry
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
 from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.synthetic import synthetic_snapshot

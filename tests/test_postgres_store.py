@@ -24,7 +24,7 @@ import pytest
 
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.server.config import ServerConfig
-from hpcdispatch.server.predictors.base import Completion, JobFacts
+from hpcdispatch.server.domain.duration_predictor import Completion, JobFacts
 from hpcdispatch.server.predictors.completion_store import CompletionRow, completion_rows
 from hpcdispatch.server.predictors.knowledge_base import KnowledgeBase, KnowledgeBaseLimits
 from hpcdispatch.server.predictors.migrations import SchemaTooNew

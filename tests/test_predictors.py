@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcdispatch.server.predictors.base import Completion, JobFacts
+from hpcdispatch.server.domain.duration_predictor import Completion, JobFacts
 from hpcdispatch.server.predictors.completion_store import (
     CompletionRow,
     StoredCompletion,

@@ -19,7 +19,7 @@ from hpcdispatch.server.dispatchers.base import Outcome, SearchControl
 from hpcdispatch.server.dispatchers.cp.hcp19 import Hcp19Dispatcher
 from hpcdispatch.server.dispatchers.cp.pcp20 import Pcp20Dispatcher
 from hpcdispatch.server.dispatchers.planning.problem import Problem, build_problem
-from hpcdispatch.server.dispatchers.profiles import PROFILES
+from hpcdispatch.server.domain.profiles import PROFILES
 from hpcdispatch.snapshot import (
     Decision,
     JobStart,

@@ -160,3 +160,41 @@ def test_every_package_says_what_it_answers() -> None:
         if len(text.split()) < 3 or not SENTENCE_END.search(text):
             silent.append(f"{path.relative_to(ROOT)}: {docstring!r}")
     assert silent == [], "say in the docstring what the room answers:\n" + "\n".join(silent)
+
+
+def defined_and_exported(path: Path) -> tuple[set[str], list[str]]:
+    """The names a module defines at its top level (classes, functions, assignments; not what
+    it imports), and its `__all__`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    defined: set[str] = set()
+    exported: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = {t.id for t in targets if isinstance(t, ast.Name)}
+            if "__all__" in names and node.value is not None:
+                exported = list(ast.literal_eval(node.value))
+            defined |= names - {"__all__"}
+    return defined, exported
+
+
+def test_the_pipeline_exports_only_its_own_names() -> None:
+    """The one door into the core passes on none of the core's names: the rooms above take the
+    shared domain model from `server/domain/`, and the rest of the core only through what the
+    pipeline defines (docs/architecture.md)."""
+    pipeline = project_modules()["hpcdispatch.server.pipeline"]
+    defined, exported = defined_and_exported(pipeline)
+    assert exported, "pipeline.py has an __all__"
+    assert sorted(set(exported) - defined) == [], "re-exported by the pipeline"
+    # And what anything imports from the pipeline is one of its exports.
+    imported_elsewhere = []
+    for path in [*ROOT.glob("server/**/*.py"), *ROOT.glob("tests/**/*.py"),
+                 *ROOT.glob("benchmarks/**/*.py"), *ROOT.glob("sim_adapter/**/*.py")]:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("pipeline"):
+                imported_elsewhere += [f"{path.relative_to(ROOT)}: {alias.name}"
+                                       for alias in node.names if alias.name not in exported]
+    assert imported_elsewhere == [], "imported from the pipeline, not exported by it"

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from hpcdispatch.server.dispatchers.planning import problem as problem_module
-from hpcdispatch.server.dispatchers.planning.free_pool import FreePool, Vec, units_per_node
 from hpcdispatch.server.dispatchers.planning.problem import (
     Job,
     Problem,
@@ -23,6 +22,7 @@ from hpcdispatch.server.dispatchers.planning.problem import (
     build_problem,
 )
 from hpcdispatch.server.dispatchers.planning.reservation import head_nodes, reserve
+from hpcdispatch.server.domain.free_pool import FreePool, Vec, units_per_node
 from hpcdispatch.snapshot import Node, NodeState, QueuedJob, RunningJob, Snapshot, UnitAllocation
 
 SCALE = (8, 16)

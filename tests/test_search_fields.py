@@ -9,8 +9,8 @@ import dataclasses
 import re
 
 from hpcdispatch.client import DispatcherClient
-from hpcdispatch.server.dispatchers.profiles import PROFILES, resolve_settings
-from hpcdispatch.server.dispatchers.search_settings import SearchSettings
+from hpcdispatch.server.domain.profiles import PROFILES, resolve_settings
+from hpcdispatch.server.domain.search_settings import SearchSettings
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 SETTINGS = {f.name for f in dataclasses.fields(SearchSettings)} - {"profile"}

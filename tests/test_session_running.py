@@ -22,22 +22,17 @@ import pytest
 
 from hpcdispatch.decision_check import SnapshotFacts, check_decision, check_decision_against
 from hpcdispatch.server.dispatchers.base import SearchControl
-from hpcdispatch.server.dispatchers.planning.free_pool import FreePool, Vec
-from hpcdispatch.server.dispatchers.planning.problem import (
-    Occupancy,
-    Problem,
-    build_problem,
-    index_nodes,
-    occupancy_from_snapshot,
-    running_rows,
-)
+from hpcdispatch.server.dispatchers.planning.problem import Problem, build_problem
+from hpcdispatch.server.domain.duration_predictor import JobFacts
+from hpcdispatch.server.domain.free_pool import FreePool, Vec
+from hpcdispatch.server.domain.node_index import index_nodes
+from hpcdispatch.server.domain.occupancy import Occupancy, occupancy_from_snapshot, running_rows
 from hpcdispatch.server.pipeline import (
     corrected_duration,
     predict_durations,
     run_decision,
     running_facts,
 )
-from hpcdispatch.server.predictors.base import JobFacts
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
 from hpcdispatch.server.sessions.state import SessionState
 from hpcdispatch.snapshot import (

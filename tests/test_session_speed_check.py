@@ -17,8 +17,8 @@ from hpcdispatch.proto_convert import add_starts, decision_from_pb, snapshot_to_
 from hpcdispatch.server.config import load_config
 from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.server.dispatchers.base import SearchControl
+from hpcdispatch.server.domain.duration_predictor import JobFacts
 from hpcdispatch.server.pipeline import FALLBACK_CHECK_FAILED, predict_durations, run_decision
-from hpcdispatch.server.predictors.base import JobFacts
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
 from hpcdispatch.server.rpc.app import RunningServer, start_server
 from hpcdispatch.server.sessions.state import SessionState

@@ -16,6 +16,7 @@ import pytest
 from hpcdispatch.proto_convert import snapshot_from_pb, snapshot_to_pb
 from hpcdispatch.server.config import ServerConfig
 from hpcdispatch.server.dispatchers.base import SearchControl
+from hpcdispatch.server.domain.profiles import resolve_settings
 from hpcdispatch.server.intake import snapshot_intake, validation
 from hpcdispatch.server.intake.decision_options import DecisionOptions
 from hpcdispatch.server.intake.interruption import Interruption
@@ -23,7 +24,7 @@ from hpcdispatch.server.intake.node_table import NodeTables
 from hpcdispatch.server.intake.running_job_cache import RunningJobCache, check_running_job
 from hpcdispatch.server.intake.snapshot_intake import fast_checked_running, take_in
 from hpcdispatch.server.intake.validation import Violation, validate_dispatch_request
-from hpcdispatch.server.pipeline import DecisionAbandoned, resolve_settings, run_decision
+from hpcdispatch.server.pipeline import DecisionAbandoned, run_decision
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
 from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.synthetic import synthetic_snapshot

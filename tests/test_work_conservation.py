@@ -9,7 +9,7 @@ import pytest
 
 from hpcdispatch.catalog import CP_DISPATCHER_NAMES
 from hpcdispatch.decision_check import check_decision
-from hpcdispatch.server.dispatchers.profiles import DEFAULT_PROFILE, PROFILES
+from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE, PROFILES
 from hpcdispatch.snapshot import Snapshot
 from tests.instances import FAST, T, decide, node, queued, running, started
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..domain.free_pool import FreePool
 from .base import HEURISTIC, Outcome, SearchControl
-from .planning.free_pool import FreePool
 from .planning.problem import Job, Problem
 from .planning.reservation import Reservation, place_around_reservation, reserve
 

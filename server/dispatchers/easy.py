@@ -16,8 +16,8 @@ from typing import ClassVar
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
+from ..domain.free_pool import FreePool
 from .base import HEURISTIC, Outcome, SearchControl
-from .planning.free_pool import FreePool
 from .planning.job_orders import fcfs
 from .planning.problem import Job, Problem
 from .planning.reservation import (

@@ -21,9 +21,9 @@ from typing import ClassVar
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
+from ..domain.free_pool import FreePool
 from .base import Outcome, SearchControl
 from .easy import EasyDispatcher, backfill_around, reserve_for_head
-from .planning.free_pool import FreePool
 from .planning.problem import Job, Problem
 from .planning.processor_packing import most_processors_now
 from .planning.stopping import Stopped

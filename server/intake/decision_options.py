@@ -17,7 +17,9 @@ from hpcdispatch.catalog import registered_dispatchers, registered_predictors
 from hpcdispatch.registrations import Registrations
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from ..pipeline import CallerScope, SearchControl, SearchSettings
+from ..domain.caller_scope import CallerScope
+from ..domain.search_control import SearchControl
+from ..domain.search_settings import SearchSettings
 from .shown import shown
 
 OptionsRequest = pb.DispatchRequest | pb.UpdateSessionRequest

@@ -37,7 +37,7 @@ from hpcdispatch.snapshot import Node
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
-from ..pipeline import NodeIndex, index_nodes
+from ..domain.node_index import NodeIndex, index_nodes
 from .interruption import NEVER, Interruption
 from .limits import DEFAULT_LIMITS, types_within
 from .validation import MAX_AMOUNT, NodeCheck, check_nodes

@@ -43,7 +43,7 @@ from hpcdispatch.snapshot import QueuedJob, RunningJob, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
-from ..pipeline import NodeIndex
+from ..domain.node_index import NodeIndex
 from .decision_options import DecisionOptions
 from .interruption import NEVER, Interruption
 from .limits import check_snapshot_limits

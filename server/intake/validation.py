@@ -15,7 +15,8 @@ from hpcdispatch.catalog import predictor_name
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
-from ..pipeline import PROFILES, SearchSettings, resolve_settings
+from ..domain.profiles import PROFILES, resolve_settings
+from ..domain.search_settings import SearchSettings
 from .decision_options import asked_dispatcher, asked_predictor
 from .interruption import NEVER, Interruption
 from .limits import (

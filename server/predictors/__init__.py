@@ -1,2 +1,3 @@
 """Duration predictors d_i (wall time, last two, data driven, oracle), one module each behind
-`base.DurationPredictor`, reading the completed jobs of one shared knowledge base."""
+the domain's `duration_predictor.DurationPredictor`, reading the completed jobs of one shared
+knowledge base."""

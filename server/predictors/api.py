@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .base import JobFacts, clamp
+from ..domain.duration_predictor import JobFacts, clamp
 from .history_index import DEPTH, HistoryFilter
 from .job_keys import kept
 from .knowledge_base import ClusterHistory

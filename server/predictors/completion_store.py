@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .base import Completion
+from ..domain.duration_predictor import Completion
 from .job_keys import kept, name_prefix, request_shape
 
 

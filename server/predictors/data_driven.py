@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from .base import Completion, JobFacts, clamp
+from ..domain.duration_predictor import Completion, JobFacts, clamp
 from .history_index import FilterKey, HistoryFilter, HistoryIndex
 from .job_keys import kept, name_prefix, request_shape
 from .knowledge_base import ClusterHistory

@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from .base import Completion, JobFacts, clamp, predict_many
+from ..domain.duration_predictor import Completion, JobFacts, clamp, predict_many
 
 log = structlog.get_logger("hpcdispatch.predictors")
 

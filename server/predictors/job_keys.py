@@ -15,7 +15,7 @@ import functools
 import hashlib
 import re
 
-from .base import JobFacts
+from ..domain.duration_predictor import JobFacts
 
 _EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
 _TRAILING_COUNTER = re.compile(r"[0-9._\-]+$")

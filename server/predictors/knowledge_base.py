@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .base import Completion, DurationPredictor
+from ..domain.duration_predictor import Completion, DurationPredictor
 from .completion_store import (
     CompletionStore,
     StoreUnavailable,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from .base import Completion, JobFacts, clamp
+from ..domain.duration_predictor import Completion, JobFacts, clamp
 from .history_index import HistoryFilter
 from .job_keys import kept
 from .knowledge_base import ClusterHistory

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from .base import Completion, JobFacts, clamp
+from ..domain.duration_predictor import Completion, JobFacts, clamp
 
 
 class OraclePredictor:

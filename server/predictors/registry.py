@@ -26,7 +26,7 @@ import structlog
 from hpcdispatch.catalog import registered_predictors
 from hpcdispatch.registrations import Registered, Registrations
 
-from .base import Completion, DurationPredictor
+from ..domain.duration_predictor import Completion, DurationPredictor
 from .guard import LOAD_FAILED, FailureListener, GuardedPredictor, no_listener
 from .knowledge_base import (
     ClusterHistory,

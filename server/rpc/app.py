@@ -21,7 +21,7 @@ from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 from ..config import ServerConfig, validate_config
 from ..intake.snapshot_intake import SnapshotIntake
 from ..logging_config import configure_logging
-from ..pipeline import PredictorRegistry
+from ..pipeline import Predictors, open_predictors
 from ..sessions.heap import freeze_long_lived
 from .decision_front import DecisionFront
 from .decode_errors import DecodeErrorInterceptor
@@ -48,7 +48,7 @@ class RunningServer:
     port: int
     health: health.HealthServicer
     config: ServerConfig
-    predictors: PredictorRegistry
+    predictors: Predictors
     metrics: ServiceMetrics
     metrics_port: int | None = None  # bound /metrics port; None when metrics are off
     drain: Drain = field(default_factory=Drain)  # DispatcherService calls in flight
@@ -137,10 +137,10 @@ def _channel_options(config: ServerConfig) -> list[tuple[str, int]]:
 
 def _add_services(
     server: grpc.Server, config: ServerConfig, metrics: ServiceMetrics, drain: Drain
-) -> tuple[PredictorRegistry, health.HealthServicer]:
+) -> tuple[Predictors, health.HealthServicer]:
     """The dispatcher and session services, health and reflection on `server`; the plugins
     loaded (one that cannot be loaded is reported now). Returns the predictors and health."""
-    predictors = PredictorRegistry(
+    predictors = open_predictors(
         store_path=config.predictor_store,
         on_store_fallback=metrics.count_predictor_store_fallback,
         limits=config.knowledge_base_limits(),

@@ -25,20 +25,12 @@ from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
+from ..domain.duration_predictor import DurationPredictor
+from ..domain.profiles import PROFILES
+from ..domain.search_control import SearchControl
+from ..domain.search_settings import SearchSettings
 from ..intake.decision_options import DecisionOptions
-from ..pipeline import (
-    PROFILES,
-    DecisionAbandoned,
-    DecisionResult,
-    DurationPredictor,
-    Outcome,
-    PredictorRegistry,
-    Problem,
-    SearchControl,
-    SearchSettings,
-    Situation,
-    decide_on,
-)
+from ..pipeline import DecisionAbandoned, DecisionResult, Predictors, Situation, decide_on
 from .admission import DecisionAdmission, Refused
 from .message_context import MessageContext
 from .metrics import ServiceMetrics
@@ -117,7 +109,7 @@ class DecisionFront:
     they are made, counted and answered."""
 
     def __init__(
-        self, config: ServerConfig, predictors: PredictorRegistry, metrics: ServiceMetrics,
+        self, config: ServerConfig, predictors: Predictors, metrics: ServiceMetrics,
     ) -> None:
         if config.default_profile not in PROFILES:
             raise ValueError(f"unknown default profile {config.default_profile!r}")
@@ -245,7 +237,7 @@ class DecisionFront:
         starts = result.decision.starts
         add_starts(response, starts, {q.id: q.unit_request for q in snapshot.queued})
         report = response.report
-        _report(report, kind, predictor_kind, settings, result.problem, result.outcome)
+        _report(report, kind, predictor_kind, settings, result)
         report.fallback_reason = result.fallback_reason
         report.total_seconds = time.monotonic() - received
         self.metrics.observe_decision(
@@ -258,8 +250,9 @@ class DecisionFront:
 
 def _report(
     report: pb.DecisionReport, kind: int, predictor: int, settings: SearchSettings,
-    problem: Problem, outcome: Outcome,
+    result: DecisionResult,
 ) -> None:
+    problem, outcome = result.problem, result.outcome
     # The enum values of built-ins (0 for a plugin's), and the names of every one.
     report.dispatcher = pb.Dispatcher.ValueType(enum_value(kind, pb.Dispatcher))
     report.predictor = pb.Predictor.ValueType(enum_value(predictor, pb.Predictor))

@@ -16,7 +16,7 @@ from ..intake.interruption import Interruption
 from ..intake.shown import clipped
 from ..intake.snapshot_intake import SnapshotIntake
 from ..intake.validation import validate_completions
-from ..pipeline import StoreUnavailable, completion_of
+from ..pipeline import CompletionsNotStored, learn_completions
 from .decision_front import DecisionFront, DecisionSlot, Situation, predictor_name
 from .errors import abort_invalid_argument
 from .metrics import dispatcher_label, status_label
@@ -95,9 +95,8 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
                 f"{violations[0].field}: {violations[0].description}; none stored", violations)
         cluster = request.cluster or "default"
         try:
-            accepted = self.predictors.learn(
-                cluster, (completion_of(c) for c in request.completions))
-        except StoreUnavailable as exc:
+            accepted = learn_completions(self.predictors, cluster, request.completions)
+        except CompletionsNotStored as exc:
             # Not acknowledged: the client retries UNAVAILABLE, and storing is idempotent.
             log.error("completions not stored: knowledge base unreachable", cluster=cluster,
                       completions=len(request.completions), error=str(exc))

@@ -19,13 +19,14 @@ from hpcdispatch.catalog import enum_value
 from hpcdispatch.registrations import Registrations
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
+from ..domain.profiles import DEFAULT_PROFILE, PROFILES
+from ..domain.search_settings import SearchSettings
 from ..intake.shown import clipped
 from ..pipeline import (
-    DEFAULT_PROFILE,
-    DISPATCHER_REGISTRY,
-    PROFILES,
-    PredictorRegistry,
-    SearchSettings,
+    Predictors,
+    dispatcher_registrations,
+    load_dispatcher_plugins,
+    unavailable_dispatchers,
 )
 from .decision_front import DecisionFront, dispatcher_name, predictor_name
 from .metrics import ServiceMetrics
@@ -53,11 +54,11 @@ def _plugins(registrations: Registrations) -> list[str]:
     return [e.name for e in registrations.entries if not e.built_in]
 
 
-def load_plugins(predictors: PredictorRegistry, metrics: ServiceMetrics) -> None:
+def load_plugins(predictors: Predictors, metrics: ServiceMetrics) -> None:
     """Import every plugin's code now; log what is offered, what failed and what was ignored,
     and show each plugin's state in `hpcdispatch_plugin_loaded`."""
     groups = (
-        ("dispatcher", DISPATCHER_REGISTRY.registrations, DISPATCHER_REGISTRY.load_plugins()),
+        ("dispatcher", dispatcher_registrations(), load_dispatcher_plugins()),
         ("predictor", predictors.registrations, predictors.load_plugins()),
     )
     for group, registrations, failed in groups:
@@ -73,9 +74,9 @@ def load_plugins(predictors: PredictorRegistry, metrics: ServiceMetrics) -> None
 def describe(front: DecisionFront) -> pb.DescribeServiceResponse:
     """DescribeService's answer."""
     config = front.config
-    dispatchers = DISPATCHER_REGISTRY.registrations.entries
+    dispatchers = dispatcher_registrations().entries
     predictors = front.predictors.registrations.entries
-    failed = {"dispatcher": DISPATCHER_REGISTRY.unavailable(),
+    failed = {"dispatcher": unavailable_dispatchers(),
               "predictor": front.predictors.unavailable()}
     offered_d = [e for e in dispatchers if e.name not in failed["dispatcher"]]
     offered_p = [e for e in predictors if e.name not in failed["predictor"]]

@@ -22,14 +22,9 @@ import numpy.typing as npt
 
 from hpcdispatch.snapshot import RunningJob
 
-from ..pipeline import (
-    MAX_MODEL_DURATION,
-    FreePool,
-    NodeIndex,
-    Occupancy,
-    occupancy_of_rows,
-    running_rows,
-)
+from ..domain.free_pool import FreePool
+from ..domain.node_index import NodeIndex
+from ..domain.occupancy import MAX_MODEL_DURATION, Occupancy, occupancy_of_rows, running_rows
 
 # Per-job columns grow by this factor when full.
 _GROWTH = 2

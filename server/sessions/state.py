@@ -35,18 +35,15 @@ import numpy as np
 from hpcdispatch.decision_check import NodeRows
 from hpcdispatch.snapshot import Node, NodeState, QueuedJob, RunningJob, Snapshot
 
-from ..pipeline import (
+from ..domain.duration_predictor import (
     DurationPredictor,
     JobFacts,
-    NodeIndex,
-    Occupancy,
-    Situation,
     depends_on_job_only,
-    index_nodes,
     predict_many,
-    queued_facts,
-    running_facts,
 )
+from ..domain.node_index import NodeIndex, index_nodes
+from ..domain.occupancy import Occupancy
+from ..pipeline import Situation, queued_facts, running_facts
 from .running_work import SessionRunning
 
 _NOTHING_HELD: Mapping[str, int] = {}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from ..planning.free_pool import Vec
+from ...domain.free_pool import Vec
 from ..planning.problem import Job, Problem, later_start_bounds
 from .cpsat_attempt import SolutionValues
 

@@ -17,7 +17,7 @@ from ortools.sat.python import cp_model
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from ..planning.free_pool import units_per_node
+from ...domain.free_pool import units_per_node
 from ..planning.greedy_schedule import total_slowdown
 from ..planning.job_selection import submit_order
 from ..planning.node_schedule import node_list_schedule

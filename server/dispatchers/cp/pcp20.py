@@ -29,7 +29,7 @@ from ortools.sat.python import cp_model
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from ..planning.free_pool import FreePool, units_per_node
+from ...domain.free_pool import FreePool, units_per_node
 from ..planning.plan import Plan
 from ..planning.problem import Job, Problem
 from ..planning.stopping import stop_if

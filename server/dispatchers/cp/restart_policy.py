@@ -24,7 +24,7 @@ same attempts and the same decision. The deadline
 stays wall-clock: a deterministic attempt it cuts short, or a restart it prevents, makes the
 decision depend on the machine's speed again (`PolicyResult.deadline_cut`).
 
-The settings it runs under (`dispatchers.search_settings`) and the record of an attempt
+The settings it runs under (`domain.search_settings`) and the record of an attempt
 (`dispatchers.base.AttemptRecord`) live below it, beside the interface every dispatcher shares.
 """
 
@@ -37,8 +37,8 @@ from typing import Generic, TypeVar
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
+from ...domain.search_settings import SearchSettings
 from ..base import AttemptRecord
-from ..search_settings import SearchSettings
 
 S = TypeVar("S")
 

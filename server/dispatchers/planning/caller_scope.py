@@ -11,18 +11,10 @@ the decision saw (a cluster whose node list changes starts a new book, as a new 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ...domain.caller_scope import CallerScope
 from .problem import Problem
 
-
-@dataclass(frozen=True, slots=True)
-class CallerScope:
-    """Who asks: the authenticated caller ("" without client certificates: every caller is
-    then the same) and the cluster it names ("default" when it names none)."""
-
-    identity: str = ""
-    cluster: str = "default"
+__all__ = ["BookKey", "CallerScope", "book_key"]
 
 
 BookKey = tuple[CallerScope, tuple[str, ...]]  # the caller's scope and the node ids in order

@@ -17,7 +17,7 @@ from operator import le
 import numpy as np
 import numpy.typing as npt
 
-from .free_pool import Vec
+from ...domain.free_pool import Vec
 
 
 class CapacityProfile:

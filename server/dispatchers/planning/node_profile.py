@@ -21,8 +21,8 @@ from itertools import chain
 import numpy as np
 import numpy.typing as npt
 
+from ...domain.free_pool import Vec, choose_from_array
 from .capacity_profile import first_room, room_now
-from .free_pool import Vec, choose_from_array
 from .problem import Job, Problem
 from .stopping import StopCheck, never, stop_if
 

@@ -18,9 +18,10 @@ from collections import Counter
 
 import numpy as np
 
+from ...domain.occupancy import MAX_MODEL_DURATION, RunningTable
 from .job_orders import fcfs
 from .job_selection import never_fits
-from .problem import MAX_MODEL_DURATION, Problem, RunningTable
+from .problem import Problem
 from .stopping import StopCheck, Stopped, every_few, never
 
 

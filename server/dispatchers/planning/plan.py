@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .free_pool import FreePool
+    from ...domain.free_pool import FreePool
     from .reservation import Reservation
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .free_pool import FreePool
+from ...domain.free_pool import FreePool
 from .job_orders import CORE, processors
 from .plan import Plan
 from .problem import Job, Problem

@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from .caller_scope import BookKey, CallerScope, book_key
-from .free_pool import choose_from_array
+from ...domain.caller_scope import CallerScope
+from ...domain.free_pool import choose_from_array
+from .caller_scope import BookKey, book_key
 from .node_profile import NodeProfile
 from .problem import Job, Problem, slowdown_rank
 from .stopping import StopCheck, Stopped, never, stop_if

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .free_pool import FreePool, Vec, minus, units_per_node
+from ...domain.free_pool import FreePool, Vec, minus, units_per_node
 from .problem import Job, Problem, stable_order
 from .stopping import StopCheck, never, stop_if
 

@@ -20,7 +20,7 @@ Each job it starts is one more valid placement: the decision is the plan's, plus
 
 from __future__ import annotations
 
-from .free_pool import FreePool
+from ...domain.free_pool import FreePool
 from .left_shift import planned_profile
 from .plan import Plan
 from .problem import Job, Problem

@@ -7,7 +7,7 @@ from typing import Any
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from .base import SearchSettings
+from .search_settings import SearchSettings
 
 PROFILES: dict[str, tuple[SearchSettings, str]] = {
     "qos": (
