@@ -26,7 +26,7 @@ log = structlog.get_logger("hpcdispatch.server")
 
 REASON_CHARS = 1024  # an unavailable plugin's error, as DescribeService echoes it
 # A profile's knobs as DescribeService shows them: every SearchProfile field but its name and
-# description is the SearchSettings field of that name (tests/test_search_fields.py).
+# description is the SearchSettings field of that name (tests/contract/test_search_fields.py).
 PROFILE_FIELDS = tuple(f.name for f in pb.SearchProfile.DESCRIPTOR.fields
                        if f.name not in ("name", "description"))
 

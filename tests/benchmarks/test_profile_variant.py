@@ -12,8 +12,7 @@ import pytest
 from benchmarks.profile_variant import register
 from hpcdispatch.server.dispatchers import profiles
 from hpcdispatch.v1 import dispatcher_pb2 as pb
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
 
 
 @pytest.fixture

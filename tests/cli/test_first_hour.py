@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from hpcdispatch.cli import main
-from tests.test_report import WAITS, table_rows, write_run
+from tests.paths import ROOT
+from tests.sim_adapter.test_report import WAITS, table_rows, write_run
 
-ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "hpcdispatch"]
 SLICE = "KTH-SP2-1996-2.1-cln.slice"  # the bundled trace, 3,000 records
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
-from pathlib import Path
 from types import SimpleNamespace
 
 from hpcdispatch.catalog import (
@@ -27,8 +26,7 @@ from hpcdispatch.registrations import (
 from hpcdispatch.sim_adapter.backend import StateChange
 from hpcdispatch.sim_adapter.stream_backend import delta_of
 from hpcdispatch.v1 import dispatcher_pb2 as pb
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 @dataclass(frozen=True)

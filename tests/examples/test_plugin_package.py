@@ -32,7 +32,7 @@ from tests.plugin_packages import (
     write_broken_plugins,
 )
 from tests.processes import start_serve, stop_process
-from tests.test_repo_docs import Block, fenced_blocks
+from tests.repo.test_repo_docs import Block, fenced_blocks
 
 PAGE = "docs/plugins.md"
 

@@ -4,9 +4,9 @@ at in a file."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+
 TEXT = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
 
 # `path` or `path::test_name`, a path being a file (with its extension) or a folder (with "/").

@@ -25,8 +25,8 @@ from tests.observability import (
     scrape_text,
     small_request,
 )
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "hpcdispatch.json"
 DELTA_MAX_SECONDS = 16  # the longest decision (papers profile)

@@ -17,7 +17,8 @@ from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
+
 DOCKERFILE = ROOT / "Dockerfile"
 
 

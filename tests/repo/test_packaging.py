@@ -10,7 +10,8 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
+
 SOURCES = ("pyproject.toml", "README.md")
 
 

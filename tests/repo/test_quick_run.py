@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests import observability, postgres_server, slurm_cluster, system_packages
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 @pytest.fixture
@@ -86,7 +84,7 @@ def test_test_sh_quick_says_so_and_skips_the_integration_tests() -> None:
            if not k.startswith("REQUIRE_") and k != system_packages.QUICK_ENV}
     done = subprocess.run(
         ["scripts/test.sh", "--quick", "-q", "-rs", "-p", "no:cacheprovider",
-         "tests/test_postgres_store.py", "-k", "apply_each_migration_once"],
+         "tests/server/predictors/test_postgres_store.py", "-k", "apply_each_migration_once"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )
     assert "== quick run" in done.stderr, done.stderr

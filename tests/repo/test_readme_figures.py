@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_report import table_rows
+from tests.paths import ROOT
+from tests.sim_adapter.test_report import table_rows
 
-ROOT = Path(__file__).resolve().parents[1]
 INTRO = "On a fresh clone, `./scripts/main.sh` ends with"
 # Columns measured in wall time: they differ from machine to machine.
 TIMINGS = {"dec p50 [ms]", "dec p99 [ms]", "dec max [ms]", "replay [s]"}

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+
 # Files of the project's shared folder, which lies outside the repository.
 OUTSIDE = re.compile(r"(?<!\.\./shared/)\b(DESIGN\.md|traces/README\.md)")
 TEXT = (".py", ".md", ".toml", ".yaml", ".yml", ".proto", ".sh", ".cfg")

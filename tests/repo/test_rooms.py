@@ -12,7 +12,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+
 # The folders of the installed package `hpcdispatch` (pyproject.toml, [tool.setuptools]
 # package-dir): `hpcdispatch/` is the package root, the others its subpackages.
 FOLDERS = {

@@ -11,8 +11,7 @@ import tempfile
 from pathlib import Path
 
 from tests import suite_temp
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
 
 CLEAN = """
 def test_clean(tmp_path):

@@ -12,8 +12,8 @@ import pytest
 
 from hpcdispatch.sim_adapter.replay import SHIPPED_TRACES, resolve_trace
 from hpcdispatch.sim_adapter.swf import read_header
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "hpcdispatch"]
 
 

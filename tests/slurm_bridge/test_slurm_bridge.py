@@ -8,7 +8,6 @@ import argparse
 import dataclasses
 import json
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,8 +31,9 @@ from hpcdispatch.slurm_bridge.slurm_json import expand_hostlist, parse_jobs, par
 from hpcdispatch.slurm_bridge.snapshot_builder import BuilderSettings, InFlight, build_snapshot
 from hpcdispatch.snapshot import NodeState
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+from tests.paths import DATA as TEST_DATA
 
-DATA = Path(__file__).parent / "data" / "slurm"
+DATA = TEST_DATA / "slurm"
 SETTINGS = BuilderSettings(frozenset({"batch"}))
 
 

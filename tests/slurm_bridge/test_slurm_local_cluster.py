@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.repo.test_repo_docs import ROOT, fenced_blocks, listed_files
 from tests.slurm_cluster import ensure_slurm
 from tests.system_packages import required
-from tests.test_repo_docs import ROOT, fenced_blocks, listed_files
 
 PAGE = "docs/slurm-bridge.md"
 MARKER = "tests.slurm_cluster"

@@ -19,7 +19,7 @@ from hpcdispatch.server.dispatchers.planning import job_orders
 from hpcdispatch.server.dispatchers.planning.job_orders import fcfs
 from hpcdispatch.snapshot import Snapshot
 from tests.instances import T, decide, node, problem_of, queued, running, started
-from tests.test_decision_property import snapshots
+from tests.server.dispatchers.test_decision_property import snapshots
 
 # One node of 256 cores, empty. Scores at t = 1000 (w = t - q, n = cores):
 #   job  n    d       q    | WFP3 (w/d)^3 n | UNICEF w/(log2 n d) | F1 log10(d) n + 870 log10(q)
@@ -122,7 +122,7 @@ def test_conservative_reservations_never_move_for_later_jobs(snapshot: Snapshot)
     """A job's reservation is the same whether or not later jobs are queued (none of them can
     delay it), and every job whose reservation is now is started, and only those, unless
     moving later reservations to other nodes lets a job start now (the dispatcher's repack,
-    tests/test_baselines_issue24.py)."""
+    tests/server/dispatchers/test_baselines_issue24.py)."""
     full = _reservations(snapshot)
     in_order = sorted(snapshot.queued, key=lambda q: q.submit_time)
     for k in range(len(in_order)):

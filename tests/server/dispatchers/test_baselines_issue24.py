@@ -32,7 +32,7 @@ from hpcdispatch.server.intake.validation import validate_dispatch_request
 from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.instances import FAST, T, decide, node, problem_of, queued, running, started
-from tests.test_decision_property import snapshots
+from tests.server.dispatchers.test_decision_property import snapshots
 
 NEW = ("easy-sjbf", "easy-lxf", "los", "easy-k")
 
@@ -146,7 +146,8 @@ def test_pack_maximises_processors_now_within_both_bounds(
     assert sum(jobs[k][0] for k in chosen if jobs[k][1]) <= extra
 
 
-# tests/test_baselines.py's PROTECTION: one node of 4 cores, 1 free now; A reserved at 100,
+# tests/server/dispatchers/test_baselines.py's PROTECTION: one node of 4 cores, 1 free now; A
+# reserved at 100,
 # C (4 cores) at 200 when it holds a reservation; D (1 core, d 1000) fits now but would run
 # through C's; E (1 core, d 100) ends by A's start. k = 1 is EASY (D starts); k = 2 protects
 # C too, so D waits and E starts, as under conservative backfilling.

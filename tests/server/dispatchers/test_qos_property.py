@@ -11,7 +11,7 @@ from hpcdispatch.server.dispatchers.base import SearchSettings
 from hpcdispatch.server.dispatchers.planning.job_selection import never_fits
 from hpcdispatch.snapshot import Snapshot
 from tests.instances import T, decide, problem_of
-from tests.test_decision_property import assert_checked_and_accounted, snapshots
+from tests.server.dispatchers.test_decision_property import assert_checked_and_accounted, snapshots
 
 # A window of 3 leaves jobs outside the model; a 1-s guard makes the oldest job overdue.
 QOS_LIKE = SearchSettings("test", delta_ms=20, delta_max_ms=40, k=1, window=3,

@@ -1,6 +1,6 @@
 """A plugin that fails to load, raises, runs past the deadline or answers an invalid decision is
 reported by name and answered by the checked EASY fallback (issue #35), in the pipeline itself;
-tests/test_plugin_package.py runs the same plugins in a served process."""
+tests/examples/test_plugin_package.py runs the same plugins in a served process."""
 
 from __future__ import annotations
 

@@ -317,7 +317,8 @@ def test_the_promises_profile_and_easy_head_reach_the_decision(client: Dispatche
 def test_easy_head_depth_keeps_the_next_blocked_jobs_reservation(
     client: DispatcherClient,
 ) -> None:
-    # tests/test_later_reservations.py's hand case over the wire: "wide" is the head (n0 at
+    # tests/server/dispatchers/cp/test_later_reservations.py's hand case over the wire: "wide"
+    # is the head (n0 at
     # t + 100), "next" the next blocked job (n1 at t + 50); "young" fits on n1 now without
     # touching the head, but would push "next" back.
     assert all(p.easy_head_depth == 1 for p in client.describe().profiles)
@@ -342,7 +343,8 @@ def test_easy_head_depth_keeps_the_next_blocked_jobs_reservation(
 
 
 def test_capacity_first_starts_the_most_processors_now(client: DispatcherClient) -> None:
-    # tests/test_capacity_first.py's hand case over the wire: six one-core nodes, n4 and n5
+    # tests/server/dispatchers/cp/test_capacity_first.py's hand case over the wire: six one-core
+    # nodes, n4 and n5
     # busy until t + 100; "wide" (6 nodes) is the head at t + 100. "short" now and "four"
     # after it is the least slowdown; "four" now uses four processors instead of one.
     profiles = {p.name: p for p in client.describe().profiles}

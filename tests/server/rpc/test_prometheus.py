@@ -15,7 +15,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -32,10 +31,11 @@ from tests.observability import (
     small_request,
     substitute_grafana_variables,
 )
+from tests.paths import ROOT
 from tests.processes import stop_process
 
 CALLS = 20
-DASHBOARD = Path(__file__).resolve().parent.parent / "deploy/grafana/dashboards/hpcdispatch.json"
+DASHBOARD = ROOT / "deploy/grafana/dashboards/hpcdispatch.json"
 
 
 class Prometheus:

@@ -37,7 +37,7 @@ from hpcdispatch.systems import homogeneous
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 from tests.instances import FAST, OverAllocating
-from tests.test_session_running import PREDICTORS, HalfPredictor, World
+from tests.server.sessions.test_session_running import PREDICTORS, HalfPredictor, World
 
 
 def reference_check(snapshot: Snapshot, decision: Decision) -> list[str]:

@@ -28,7 +28,14 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 from tests.certificates import two_client_pki
 from tests.instances import Held
-from tests.test_session_calls import WAIT, delta, metric, new_job, snapshot, wait_for
+from tests.server.sessions.test_session_calls import (
+    WAIT,
+    delta,
+    metric,
+    new_job,
+    snapshot,
+    wait_for,
+)
 
 _CLOSE = None
 

@@ -25,9 +25,9 @@ from hpcdispatch.server.dispatchers.profiles import resolve_settings
 from hpcdispatch.snapshot import Decision, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.instances import FAST, T, decide, node, problem_of, queued, running
-from tests.test_decision_property import snapshots
-from tests.test_easy_head import EASY_HEAD, assert_easys_head_promise
-from tests.test_later_reservations import after_prefix
+from tests.server.dispatchers.cp.test_easy_head import EASY_HEAD, assert_easys_head_promise
+from tests.server.dispatchers.cp.test_later_reservations import after_prefix
+from tests.server.dispatchers.test_decision_property import snapshots
 
 CAPACITY = dataclasses.replace(EASY_HEAD, capacity_first=True)
 # Every fitting job in the window, and LOS's lookahead over the whole queue.

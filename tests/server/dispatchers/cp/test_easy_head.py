@@ -18,7 +18,7 @@ from hpcdispatch.server.dispatchers.planning.reservation import reserve
 from hpcdispatch.server.dispatchers.profiles import PROFILES
 from hpcdispatch.snapshot import Decision, NodeState, Snapshot
 from tests.instances import T, decide, node, problem_of, queued, running
-from tests.test_decision_property import assert_checked_and_accounted, snapshots
+from tests.server.dispatchers.test_decision_property import assert_checked_and_accounted, snapshots
 
 # A window of 2 leaves jobs outside the model (the work-conserving pass starts some of them).
 EASY_HEAD = SearchSettings("test", delta_ms=20, delta_max_ms=40, k=1, window=2,

@@ -26,8 +26,8 @@ from hpcdispatch.server.dispatchers.planning.reservation import Reservation, res
 from hpcdispatch.server.dispatchers.planning.stopping import Stopped
 from hpcdispatch.snapshot import Decision, Snapshot
 from tests.instances import T, decide, node, problem_of, queued, running
-from tests.test_decision_property import snapshots
-from tests.test_easy_head import EASY_HEAD, assert_easys_head_promise
+from tests.server.dispatchers.cp.test_easy_head import EASY_HEAD, assert_easys_head_promise
+from tests.server.dispatchers.test_decision_property import snapshots
 
 DEPTH = 3
 EASY_3 = dataclasses.replace(EASY_HEAD, easy_head_depth=DEPTH)

@@ -19,15 +19,18 @@ from hpcdispatch.server.dispatchers.planning.capacity_profile import CapacityPro
 from hpcdispatch.server.dispatchers.planning.free_pool import FreePool, Vec
 from hpcdispatch.server.dispatchers.planning.problem import stable_order
 from hpcdispatch.server.dispatchers.planning.stopping import every_few, never
-from tests.test_capacity_profile import HORIZON
-from tests.test_capacity_profile import reference_start as second_by_second_start
+from tests.server.dispatchers.planning.test_capacity_profile import HORIZON
+from tests.server.dispatchers.planning.test_capacity_profile import (
+    reference_start as second_by_second_start,
+)
 
 
 def reference_start(free_now: Vec, releases: list[tuple[int, Vec]],
                     reserved: list[tuple[Vec, int, int]], demand: Vec, duration: int,
                     not_before: int) -> int | None:
-    """The second-by-second reference of tests/test_capacity_profile.py; None: no start in
-    its simulated horizon."""
+    """The second-by-second reference of
+    tests/server/dispatchers/planning/test_capacity_profile.py; None: no start in its simulated
+    horizon."""
     try:
         return second_by_second_start(free_now, releases, reserved, demand, duration, not_before)
     except AssertionError:
