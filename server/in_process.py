@@ -13,8 +13,8 @@ the rooms a session call goes through, minus the transport:
 
 What it leaves out is what only the wire needs: a protobuf request and answer per decision,
 the delta's own validation (the caller is this process), threads and admission, and the
-metrics. The decisions are the gRPC session's, which tests/test_in_process_replay.py checks
-replay by replay.
+metrics. The decisions are the gRPC session's, which
+tests/server/in_process/test_in_process_replay.py checks replay by replay.
 """
 
 from __future__ import annotations

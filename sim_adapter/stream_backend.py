@@ -6,7 +6,8 @@ state as a DispatchRequest and diffing it with the previous one (GrpcBackend's s
 the whole state is built only to open (or resync) the session. The session's calls, and the
 completion reports, go on one bidirectional stream (hpcdispatch.client.session_stream), in
 order. The decisions are those of the unary session path and of the in-process path
-(tests/test_in_process_replay.py); the simulator checks each one, as on every gRPC path.
+(tests/server/in_process/test_in_process_replay.py); the simulator checks each one, as on every
+gRPC path.
 """
 
 from __future__ import annotations

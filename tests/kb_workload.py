@@ -1,6 +1,6 @@
 """A random history of completions, and the predictions of the whole of it, for the knowledge
-base's limits (tests/test_knowledge_base_limits.py, and tests/test_postgres_store.py on a real
-PostgreSQL server)."""
+base's limits (tests/server/predictors/test_knowledge_base_limits.py, and
+tests/server/predictors/test_postgres_store.py on a real PostgreSQL server)."""
 
 from __future__ import annotations
 

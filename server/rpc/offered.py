@@ -36,7 +36,7 @@ log = structlog.get_logger("hpcdispatch.server")
 REASON_CHARS = 1024  # an unavailable plugin's error, as DescribeService echoes it
 # The knobs SearchProfile also carries as flat fields of their own, kept for clients older than
 # `SearchProfile.settings` and not extended: every SearchProfile field but its name, description
-# and settings is the SearchSettings field of that name (tests/test_search_fields.py).
+# and settings is the SearchSettings field of that name (tests/contract/test_search_fields.py).
 PROFILE_FIELDS = tuple(f.name for f in pb.SearchProfile.DESCRIPTOR.fields
                        if f.name not in ("name", "description", "settings"))
 

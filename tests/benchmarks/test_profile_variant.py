@@ -1,0 +1,65 @@
+"""benchmarks/profile_variant.py: a variant of a server profile, measured by a command to rerun."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.profile_variant import register
+from hpcdispatch.server.domain import profiles
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+from tests.paths import ROOT
+
+
+@pytest.fixture
+def own_profiles(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    table = dict(profiles.PROFILES)
+    monkeypatch.setattr(profiles, "PROFILES", table)
+    return table  # type: ignore[return-value]
+
+
+def test_a_variant_replaces_only_the_fields_it_names(own_profiles: dict[str, object]) -> None:
+    name = register("promises", ["easy_head_depth=2", "work_conserving=false"])
+    assert name == "promises+easy_head_depth=2+work_conserving=false"
+    base, _ = profiles.PROFILES["promises"]
+    variant, text = profiles.PROFILES[name]
+    assert (variant.easy_head_depth, variant.work_conserving) == (2, False)
+    assert (variant.easy_head, variant.delta_ms, variant.window) == (
+        base.easy_head, base.delta_ms, base.window)
+    assert "promises with" in text
+    # A request naming the variant resolves to it, as a named profile does.
+    resolved = profiles.resolve_settings(pb.SearchParameters(profile=name), "qos")
+    assert resolved.easy_head_depth == 2 and resolved.profile == name
+
+
+@pytest.mark.parametrize(("base", "fields", "says"), [
+    ("nosuch", [], "unknown profile"),
+    ("promises", ["nosuch=1"], "KEY=VALUE"),
+    ("promises", ["easy_head_depth"], "KEY=VALUE"),
+    ("promises", ["easy_head=yes"], "true or false"),
+    ("promises", ["window=ten"], "integer"),
+])
+def test_a_bad_variant_is_refused_with_what_is_wrong(
+    own_profiles: dict[str, object], base: str, fields: list[str], says: str
+) -> None:
+    with pytest.raises(ValueError, match=says):
+        register(base, fields)
+
+
+def test_a_replay_with_a_variant_runs_and_names_it(tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.profile_variant", "promises", "easy_head_depth=2",
+         "--", "--trace", "kth-sp2-slice", "--limit-jobs", "150", "--dispatcher", "pcp20",
+         "--predictor", "walltime", "--no-progress", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    (summary,) = out.glob("*/summary.json")
+    data = json.loads(summary.read_text())
+    assert data["profile"] == "promises+easy_head_depth=2"
+    assert data["jobs"] == 150

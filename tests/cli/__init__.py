@@ -1,0 +1,1 @@
+"""The command line (hpcdispatch/cli.py) as users and operators run it."""

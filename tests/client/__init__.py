@@ -1,0 +1,1 @@
+"""The Python client (client/): retries, deadlines, unreachable services."""

@@ -1,0 +1,1 @@
+"""The contract's names on every side: the catalog, wire names, registrations, search fields."""

@@ -1,0 +1,1 @@
+"""The examples (examples/): the example plugin package end to end."""

@@ -1,0 +1,1 @@
+"""The repository as a whole: docs, packaging, Dockerfile, deploy/, rooms and imports, the suite."""

@@ -1,0 +1,1 @@
+"""The server's rooms (server/), one folder each (docs/architecture.md)."""

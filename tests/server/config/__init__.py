@@ -1,0 +1,1 @@
+"""The server's configuration (server/config.py)."""

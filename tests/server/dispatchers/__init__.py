@@ -1,0 +1,1 @@
+"""The dispatchers (server/dispatchers/): baselines, registry, every decision checked."""

@@ -1,0 +1,1 @@
+"""The CP dispatchers (server/dispatchers/cp/): steps, restarts, search, their disciplines."""

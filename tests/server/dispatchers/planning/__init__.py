@@ -1,0 +1,1 @@
+"""Planning (server/dispatchers/planning/): free pool, capacity profiles, reservations."""

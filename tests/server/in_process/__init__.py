@@ -1,0 +1,1 @@
+"""Decisions called in the caller's process (server/in_process.py)."""

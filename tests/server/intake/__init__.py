@@ -1,0 +1,1 @@
+"""Request validation and conversion (server/intake/): snapshot intake, node table."""

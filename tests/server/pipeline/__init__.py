@@ -1,0 +1,1 @@
+"""The one door into the core (server/pipeline.py): predict, dispatch, check, fallback."""

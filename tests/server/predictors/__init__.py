@@ -1,0 +1,1 @@
+"""Duration predictors and their knowledge base (server/predictors/)."""

@@ -1,0 +1,1 @@
+"""The gRPC edge (server/rpc/): servicers, admission, errors, TLS, metrics, logs, serving."""

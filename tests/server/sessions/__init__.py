@@ -1,0 +1,1 @@
+"""Sessions (server/sessions/): deltas, running work, store, session calls and streams."""

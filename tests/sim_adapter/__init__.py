@@ -1,0 +1,1 @@
+"""Trace replays (sim_adapter/): SWF, the simulator, replay paths, reports."""

@@ -1,0 +1,1 @@
+"""The Slurm bridge (slurm_bridge/), with captured, simulated and real Slurm."""
