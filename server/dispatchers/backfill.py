@@ -28,6 +28,7 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 from .base import HEURISTIC, Outcome
 from .planning.job_selection import never_fits
 from .planning.node_profile import NodeProfile
+from .planning.pooled_tests import earlier_all
 from .planning.problem import Job, Problem
 from .planning.stopping import StopCheck, Stopped, every_few, never, stop_if
 
@@ -139,9 +140,15 @@ def _compress(
                 displaced.append((start, rank[job.index], job))
                 plan.displaced.append(job.index)
     profile.keep_boundaries(b for start, job, _ in kept for b in (start, start + job.duration))
-    for start, job, nodes in kept:
+    # The pooled test of every reservation still to compress, read off the profile as it was
+    # when last asked: valid until a reservation moves (giving one back and taking it again
+    # changes no amount).
+    could: list[bool] = []
+    for k, (start, job, nodes) in enumerate(kept):
         stop_if(should_stop, "conservative compression")
-        if not profile.could_start_before(job, start):  # not even in the pooled view
+        if not could:
+            could = earlier_all(profile, [(s, j) for s, j, _ in kept[k:]])
+        if not could.pop(0):  # not even in the pooled view
             plan.reservations[job.index] = (start, nodes)
             continue
         profile.give_back(job, start, nodes)
@@ -151,6 +158,7 @@ def _compress(
             plan.reservations[job.index] = (start, nodes)
         else:
             plan.reservations[job.index] = (earlier, profile.place(job, earlier, first_fit))
+            could = []
     return [job for _, _, job in displaced] + [j for j in queue if j.index not in held]
 
 
@@ -182,12 +190,20 @@ def _repack(
     # lands within a few reservations (a stopped attempt changes nothing in the plan).
     check = every_few(should_stop)
     future = sorted((s, i) for i, (s, _) in plan.reservations.items() if s > 0)
-    for start_i, i in future:
+    # The pooled test of every reservation still ahead, read off the profile as it was when
+    # last asked: valid until one starts now (a failed attempt restores every amount).
+    now: dict[int, bool] = {}
+    for pos, (_, i) in enumerate(future):
         stop_if(should_stop, "conservative repacking")
         job = jobs[i]
         if plan.reservations[i][0] == 0:
             continue
-        if not profile.starts_now_without(job, start_i):  # not even in the pooled view
+        if i not in now:
+            ahead = future[pos:]
+            now = dict(zip((k for _, k in ahead),
+                           earlier_all(profile, [(s, jobs[k]) for s, k in ahead], True),
+                           strict=True))
+        if not now[i]:  # not even in the pooled view
             continue
         state = profile.checkpoint()
         moved = sorted((s, k) for k, (s, _) in plan.reservations.items() if s > 0)
@@ -209,6 +225,7 @@ def _repack(
             profile.restore(state)
             continue
         plan.reservations.update(placed)
+        now = {}  # i starts now: the pooled view changed
 
 
 def outcome_of(problem: Problem, plan: BackfillPlan, promised: bool = False) -> Outcome:
