@@ -68,6 +68,20 @@ def plan_backfill(
     reservations kept from earlier decisions (only with UNLIMITED). `repack`: a job that
     waits although the pooled view would start it now gets the nodes of later reservations
     moved (`_repack`). Stops early (the rest unplanned) when `should_stop()` turns true."""
+    return plan_with_profile(problem, order, depth, first_fit, should_stop, held, repack)[0]
+
+
+def plan_with_profile(
+    problem: Problem,
+    order: list[Job],
+    depth: int = UNLIMITED,
+    first_fit: bool = False,
+    should_stop: StopCheck = never,
+    held: Mapping[int, tuple[int, list[int]]] | None = None,
+    repack: bool = False,
+) -> tuple[BackfillPlan, NodeProfile | None]:
+    """`plan_backfill`, and the node profile it leaves (every reservation taken; None where no
+    job could ever fit or the stop came first)."""
     plan = BackfillPlan()
     queue: list[Job] = []
     for job in order:
@@ -76,34 +90,50 @@ def plan_backfill(
         else:
             queue.append(job)
     if not queue:
-        return plan
+        return plan, None
     if should_stop():
         plan.unplanned = [j.index for j in queue]
-        return plan
+        return plan, None
     profile = NodeProfile(problem)
     rest = queue
     try:
         if held:
             rest = _compress(profile, queue, held, first_fit, should_stop, plan)
-        reserved = 0
-        for job in rest:
-            if depth == UNLIMITED or reserved < depth:
-                start = profile.earliest(job, should_stop)
-                plan.reservations[job.index] = (start, profile.place(job, start, first_fit))
-                reserved += start > 0
-            else:
-                stop_if(should_stop, "backfill")
-                if profile.units_fitting(profile.free_during(0, job.duration), job).sum() \
-                        >= job.units:
-                    plan.reservations[job.index] = (0, profile.place(job, 0, first_fit))
-                else:
-                    plan.waiting.append(job.index)
+        reserve_in_order(profile, rest, depth, first_fit, should_stop, plan)
         if repack:
             _repack(profile, plan, {j.index: j for j in queue}, first_fit, should_stop)
     except Stopped:
         done = set(plan.reservations) | set(plan.waiting)
         plan.unplanned = [j.index for j in queue if j.index not in done]
-    return plan
+    return plan, profile
+
+
+def reserve_in_order(
+    profile: NodeProfile,
+    jobs: list[Job],
+    depth: int,
+    first_fit: bool,
+    should_stop: StopCheck,
+    plan: BackfillPlan,
+    now: int = 0,
+    reserved: int = 0,
+) -> None:
+    """Reserve for `jobs` in their order, `reserved` jobs holding a reservation already: the
+    earliest start while fewer than `depth` do, otherwise a start now or a wait. `now`: t in
+    the profile's times (> 0 for a profile kept from an earlier decision); the plan's starts
+    are relative to t."""
+    for job in jobs:
+        if depth == UNLIMITED or reserved < depth:
+            start = profile.earliest(job, should_stop, now)
+            plan.reservations[job.index] = (start - now, profile.place(job, start, first_fit))
+            reserved += start > now
+        else:
+            stop_if(should_stop, "backfill")
+            if profile.units_fitting(profile.free_during(now, now + job.duration), job).sum() \
+                    >= job.units:
+                plan.reservations[job.index] = (0, profile.place(job, now, first_fit))
+            else:
+                plan.waiting.append(job.index)
 
 
 def _compress(
