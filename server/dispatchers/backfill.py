@@ -79,9 +79,11 @@ def plan_with_profile(
     should_stop: StopCheck = never,
     held: Mapping[int, tuple[int, list[int]]] | None = None,
     repack: bool = False,
+    profile: NodeProfile | None = None,
 ) -> tuple[BackfillPlan, NodeProfile | None]:
     """`plan_backfill`, and the node profile it leaves (every reservation taken; None where no
-    job could ever fit or the stop came first)."""
+    job could ever fit or the stop came first). `profile`: `NodeProfile(problem)`, if the
+    caller made it already."""
     plan = BackfillPlan()
     queue: list[Job] = []
     for job in order:
@@ -94,7 +96,8 @@ def plan_with_profile(
     if should_stop():
         plan.unplanned = [j.index for j in queue]
         return plan, None
-    profile = NodeProfile(problem)
+    if profile is None:
+        profile = NodeProfile(problem)
     rest = queue
     try:
         if held:

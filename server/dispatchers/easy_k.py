@@ -7,8 +7,8 @@ holds the reservation, until k jobs hold one (k = `SearchSettings.reservation_de
 default). After that a job starts now only if it fits now for all of its d_i without touching
 any of the k reservations, else waits. k = 1 is EASY; k at least the queue's length is
 conservative backfilling rebuilt at each decision (`backfill.plan_backfill`, one base for all).
-A plan that started nothing is carried on at the next decision if only jobs were submitted
-since (`kept_plan.KeptPlan`: the same plan, made faster).
+A plan is carried on at the next decision if nothing but the jobs it started changed on the
+nodes since, and jobs were only submitted (`kept_plan.KeptPlan`: the same plan, made faster).
 """
 
 from __future__ import annotations
