@@ -28,6 +28,7 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 from .base import HEURISTIC, Outcome
 from .planning.job_selection import never_fits
 from .planning.node_profile import NodeProfile
+from .planning.pooled_tests import earlier_all
 from .planning.problem import Job, Problem
 from .planning.stopping import StopCheck, Stopped, every_few, never, stop_if
 
@@ -67,6 +68,22 @@ def plan_backfill(
     reservations kept from earlier decisions (only with UNLIMITED). `repack`: a job that
     waits although the pooled view would start it now gets the nodes of later reservations
     moved (`_repack`). Stops early (the rest unplanned) when `should_stop()` turns true."""
+    return plan_with_profile(problem, order, depth, first_fit, should_stop, held, repack)[0]
+
+
+def plan_with_profile(
+    problem: Problem,
+    order: list[Job],
+    depth: int = UNLIMITED,
+    first_fit: bool = False,
+    should_stop: StopCheck = never,
+    held: Mapping[int, tuple[int, list[int]]] | None = None,
+    repack: bool = False,
+    profile: NodeProfile | None = None,
+) -> tuple[BackfillPlan, NodeProfile | None]:
+    """`plan_backfill`, and the node profile it leaves (every reservation taken; None where no
+    job could ever fit or the stop came first). `profile`: `NodeProfile(problem)`, if the
+    caller made it already."""
     plan = BackfillPlan()
     queue: list[Job] = []
     for job in order:
@@ -75,34 +92,51 @@ def plan_backfill(
         else:
             queue.append(job)
     if not queue:
-        return plan
+        return plan, None
     if should_stop():
         plan.unplanned = [j.index for j in queue]
-        return plan
-    profile = NodeProfile(problem)
+        return plan, None
+    if profile is None:
+        profile = NodeProfile(problem)
     rest = queue
     try:
         if held:
             rest = _compress(profile, queue, held, first_fit, should_stop, plan)
-        reserved = 0
-        for job in rest:
-            if depth == UNLIMITED or reserved < depth:
-                start = profile.earliest(job, should_stop)
-                plan.reservations[job.index] = (start, profile.place(job, start, first_fit))
-                reserved += start > 0
-            else:
-                stop_if(should_stop, "backfill")
-                if profile.units_fitting(profile.free_during(0, job.duration), job).sum() \
-                        >= job.units:
-                    plan.reservations[job.index] = (0, profile.place(job, 0, first_fit))
-                else:
-                    plan.waiting.append(job.index)
+        reserve_in_order(profile, rest, depth, first_fit, should_stop, plan)
         if repack:
             _repack(profile, plan, {j.index: j for j in queue}, first_fit, should_stop)
     except Stopped:
         done = set(plan.reservations) | set(plan.waiting)
         plan.unplanned = [j.index for j in queue if j.index not in done]
-    return plan
+    return plan, profile
+
+
+def reserve_in_order(
+    profile: NodeProfile,
+    jobs: list[Job],
+    depth: int,
+    first_fit: bool,
+    should_stop: StopCheck,
+    plan: BackfillPlan,
+    now: int = 0,
+    reserved: int = 0,
+) -> None:
+    """Reserve for `jobs` in their order, `reserved` jobs holding a reservation already: the
+    earliest start while fewer than `depth` do, otherwise a start now or a wait. `now`: t in
+    the profile's times (> 0 for a profile kept from an earlier decision); the plan's starts
+    are relative to t."""
+    for job in jobs:
+        if depth == UNLIMITED or reserved < depth:
+            start = profile.earliest(job, should_stop, now)
+            plan.reservations[job.index] = (start - now, profile.place(job, start, first_fit))
+            reserved += start > now
+        else:
+            stop_if(should_stop, "backfill")
+            if profile.units_fitting(profile.free_during(now, now + job.duration), job).sum() \
+                    >= job.units:
+                plan.reservations[job.index] = (0, profile.place(job, now, first_fit))
+            else:
+                plan.waiting.append(job.index)
 
 
 def _compress(
@@ -139,9 +173,15 @@ def _compress(
                 displaced.append((start, rank[job.index], job))
                 plan.displaced.append(job.index)
     profile.keep_boundaries(b for start, job, _ in kept for b in (start, start + job.duration))
-    for start, job, nodes in kept:
+    # The pooled test of every reservation still to compress, read off the profile as it was
+    # when last asked: valid until a reservation moves (giving one back and taking it again
+    # changes no amount).
+    could: list[bool] = []
+    for k, (start, job, nodes) in enumerate(kept):
         stop_if(should_stop, "conservative compression")
-        if not profile.could_start_before(job, start):  # not even in the pooled view
+        if not could:
+            could = earlier_all(profile, [(s, j) for s, j, _ in kept[k:]])
+        if not could.pop(0):  # not even in the pooled view
             plan.reservations[job.index] = (start, nodes)
             continue
         profile.give_back(job, start, nodes)
@@ -151,6 +191,7 @@ def _compress(
             plan.reservations[job.index] = (start, nodes)
         else:
             plan.reservations[job.index] = (earlier, profile.place(job, earlier, first_fit))
+            could = []
     return [job for _, _, job in displaced] + [j for j in queue if j.index not in held]
 
 
@@ -182,12 +223,20 @@ def _repack(
     # lands within a few reservations (a stopped attempt changes nothing in the plan).
     check = every_few(should_stop)
     future = sorted((s, i) for i, (s, _) in plan.reservations.items() if s > 0)
-    for start_i, i in future:
+    # The pooled test of every reservation still ahead, read off the profile as it was when
+    # last asked: valid until one starts now (a failed attempt restores every amount).
+    now: dict[int, bool] = {}
+    for pos, (_, i) in enumerate(future):
         stop_if(should_stop, "conservative repacking")
         job = jobs[i]
         if plan.reservations[i][0] == 0:
             continue
-        if not profile.starts_now_without(job, start_i):  # not even in the pooled view
+        if i not in now:
+            ahead = future[pos:]
+            now = dict(zip((k for _, k in ahead),
+                           earlier_all(profile, [(s, jobs[k]) for s, k in ahead], True),
+                           strict=True))
+        if not now[i]:  # not even in the pooled view
             continue
         state = profile.checkpoint()
         moved = sorted((s, k) for k, (s, _) in plan.reservations.items() if s > 0)
@@ -209,6 +258,7 @@ def _repack(
             profile.restore(state)
             continue
         plan.reservations.update(placed)
+        now = {}  # i starts now: the pooled view changed
 
 
 def outcome_of(problem: Problem, plan: BackfillPlan, promised: bool = False) -> Outcome:

@@ -7,6 +7,8 @@ holds the reservation, until k jobs hold one (k = `SearchSettings.reservation_de
 default). After that a job starts now only if it fits now for all of its d_i without touching
 any of the k reservations, else waits. k = 1 is EASY; k at least the queue's length is
 conservative backfilling rebuilt at each decision (`backfill.plan_backfill`, one base for all).
+A plan is carried on at the next decision if nothing but the jobs it started changed on the
+nodes since, and jobs were only submitted (`kept_plan.KeptPlan`: the same plan, made faster).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from typing import ClassVar
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from .backfill import outcome_of, plan_backfill
+from .backfill import outcome_of
 from .base import Outcome, SearchControl
+from .kept_plan import KeptPlan
 from .planning.job_orders import fcfs
 from .planning.problem import Problem
 
@@ -32,8 +35,11 @@ class EasyKDispatcher:
     backfill: ClassVar[str] = "submit order, delaying none of the k"
     parameter: ClassVar[str] = "`reservation_depth` = k (64)"
 
+    def __init__(self) -> None:
+        self.kept = KeptPlan()
+
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         depth = max(1, control.settings.reservation_depth)
-        plan = plan_backfill(problem, fcfs(problem), depth, control.first_fit,
-                             control.should_stop)
+        plan = self.kept.plan(problem, fcfs(problem), depth, control.first_fit,
+                              control.should_stop)
         return outcome_of(problem, plan)

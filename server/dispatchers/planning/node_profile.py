@@ -73,6 +73,11 @@ class NodeProfile:
         """Free amounts per step, node and type (a view): (steps, nodes, types)."""
         return self._free[: self._steps]
 
+    @property
+    def pooled(self) -> npt.NDArray[np.int64]:
+        """Free amounts per step and type, summed over nodes (a view): (steps, types)."""
+        return self._pooled[: self._steps]
+
     def _steps_of(self, start: int, end: int) -> tuple[int, int]:
         """Indices [first, stop) of the steps that overlap [start, end)."""
         times = self.times
