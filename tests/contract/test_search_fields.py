@@ -12,6 +12,7 @@ from hpcdispatch.client import DispatcherClient
 from hpcdispatch.server.domain.profiles import PROFILES, resolve_settings
 from hpcdispatch.server.domain.search_settings import SearchSettings
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+from tests.paths import ROOT
 
 SETTINGS = {f.name for f in dataclasses.fields(SearchSettings)} - {"profile"}
 # SearchProfile's flat knobs, frozen: a new knob appears in `settings` only.
@@ -65,10 +66,7 @@ def test_every_knob_has_its_row_in_the_configuration_reference() -> None:
     """docs/configuration.md documents each knob in one row of its field tables (*Search
     profiles*, or *Backfilling baselines* for EASY-k's and LOS's): CONTRIBUTING.md's last
     place of a knob, checked."""
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text(
-        encoding="utf-8")
+    text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     section = text[text.index("## Backfilling baselines"):text.index("\n## Metrics")]
     rows = {name: len(re.findall(rf"^\| `{name}` \| ", section, re.M)) for name in SETTINGS}
     assert {name: n for name, n in rows.items() if n != 1} == {}
