@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ..domain.free_pool import Vec
 from .backfill import BackfillPlan, plan_with_profile, reserve_in_order
-from .planning.free_pool import Vec
 from .planning.job_selection import never_fits
 from .planning.node_profile import NodeProfile
 from .planning.problem import Job, Problem

@@ -28,7 +28,7 @@ from hpcdispatch.server.dispatchers.planning.job_selection import never_fits
 from hpcdispatch.server.dispatchers.planning.node_profile import NodeProfile
 from hpcdispatch.server.dispatchers.planning.pooled_tests import earlier_all, earlier_in_pooled
 from hpcdispatch.server.dispatchers.planning.problem import Job
-from hpcdispatch.server.dispatchers.profiles import PROFILES
+from hpcdispatch.server.domain.profiles import PROFILES
 from hpcdispatch.server.pipeline import run_decision
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
 from hpcdispatch.snapshot import Snapshot
