@@ -238,8 +238,13 @@ def _repack(
                            strict=True))
         if not now[i]:  # not even in the pooled view
             continue
-        state = profile.checkpoint()
         moved = sorted((s, k) for k, (s, _) in plan.reservations.items() if s > 0)
+        # Whether i fits now with every future reservation given back, the profile left as
+        # it is: most attempts end there, without a checkpoint, giving back and restoring.
+        if profile.fits_at_without(
+                job, 0, [(s, jobs[k], plan.reservations[k][1]) for s, k in moved]) is False:
+            continue
+        state = profile.checkpoint()
         for s, k in moved:
             stop_if(check, "conservative repacking")
             profile.give_back(jobs[k], s, plan.reservations[k][1])

@@ -162,7 +162,92 @@ class NodeProfile:
     def earliest(self, job: Job, should_stop: StopCheck = never, not_before: int = 0) -> int:
         """Earliest start s >= `not_before` (relative to t) at which rn_i units of job i fit
         node by node for all of d_i. Raises Stopped when `should_stop()` turns true (once per
-        candidate)."""
+        candidate).
+
+        The candidates are what `first_room` gives one after another in the pooled view:
+        `not_before`, then every step boundary after it, where the pooled view has room over
+        the whole run (all found at once). Node by node, a candidate's test is the units of
+        job i per node and step (floor division is monotone, so the least over the steps of
+        the run is the units that fit into `free_during` of the run) summed over nodes: the
+        runs' first and last steps only move forward, so their least units per node come
+        from a queue of two stacks (suffix minima in front, a running minimum behind), each
+        step read about twice instead of once per candidate whose run covers it."""
+        req = request_array(job.req)
+        asked = req > 0
+        if not asked.any():
+            return self._earliest_window_by_window(job, should_stop, not_before)
+        n = self._steps
+        times, pooled = self._times[:n], self._pooled[:n]
+        duration = job.duration
+        first = int(times.searchsorted(not_before, side="right")) - 1
+        # Candidate k: a start at `not_before` (k = 0) or at times[first + k]; its run's steps
+        # [lows[k], highs[k]).
+        starts = times[first:].copy()
+        starts[0] = not_before
+        lows = np.arange(first, n)
+        highs = np.maximum(times.searchsorted(starts + duration, side="left"), lows + 1)
+        short = ~np.all(pooled[first:] >= np.asarray(job.demand(), dtype=np.int64), axis=1)
+        short_before = np.zeros(n - first + 1, dtype=np.int64)
+        np.cumsum(short, out=short_before[1:])
+        room = np.flatnonzero(short_before[highs - first] == short_before[lows - first])
+        wanted, units = [(r, int(req[r])) for r in np.flatnonzero(asked).tolist()], job.units
+        free = self._free
+        # Units of job i per node and step, and their sum over nodes per step (at least the
+        # sum over nodes of their least over a run: a run where it falls short anywhere fails
+        # node by node too), for the steps [first, cached), a block at a time.
+        per_step = np.empty((n - first, free.shape[1]), dtype=np.int64)
+        totals = np.empty(n - first + 1, dtype=np.int64)
+        cached = first
+        front_low = front_high = 0  # suffix minima of the steps [front_low, front_high)
+        suffix = per_step[:0]
+        behind: Counts | None = None  # least units of the steps [front_high, pushed)
+        pushed = 0
+        at, left = 0, room
+        while len(left):
+            stop_if(should_stop, "conservative reservation")
+            upto = min(n, max(int(highs[left[0]]), cached + max(64, cached - first)))
+            block = per_step[cached - first : upto - first]
+            for r, (column, need) in enumerate(wanted):  # type by type: scalar divisions
+                if r == 0:
+                    np.floor_divide(free[cached:upto, :, column], need, out=block)
+                else:
+                    np.minimum(block, free[cached:upto, :, column] // need, out=block)
+            totals[cached - first : upto - first] = block.sum(axis=1)
+            cached = upto
+            at = int(highs[left].searchsorted(cached, side="right"))
+            ready, left = left[:at], left[at:]
+            bounds = np.empty(2 * len(ready), dtype=np.int64)
+            bounds[0::2], bounds[1::2] = lows[ready] - first, highs[ready] - first
+            least_total = np.minimum.reduceat(totals[: cached - first + 1], bounds)[0::2]
+            for k in ready[least_total >= units].tolist():
+                stop_if(should_stop, "conservative reservation")
+                low, high = int(lows[k]), int(highs[k])
+                if low >= front_high:  # the front is used up: the run's steps become it
+                    steps = per_step[low - first : high - first]
+                    suffix = np.minimum.accumulate(steps[::-1], axis=0)[::-1]
+                    front_low, front_high, behind, pushed = low, high, None, high
+                elif high > pushed:
+                    more = per_step[pushed - first : high - first].min(axis=0)
+                    behind = more if behind is None else np.minimum(behind, more)
+                    pushed = high
+                least = suffix[low - front_low]
+                if behind is not None:
+                    least = np.minimum(least, behind)
+                if int(least.sum()) >= units:
+                    start = int(starts[k])
+                    free_run = self.free_during(start, start + duration)
+                    fit = self.units_fitting(free_run, job)
+                    # What `place` at this start reads again, unless the profile changes first.
+                    self._seen = (start, duration, job.req, free_run, fit)
+                    return start
+        # Past the last step nothing changes any more: the pooled test was exact there only
+        # if nodes can hold the job, which `never_fits` checked before.
+        raise AssertionError("a job that fits an empty system must fit once all ends")
+
+    def _earliest_window_by_window(self, job: Job, should_stop: StopCheck = never,
+                                   not_before: int = 0) -> int:
+        """`earliest` one candidate at a time, each run's free amounts read anew (a job that
+        asks for nothing: no units per node to keep)."""
         demand = job.demand()
         times, pooled = self.times, self._pooled[: self._steps]
         while True:
@@ -236,6 +321,38 @@ class NodeProfile:
         """Whether rn_i units of job i fit node by node over [start, start + d_i)."""
         free = self.free_during(start, start + job.duration)
         return int(self.units_fitting(free, job).sum()) >= job.units
+
+    def fits_at_without(self, job: Job, start: int,
+                        others: list[tuple[int, Job, list[int]]]) -> bool | None:
+        """`fits_at(job, start)` once every (s, job k, nodes) of `others`, reservations held in
+        the profile, is given back, the profile left as it is; None where some s or s + d_k is
+        not a step boundary (giving it back would split a step)."""
+        times = self.times
+        starts = np.fromiter((s for s, _, _ in others), dtype=np.int64, count=len(others))
+        ends = starts + np.fromiter((k.duration for _, k, _ in others), dtype=np.int64,
+                                    count=len(others))
+        at_start, at_end = times.searchsorted(starts), times.searchsorted(ends)
+        if not (np.all(at_start < len(times)) and np.all(at_end < len(times))
+                and np.array_equal(times[at_start], starts)
+                and np.array_equal(times[at_end], ends)):
+            return None
+        first, stop = self._steps_of(start, start + job.duration)
+        # The least free amounts over the run, read again on the nodes given back to.
+        least = self._free[first:stop].min(axis=0)
+        given = []
+        for (_, other, nodes), low, high in zip(others, at_start.tolist(), at_end.tolist(),
+                                                strict=True):
+            low, high = max(low, first), min(high, stop)
+            if low < high:
+                columns, need = self._columns(other, nodes)
+                given.append((low, high, columns, need))
+        if given:
+            touched = np.unique(np.concatenate([columns for _, _, columns, _ in given]))
+            window = self._free[first:stop, touched]  # a copy (rows × touched × types)
+            for low, high, columns, need in given:
+                window[low - first : high - first, touched.searchsorted(columns)] += need
+            least[touched] = window.min(axis=0)
+        return int(self.units_fitting(least, job).sum()) >= job.units
 
     def _columns(self, job: Job, nodes: list[int]) -> tuple[Counts, Counts]:
         """The distinct nodes of `nodes` and what job i's units take on each: (nodes, types)."""
