@@ -179,7 +179,19 @@ class NodeProfile:
         n = self._steps
         times, pooled = self._times[:n], self._pooled[:n]
         duration = job.duration
-        first = int(times.searchsorted(not_before, side="right")) - 1
+        # The first candidate as one at a time would test it: often it fits (a small system).
+        stop_if(should_stop, "conservative reservation")
+        start = first_room(times, pooled, job.demand(), duration, not_before)
+        free_run = self.free_during(start, start + duration)
+        fit = self.units_fitting(free_run, job)
+        if int(fit.sum()) >= job.units:
+            self._seen = (start, duration, job.req, free_run, fit)
+            return start
+        later = int(times.searchsorted(start, side="right"))
+        if later == n:
+            raise AssertionError("a job that fits an empty system must fit once all ends")
+        not_before = int(times[later])
+        first = later
         # Candidate k: a start at `not_before` (k = 0) or at times[first + k]; its run's steps
         # [lows[k], highs[k]).
         starts = times[first:].copy()
