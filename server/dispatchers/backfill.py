@@ -244,26 +244,38 @@ def _repack(
         if profile.fits_at_without(
                 job, 0, [(s, jobs[k], plan.reservations[k][1]) for s, k in moved]) is False:
             continue
-        state = profile.checkpoint()
-        for s, k in moved:
-            stop_if(check, "conservative repacking")
-            profile.give_back(jobs[k], s, plan.reservations[k][1])
-        if not profile.fits_at(job, 0):
-            profile.restore(state)
+        placed = _attempt(profile, plan, jobs, i, moved, first_fit, should_stop, check)
+        if placed is not None:
+            plan.reservations.update(placed)
+            now = {}  # i starts now: the pooled view changed
+
+
+def _attempt(
+    profile: NodeProfile, plan: BackfillPlan, jobs: Mapping[int, Job], i: int,
+    moved: list[tuple[int, int]], first_fit: bool, should_stop: StopCheck, check: StopCheck,
+) -> dict[int, tuple[int, list[int]]] | None:
+    """One repacking attempt: the future reservations `moved` taken out, i placed now, the
+    others put back at their own starts in order. The new reservations if all fit, else None
+    with the profile as it was."""
+    state = profile.checkpoint()
+    for s, k in moved:
+        stop_if(check, "conservative repacking")
+        profile.give_back(jobs[k], s, plan.reservations[k][1])
+    if not profile.fits_at(jobs[i], 0):
+        profile.restore(state)
+        return None
+    placed = {i: (0, profile.place(jobs[i], 0, first_fit))}
+    for s, k in moved:
+        stop_if(should_stop, "conservative repacking")
+        if k == i:
             continue
-        placed = {i: (0, profile.place(job, 0, first_fit))}
-        for s, k in moved:
-            stop_if(should_stop, "conservative repacking")
-            if k == i:
-                continue
-            if not profile.fits_at(jobs[k], s):
-                break
-            placed[k] = (s, profile.place(jobs[k], s, first_fit))
-        if len(placed) < len(moved):
-            profile.restore(state)
-            continue
-        plan.reservations.update(placed)
-        now = {}  # i starts now: the pooled view changed
+        if not profile.fits_at(jobs[k], s):
+            break
+        placed[k] = (s, profile.place(jobs[k], s, first_fit))
+    if len(placed) < len(moved):
+        profile.restore(state)
+        return None
+    return placed
 
 
 def outcome_of(problem: Problem, plan: BackfillPlan, promised: bool = False) -> Outcome:

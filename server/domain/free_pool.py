@@ -499,15 +499,7 @@ def choose_from_array(
     vector, node): by (score, node) where no two vectors of one score hold a unit. Scores
     are `FreePool.score`'s: the same floats, so the same ties.
     """
-    asked = [r for r, q in enumerate(req) if q > 0]
-    if nonnegative and per_node_units is not None:
-        k = per_node_units
-    elif nonnegative and len(asked) == 1:
-        k = free[:, asked[0]] // req[asked[0]]
-    elif nonnegative and asked:
-        k = (free[:, asked] // np.asarray([req[r] for r in asked], dtype=np.int64)).min(axis=1)
-    else:
-        k = units_per_row(free, req)
+    k = _units_per_node(free, req, nonnegative, per_node_units)
     fitting = ((k > 0) & eligible).nonzero()[0]
     per_node = k[fitting]
     if int(per_node.sum()) < units:
@@ -515,27 +507,7 @@ def choose_from_array(
     if units <= 0:
         return []
     if not first_fit and len(fitting) > 1:
-        rows = free[fitting]
-        terms = [(r, s) for r, s in enumerate(scale) if s]
-        if free.shape[1] == 1 and len(terms) == 1:
-            # One type: the score grows with the amount, and one amount is one vector.
-            order = np.argsort(rows[:, 0], kind="stable")
-        elif 1 <= len(terms) <= 2:
-            # The score in numpy: one or two terms add up to the same float however `sum`
-            # adds (more terms might not, where Python's sum compensates rounding).
-            score = rows[:, terms[0][0]] / terms[0][1]
-            if len(terms) == 2:
-                score = score + rows[:, terms[1][0]] / terms[1][1]
-            order = np.argsort(score, kind="stable")  # by score, then node
-            ranked = score[order]
-            tied = ranked[1:] == ranked[:-1]
-            if tied.any():
-                sorted_rows = rows[order]
-                if (tied & (sorted_rows[1:] != sorted_rows[:-1]).any(axis=1)).any():
-                    # Two vectors of one score: their groups go by their lowest node.
-                    order = _by_group(rows, fitting, scale)
-        else:
-            order = _by_group(rows, fitting, scale)
+        order = _best_fit_order(free[fitting], fitting, scale)
         fitting, per_node = fitting[order], per_node[order]
     taken = np.cumsum(per_node)
     last = int(np.searchsorted(taken, units))  # the node that gives the last unit
@@ -543,6 +515,45 @@ def choose_from_array(
     counts[last] -= int(taken[last]) - units
     chosen: list[int] = np.repeat(fitting[: last + 1], counts).tolist()
     return chosen
+
+
+def _units_per_node(free: npt.NDArray[np.int64], req: Vec, nonnegative: bool,
+                    per_node_units: npt.NDArray[np.int64] | None) -> npt.NDArray[np.int64]:
+    """Units of `req` each row of `free` holds (`choose_from_array`'s shortcuts)."""
+    asked = [r for r, q in enumerate(req) if q > 0]
+    if nonnegative and per_node_units is not None:
+        return per_node_units
+    if nonnegative and len(asked) == 1:
+        return free[:, asked[0]] // req[asked[0]]
+    if nonnegative and asked:
+        return (free[:, asked] // np.asarray([req[r] for r in asked], dtype=np.int64)).min(axis=1)
+    return units_per_row(free, req)
+
+
+def _best_fit_order(rows: npt.NDArray[np.int64], fitting: npt.NDArray[np.int64],
+                    scale: Vec) -> npt.NDArray[np.int64]:
+    """The order best fit walks the `fitting` nodes (free amounts `rows`) in: by the score of
+    their vector, the lowest node holding that vector, then node."""
+    terms = [(r, s) for r, s in enumerate(scale) if s]
+    if rows.shape[1] == 1 and len(terms) == 1:
+        # One type: the score grows with the amount, and one amount is one vector.
+        return np.argsort(rows[:, 0], kind="stable")
+    if not 1 <= len(terms) <= 2:
+        return _by_group(rows, fitting, scale)
+    # The score in numpy: one or two terms add up to the same float however `sum` adds (more
+    # terms might not, where Python's sum compensates rounding).
+    score = rows[:, terms[0][0]] / terms[0][1]
+    if len(terms) == 2:
+        score = score + rows[:, terms[1][0]] / terms[1][1]
+    order = np.argsort(score, kind="stable")  # by score, then node
+    ranked = score[order]
+    tied = ranked[1:] == ranked[:-1]
+    if tied.any():
+        sorted_rows = rows[order]
+        if (tied & (sorted_rows[1:] != sorted_rows[:-1]).any(axis=1)).any():
+            # Two vectors of one score: their groups go by their lowest node.
+            return _by_group(rows, fitting, scale)
+    return order
 
 
 def _by_group(

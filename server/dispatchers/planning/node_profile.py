@@ -187,21 +187,33 @@ class NodeProfile:
         if int(fit.sum()) >= job.units:
             self._seen = (start, duration, job.req, free_run, fit)
             return start
-        later = int(times.searchsorted(start, side="right"))
-        if later == n:
+        first = int(times.searchsorted(start, side="right"))
+        if first == n:
             raise AssertionError("a job that fits an empty system must fit once all ends")
-        not_before = int(times[later])
-        first = later
-        # Candidate k: a start at `not_before` (k = 0) or at times[first + k]; its run's steps
-        # [lows[k], highs[k]).
+        return self._earliest_from(job, first, req, should_stop)
+
+    def _pooled_candidates(self, job: Job, first: int) -> tuple[Counts, Counts, Counts, Counts]:
+        """The candidates after the first, as `first_room` gives them one after another:
+        candidate k starts at times[first + k], its run's steps are [lows[k], highs[k]); and
+        `room`, the k whose run the pooled view holds job i's demand over."""
+        n = self._steps
+        times, pooled = self._times[:n], self._pooled[:n]
         starts = times[first:].copy()
-        starts[0] = not_before
         lows = np.arange(first, n)
-        highs = np.maximum(times.searchsorted(starts + duration, side="left"), lows + 1)
+        highs = np.maximum(times.searchsorted(starts + job.duration, side="left"), lows + 1)
         short = ~np.all(pooled[first:] >= np.asarray(job.demand(), dtype=np.int64), axis=1)
         short_before = np.zeros(n - first + 1, dtype=np.int64)
         np.cumsum(short, out=short_before[1:])
         room = np.flatnonzero(short_before[highs - first] == short_before[lows - first])
+        return starts, lows, highs, room
+
+    def _earliest_from(self, job: Job, first: int, req: Counts, should_stop: StopCheck) -> int:
+        """`earliest` among the candidates from times[first] on, all tested at once (see
+        `earliest`)."""
+        n = self._steps
+        duration = job.duration
+        starts, lows, highs, room = self._pooled_candidates(job, first)
+        asked = req > 0
         wanted, units = [(r, int(req[r])) for r in np.flatnonzero(asked).tolist()], job.units
         free = self._free
         # Units of job i per node and step, and their sum over nodes per step (at least the

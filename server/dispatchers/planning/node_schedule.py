@@ -30,19 +30,10 @@ def node_list_schedule(
     Raises Stopped when `should_stop()` turns true (checked once per job).
     """
     stop_if(should_stop, "node-level list schedule")
-    ends = np.asarray([end for end, _ in problem.pooled_releases()], dtype=np.int64)
-    times: IntArray = np.concatenate(([0], ends[ends > 0])).astype(np.int64)
     # Only the nodes some job may use get a column: steps × columns × resource types.
     columns = sorted({n for nodes in candidates.values() for n in nodes})
     column_of = {n: c for c, n in enumerate(columns)}
-    released = np.zeros((len(times), len(columns), len(problem.resources)), dtype=np.int64)
-    for block in problem.blocks:
-        c = column_of.get(block.node)
-        if c is not None:
-            step = int(np.searchsorted(times, block.end, side="left"))
-            released[min(step, len(times) - 1), c] += block.amounts
-    free_now = np.asarray(problem.free_now.free, dtype=np.int64)[columns]
-    free: IntArray = free_now[None] + np.cumsum(released, axis=0)
+    times, free = _free_over_steps(problem, columns, column_of)
     plan = Plan({})
     for job in jobs:
         stop_if(should_stop, "node-level list schedule")
@@ -58,17 +49,7 @@ def node_list_schedule(
             window = units[i:stop].min(axis=0) if stop > i else units[i]
             if int(window.sum()) < job.units:
                 continue
-            # Fullest nodes first (best fit), each with as many units as it holds.
-            order = np.lexsort((nodes, free[i, nodes].sum(axis=1)))
-            take: dict[int, int] = {}
-            need = job.units
-            for c in order:
-                if need == 0:
-                    break
-                k = min(int(window[c]), need)
-                if k:
-                    take[int(nodes[c])] = k  # a column for now; mapped back below
-                    need -= k
+            take = _best_fit(nodes, free[i, nodes], window, job.units)
             times, free = _split(times, free, start + job.duration)
             stop = int(np.searchsorted(times, start + job.duration, side="left"))
             for c, k in take.items():
@@ -83,6 +64,40 @@ def node_list_schedule(
         else:  # pragma: no cover - the last step holds every candidate's full capacity
             raise AssertionError(f"job {job.id} fits no step of the node-level schedule")
     return plan
+
+
+def _free_over_steps(problem: Problem, columns: list[int], column_of: dict[int, int]
+                     ) -> tuple[IntArray, IntArray]:
+    """The steps (the pooled releases' times from t) and the free amounts of the `columns`'
+    nodes during each: steps × columns × resource types."""
+    ends = np.asarray([end for end, _ in problem.pooled_releases()], dtype=np.int64)
+    times: IntArray = np.concatenate(([0], ends[ends > 0])).astype(np.int64)
+    released = np.zeros((len(times), len(columns), len(problem.resources)), dtype=np.int64)
+    for block in problem.blocks:
+        c = column_of.get(block.node)
+        if c is not None:
+            step = int(np.searchsorted(times, block.end, side="left"))
+            released[min(step, len(times) - 1), c] += block.amounts
+    free_now = np.asarray(problem.free_now.free, dtype=np.int64)[columns]
+    free: IntArray = free_now[None] + np.cumsum(released, axis=0)
+    return times, free
+
+
+def _best_fit(nodes: IntArray, free_then: IntArray, window: IntArray, units: int
+              ) -> dict[int, int]:
+    """rn_i units on the candidate columns `nodes`: fullest nodes first (best fit), each with
+    as many units as it holds over the run (`window`); {column: units}."""
+    order = np.lexsort((nodes, free_then.sum(axis=1)))
+    take: dict[int, int] = {}
+    need = units
+    for c in order:
+        if need == 0:
+            break
+        k = min(int(window[c]), need)
+        if k:
+            take[int(nodes[c])] = k  # a column for now; mapped back by the caller
+            need -= k
+    return take
 
 
 def _split(times: IntArray, free: IntArray, when: int) -> tuple[IntArray, IntArray]:
