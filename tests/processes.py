@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +62,21 @@ def stop_process(proc: subprocess.Popen[Any], timeout: float) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+@contextlib.contextmanager
+def quiet_embedded_service() -> Iterator[str]:
+    """The embedded service on loopback (`service_target(None)`), its address; the server's log
+    filtered to warnings meanwhile, and structlog's configuration as it was afterwards (a later
+    test that captures the server's log lines must not find them filtered out)."""
+    import structlog
+
+    from hpcdispatch.sim_adapter.adapter import service_target
+
+    before = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    try:
+        with service_target(None) as address:
+            yield address
+    finally:
+        structlog.configure(**before)

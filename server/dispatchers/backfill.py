@@ -53,6 +53,11 @@ class BackfillPlan:
     def starts(self) -> dict[int, list[int]]:
         return {i: nodes for i, (s, nodes) in self.reservations.items() if s == 0}
 
+    def stopped_before(self, queue: list[Job]) -> None:
+        """The stop came: the jobs of `queue` neither reserved nor waiting are unplanned."""
+        done = set(self.reservations) | set(self.waiting)
+        self.unplanned = [j.index for j in queue if j.index not in done]
+
 
 def plan_backfill(
     problem: Problem,
@@ -94,7 +99,7 @@ def plan_with_profile(
     if not queue:
         return plan, None
     if should_stop():
-        plan.unplanned = [j.index for j in queue]
+        plan.stopped_before(queue)
         return plan, None
     if profile is None:
         profile = NodeProfile(problem)
@@ -106,8 +111,7 @@ def plan_with_profile(
         if repack:
             _repack(profile, plan, {j.index: j for j in queue}, first_fit, should_stop)
     except Stopped:
-        done = set(plan.reservations) | set(plan.waiting)
-        plan.unplanned = [j.index for j in queue if j.index not in done]
+        plan.stopped_before(queue)
     return plan, profile
 
 

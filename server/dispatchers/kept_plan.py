@@ -166,6 +166,5 @@ def _carry_on(kept: _Kept, problem: Problem, order: list[Job], queue: list[Job],
         reserve_in_order(kept.profile, rest, depth, first_fit, should_stop, plan, now,
                          len(kept.reserved))
     except Stopped:
-        done = set(plan.reservations) | set(plan.waiting)
-        plan.unplanned = [j.index for j in queue if j.index not in done]
+        plan.stopped_before(queue)
     return plan

@@ -20,13 +20,14 @@ from typing import ClassVar
 import pytest
 
 from hpcdispatch.client import DispatcherClient
-from hpcdispatch.sim_adapter.adapter import DispatchSettings, GrpcBackend, service_target
+from hpcdispatch.sim_adapter.adapter import DispatchSettings, GrpcBackend
 from hpcdispatch.sim_adapter.records import DecisionRecord, JobRecord
 from hpcdispatch.sim_adapter.replay import bundled_trace
 from hpcdispatch.sim_adapter.simulator import Simulator
 from hpcdispatch.sim_adapter.swf import CleaningStats, iter_jobs, iter_records
 from hpcdispatch.sim_adapter.workload import UnitRule
 from hpcdispatch.systems import homogeneous
+from tests.processes import quiet_embedded_service
 
 collections.Mapping = collections.abc.Mapping  # type: ignore[attr-defined]  # AccaSim needs it
 accasim_simulator = pytest.importorskip("accasim.base.simulator_class")
@@ -128,17 +129,8 @@ def kth_slice(count: int) -> list[list[int]]:
 
 @pytest.fixture(scope="module")
 def target() -> Iterator[str]:
-    import structlog
-
-    # Quiet for this module only: the next modules get the logging they had (a test that
-    # captures the server's log lines must not find them filtered out).
-    before = structlog.get_config()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    try:
-        with service_target(None) as address:
-            yield address
-    finally:
-        structlog.configure(**before)
+    with quiet_embedded_service() as address:
+        yield address
 
 
 def compare(ours: dict[str, Starts], theirs: dict[str, Starts]) -> None:

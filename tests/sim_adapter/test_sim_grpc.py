@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from hpcdispatch.client import DispatcherClient
-from hpcdispatch.sim_adapter.adapter import DispatchSettings, GrpcBackend, service_target
+from hpcdispatch.sim_adapter.adapter import DispatchSettings, GrpcBackend
 from hpcdispatch.sim_adapter.cli import register
 from hpcdispatch.sim_adapter.outputs import RunRecorder
 from hpcdispatch.sim_adapter.replay import RunSpec, bundled_trace, replay
@@ -24,25 +24,15 @@ from hpcdispatch.sim_adapter.workload import rule_for_system, system_from_header
 from hpcdispatch.systems import PRESETS
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
+from tests.processes import quiet_embedded_service
 
 LIMIT = 250  # jobs of the bundled slice per replay here
 
 
 @pytest.fixture(scope="module")
 def target() -> Iterator[str]:
-    import logging
-
-    import structlog
-
-    # Quiet for this module only: the next modules get the logging they had (a test that
-    # captures the server's log lines must not find them filtered out).
-    before = structlog.get_config()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    try:
-        with service_target(None) as address:
-            yield address
-    finally:
-        structlog.configure(**before)
+    with quiet_embedded_service() as address:
+        yield address
 
 
 def read_jobs(path: Path) -> list[dict[str, str]]:
