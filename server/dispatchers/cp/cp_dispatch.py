@@ -21,13 +21,13 @@ from ..planning.list_orders import best_of_orders
 from ..planning.plan import Plan
 from ..planning.problem import Job, Problem
 from ..planning.promises import PromiseBook
+from ..planning.protected_room import ProtectedRoom
 from ..planning.reservation import Reservation, reserve
 from ..planning.starvation_guard import Guarded
 from ..planning.stopping import StopCheck, never
 from .decision import Abandoned, Decision, Next
 from .decision_steps import DECISION_STEPS, Step
 from .formulation import Formulation, ModelInputs
-from .promise_decision import decide_with_promises
 
 
 class CpDispatcher:
@@ -56,13 +56,12 @@ class CpDispatcher:
         self.promises = PromiseBook()
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
-        if control.settings.promise_after_s >= 0:
-            return decide_with_promises(problem, control, self.promises)
         decision = Decision(self, problem, control)
+        done = False
         try:
             for step in self.steps:
-                if step.applies(decision) and step.run(decision) is Next.DONE:
-                    break
+                if (not done or step.closing) and step.applies(decision):
+                    done = step.run(decision) is Next.DONE or done
         except Abandoned:
             return decision.abandon()
         return decision.with_started_first()
@@ -73,7 +72,7 @@ class CpDispatcher:
         jobs: list[Job],
         should_stop: StopCheck,
         heuristic: Plan,
-        reservation: Reservation | None,
+        reservation: ProtectedRoom | None,
     ) -> Formulation:
         """Build the model; raises Stopped when `should_stop()` turns true meanwhile."""
         return self.formulation(ModelInputs(problem, jobs, heuristic, reservation, should_stop))
@@ -112,7 +111,7 @@ class CpDispatcher:
         self,
         problem: Problem,
         jobs: list[Job],
-        reservation: Reservation | None,
+        reservation: ProtectedRoom | None,
         first_fit: bool,
         should_stop: StopCheck = never,
         more_orders: bool = False,

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from ...domain.free_pool import Vec
 from ..planning.problem import Job, Problem, later_start_bounds
+from ..planning.protected_room import PooledBlock
 from .cpsat_attempt import SolutionValues
 
 # Weight scale: w_i = round(WEIGHT_SCALE / d_i), at least 1.
@@ -45,13 +45,12 @@ class ScheduleModel:
         }
 
 
-def horizon(
-    problem: Problem, jobs: list[Job], reserved: tuple[tuple[int, int, Vec], ...] = ()
-) -> int:
+def horizon(problem: Problem, jobs: list[Job], fixed: list[PooledBlock] | None = None) -> int:
     """eoh - t: the last end of fixed work plus Σ d_i bounds any list schedule of the jobs."""
     ends = problem.running.ends
     running_end = [int(ends.max())] if len(ends) else []
-    last_end = max(running_end + [start + length for start, length, _ in reserved], default=0)
+    last_end = max(running_end + [start + length for start, length, _ in fixed or ()],
+                   default=0)
     return last_end + sum(j.duration for j in jobs) + 1
 
 
@@ -59,13 +58,15 @@ def build_schedule_model(
     problem: Problem,
     jobs: list[Job],
     pooled: bool,
-    reserved: tuple[tuple[int, int, Vec], ...] = (),
+    fixed: list[PooledBlock] | None = None,
 ) -> ScheduleModel:
     """Start variables, intervals, objective; with `pooled`, one cumulative per resource type
-    over Tcap_r = Σ_n cap[n][r] (up nodes) holding the running jobs, the queued ones, and the
-    `reserved` blocks (start, duration, pooled demand) of a protected head job."""
+    over Tcap_r = Σ_n cap[n][r] (up nodes) holding the queued jobs and the `fixed` blocks
+    (start, duration, pooled amounts): the running work, and what a protected room holds (a
+    head's reservation, the promises: `ProtectedRoom.pooled_fixed`); None: the running work
+    alone."""
     model = cp_model.CpModel()
-    h = horizon(problem, jobs, reserved)
+    h = horizon(problem, jobs, fixed)
     start_vars, intervals, now_literals = [], [], []
     later = later_start_bounds(problem, jobs)
     for j in jobs:
@@ -78,7 +79,7 @@ def build_schedule_model(
         model.add(s >= later[j.index]).only_enforce_if(~now)
         now_literals.append(now)
     if pooled:
-        add_pooled_cumulatives(model, problem, jobs, intervals, list(reserved))
+        add_pooled_cumulatives(model, problem, jobs, intervals, fixed)
     model.minimize(
         sum(
             max(1, round(WEIGHT_SCALE / j.duration)) * s
@@ -95,11 +96,12 @@ def add_pooled_cumulatives(
     problem: Problem,
     jobs: list[Job],
     intervals: list[cp_model.IntervalVar],
-    reserved: list[tuple[int, int, Vec]],
+    fixed: list[PooledBlock] | None = None,
 ) -> None:
-    """cumulative([s_i], [d_i], [rn_i × req_i,r], Tcap_r) for each resource type any job uses."""
-    # Fixed blocks: running work from t to its (coarsened) end, then reservations.
-    fixed = [(0, end, amounts) for end, amounts in problem.pooled_releases()] + reserved
+    """cumulative([s_i], [d_i], [rn_i × req_i,r], Tcap_r) for each resource type any job uses,
+    with the `fixed` blocks (default: running work from t to its coarsened end)."""
+    if fixed is None:
+        fixed = [(0, end, amounts) for end, amounts in problem.pooled_releases()]
     running = [
         model.new_fixed_size_interval_var(start, length, f"fixed_{k}")
         for k, (start, length, _) in enumerate(fixed)

@@ -20,6 +20,8 @@ from ..base import Outcome, SearchControl, SearchSettings
 from ..planning.job_selection import Selection
 from ..planning.plan import Plan
 from ..planning.problem import Job, Problem
+from ..planning.promises import PromiseBook, PromisePlan, Recalled
+from ..planning.protected_room import ProtectedRoom
 from ..planning.reservation import Reservation
 from ..planning.starvation_guard import Guarded
 from ..planning.stopping import StopCheck
@@ -46,13 +48,16 @@ class DecidingDispatcher(Protocol):
     @property
     def max_model_units(self) -> int | None: ...
 
+    @property
+    def promises(self) -> PromiseBook: ...
+
     def formulate(
         self,
         problem: Problem,
         jobs: list[Job],
         should_stop: StopCheck,
         heuristic: Plan,
-        reservation: Reservation | None,
+        reservation: ProtectedRoom | None,
     ) -> Formulation: ...
 
     def head_reservation(
@@ -70,6 +75,18 @@ class Next(Enum):
 
     GO_ON = "go on"
     DONE = "done"
+
+
+@dataclass(slots=True)
+class PromiseState:
+    """The promise book's part of a decision (`promise_steps`): the problem as the snapshot
+    gave it, what the book recalled for it, the jobs that never fit, and the promises once
+    kept."""
+
+    problem: Problem
+    recalled: Recalled
+    never: set[int]
+    plan: PromisePlan | None = None
 
 
 class Abandoned(Exception):
@@ -92,7 +109,9 @@ class Decision:
     # `problem` is then the problem they leave.
     started_first: dict[int, list[int]] = field(default_factory=dict)
     jobs: list[Job] = field(default_factory=list)  # the window, in priority order
-    reservation: Reservation | None = None  # the head's
+    # What nothing started now may take: the head's reservation, or the promises.
+    reservation: ProtectedRoom | None = None
+    promised: PromiseState | None = None  # under the promise book (`promise_after_s` >= 0)
     heuristic: Plan | None = None  # the best list schedule so far
     heuristic_objective: float = 0.0  # its total slowdown
     formulation: Formulation | None = None

@@ -23,6 +23,11 @@ applies, so that a new profile knob is a new step, not a new branch of `CpDispat
 6. with `easy_head_depth` k > 1, the next k - 1 blocked jobs in submit order hold EASY-k's
    reservations, and a start that would delay one of them waits (`later_reservations`).
 
+Under the promise book (`promise_after_s` >= 0) the book's steps (`promise_steps`) take the
+place of 0 and of the window's filter, and wrap the rest: every promise is the room the model
+and the list schedules protect (as the head's reservation is otherwise), the starts now are
+checked against every promise node by node, and the promises are reported and kept.
+
 Every step honours the decision's deadline and its caller (`SearchControl.should_stop`). A model
 that is not built by the deadline gives way to the heuristic plan; once the caller is gone, the
 decision is abandoned at once (`Abandoned`).
@@ -46,12 +51,19 @@ from ..planning.left_shift import left_shift
 from ..planning.list_orders import best_of_orders
 from ..planning.oldest_first import oldest_that_fit, with_started
 from ..planning.processor_packing import packed_first, processors_now
+from ..planning.reservation import Reservation
 from ..planning.starvation_guard import guarded_job, with_guarded_first
 from ..planning.stopping import Stopped
 from ..planning.work_conservation import start_what_fits
 from .cpsat_attempt import model_size
 from .decision import Abandoned, Decision, Next
 from .policy_attempt import policy_attempt
+from .promise_steps import (
+    keep_every_promises_room,
+    keep_the_promises,
+    record_the_promises,
+    reduce_to_the_window_around_the_promises,
+)
 from .restart_policy import run_restart_policy
 
 log = structlog.get_logger("hpcdispatch.dispatchers")
@@ -71,11 +83,13 @@ def _always(d: Decision) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One step of a decision: `run` when `applies`; `Next.DONE` ends the decision."""
+    """One step of a decision: `run` when `applies`; `Next.DONE` ends the decision, but for
+    the `closing` steps, which run (when they apply) however it ended."""
 
     name: str
     run: Callable[[Decision], Next]
     applies: Callable[[Decision], bool] = _always
+    closing: bool = False
 
 
 # 1. The window -----------------------------------------------------------------------------
@@ -138,7 +152,7 @@ def reserve_for_the_head(d: Decision) -> Next:
 
 
 def _head_is_protected(d: Decision) -> bool:
-    return d.dispatcher.protects_head and (
+    return not _promises(d) and d.dispatcher.protects_head and (
         d.guarded is not None or d.settings.protect_head or d.settings.easy_head
     )
 
@@ -178,9 +192,11 @@ def plan_the_most_processors_now(d: Decision) -> Next:
     heuristic = _known(d.heuristic, "heuristic plan")
     if not any(heuristic.start_offsets[j.index] for j in d.jobs):
         return Next.GO_ON  # every job starts now: no set starts more processors
+    head = d.reservation
+    assert head is None or isinstance(head, Reservation), "capacity first holds no promises"
     try:
         packed = greedy_schedule(
-            d.problem, packed_first(d.problem, d.jobs, d.reservation),
+            d.problem, packed_first(d.problem, d.jobs, head),
             d.dispatcher.exact_allocation_now, d.control.first_fit, d.reservation,
             d.control.should_stop,
         )
@@ -384,9 +400,12 @@ def keep_the_later_reservations(d: Decision) -> Next:
     reservations too, and a start that would delay one of them waits; stopped before that is
     known (the deadline, the caller gone), only the oldest jobs started first start."""
     placements = d.outcome.placements
+    head = d.reservation
+    if not isinstance(head, Reservation):
+        raise RuntimeError("no head reservation: the decision's steps are out of order")
     try:
         kept, _ = keep_later_reservations(
-            d.problem, placements, _known(d.reservation, "head reservation"),
+            d.problem, placements, head,
             d.settings.easy_head_depth, d.control.first_fit, d.control.should_stop,
         )
     except Stopped:
@@ -414,29 +433,49 @@ def _conserves_work(d: Decision) -> bool:
     return d.settings.work_conserving and d.decided
 
 
+def _promises(d: Decision) -> bool:
+    return d.settings.promise_after_s >= 0
+
+
+def _no_promises(d: Decision) -> bool:
+    return d.settings.promise_after_s < 0
+
+
+def _promises_kept(d: Decision) -> bool:
+    return d.promised is not None and d.promised.plan is not None
+
+
 DECISION_STEPS: tuple[Step, ...] = (
-    Step("start the oldest that fit", start_the_oldest_that_fit, lambda d: d.settings.easy_head),
-    Step("reduce to the window", reduce_to_window),
-    Step("guard the oldest job", guard_the_oldest, lambda d: d.settings.starvation_wait_s > 0),
+    Step("keep the promises", keep_the_promises, _promises),
+    Step("start the oldest that fit", start_the_oldest_that_fit,
+         lambda d: d.settings.easy_head and _no_promises(d)),
+    Step("reduce to the window", reduce_to_window, _no_promises),
+    Step("reduce to the window around the promises", reduce_to_the_window_around_the_promises,
+         _promises),
+    Step("guard the oldest job", guard_the_oldest,
+         lambda d: d.settings.starvation_wait_s > 0 and _no_promises(d)),
     Step("open the window", open_the_window),
     Step("reserve for the head", reserve_for_the_head, _head_is_protected),
     Step("plan by list schedules", plan_by_list_schedules),
     Step("plan by more orders", plan_by_more_orders, lambda d: d.settings.more_orders),
     Step("plan the most processors now", plan_the_most_processors_now,
-         lambda d: d.settings.capacity_first),
+         lambda d: d.settings.capacity_first and _no_promises(d)),
     Step("take a plan that starts all now", take_a_plan_that_starts_all_now,
          lambda d: d.dispatcher.exact_allocation_now),
     Step("build the model", build_the_model, _undecided),
     Step("adopt the model's list schedule", adopt_the_models_list_schedule, _modelled),
     Step("pin the guarded job", pin_the_guarded_job, _guard_pins),
     Step("hold the processors started now", hold_the_processors_started_now,
-         lambda d: d.settings.capacity_first and _modelled(d)),
+         lambda d: d.settings.capacity_first and _no_promises(d) and _modelled(d)),
     Step("finish the build", finish_the_build, _modelled),
     Step("search under the restart policy", search_under_the_restart_policy, _modelled),
     Step("choose the plan", choose_the_plan, _searched),
     Step("shift left", shift_left, _searched),
     Step("allocate nodes", allocate_nodes, _searched),
     Step("place", place, _decided),
+    Step("keep every promise's room", keep_every_promises_room,
+         lambda d: _promises(d) and _decided(d)),
     Step("start what fits around", start_what_fits_around, _conserves_work),
     Step("keep the later reservations", keep_the_later_reservations, _keeps_later_reservations),
+    Step("record the promises", record_the_promises, _promises_kept, closing=True),
 )

@@ -6,6 +6,8 @@ constructor here, `Formulation.__init__`:
 1. the scheduling model (`cp_schedule`): s_i >= t for each job of the window, now_i <=> s_i = t,
    the objective Σ (s_i - q_i + d_i) / d_i, the pooled cumulative per resource type after t and
    the head's reservation as a block held from its start τ;
+   (or, under the promise book, every promise: the room a decision protects,
+   `planning.protected_room`);
 2. the model's own part, `add_allocation` (none for HCP'19, the unit counts per node for
    PCP'19, the unit positions on the resource lines for PCP'20).
 
@@ -22,7 +24,7 @@ from ortools.sat.python import cp_model
 
 from ..planning.plan import Plan
 from ..planning.problem import Job, Problem
-from ..planning.reservation import Reservation
+from ..planning.protected_room import ProtectedRoom
 from ..planning.stopping import StopCheck, never
 from .cp_schedule import ScheduleModel, build_schedule_model
 from .cpsat_attempt import SolutionValues
@@ -35,7 +37,9 @@ class ModelInputs:
     problem: Problem
     jobs: list[Job]  # the window, in priority order (a guarded job that starts now first)
     heuristic: Plan  # the heuristic plan (PCP'20 takes its nodes as candidates)
-    reservation: Reservation | None = None  # the head's, when the model protects it
+    # What nothing started now may take: the head's reservation when the model protects it,
+    # or every promise the book holds (`planning.protected_room`).
+    reservation: ProtectedRoom | None = None
     should_stop: StopCheck = never  # the build raises Stopped once this turns true
 
 
@@ -45,10 +49,11 @@ class Formulation:
     def __init__(self, inputs: ModelInputs) -> None:
         self.problem, self.jobs = inputs.problem, inputs.jobs
         self.reservation, self.should_stop = inputs.reservation, inputs.should_stop
-        # Nothing started now may delay the head: its units are held from τ on.
-        blocks = (inputs.reservation.block(),) if inputs.reservation is not None else ()
+        # Nothing started now may delay the head (its units are held from τ on), or a promise.
+        room = inputs.reservation
+        fixed = room.pooled_fixed(inputs.problem) if room is not None else None
         self.schedule: ScheduleModel = build_schedule_model(
-            inputs.problem, inputs.jobs, True, blocks
+            inputs.problem, inputs.jobs, True, fixed
         )
         self.model: cp_model.CpModel = self.schedule.model
         self.add_allocation(inputs)

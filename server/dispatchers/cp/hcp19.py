@@ -11,7 +11,7 @@ from typing import ClassVar
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..planning.plan import Plan
-from ..planning.reservation import place_around_reservation
+from ..planning.protected_room import place_now
 from .cp_dispatch import CpDispatcher
 from .formulation import Formulation
 
@@ -20,13 +20,14 @@ class Hcp19Formulation(Formulation):
     """The scheduling model alone: starts on pooled capacity, nodes chosen afterwards."""
 
     def allocate(self, plan: Plan, first_fit: bool) -> dict[int, list[int]]:
-        """Best fit, in priority order, for the jobs the schedule starts at t."""
+        """Best fit, in priority order, for the jobs the schedule starts at t, around the
+        protected room (the head's reservation, or the promises)."""
         pool = self.problem.free_now.copy()
-        reservation = self.reservation.copy() if self.reservation is not None else None
+        room = self.reservation.copy() if self.reservation is not None else None
         placements: dict[int, list[int]] = {}
         for job in self.schedule.jobs:
             if plan.start_offsets[job.index] == 0:
-                nodes = place_around_reservation(pool, reservation, job, first_fit)
+                nodes = place_now(pool, room, job, first_fit)
                 if nodes is not None:
                     placements[job.index] = nodes
         return placements

@@ -23,6 +23,7 @@ from ..planning.job_selection import submit_order
 from ..planning.node_schedule import node_list_schedule
 from ..planning.plan import Plan
 from ..planning.problem import Job
+from ..planning.protected_room import NodeBlock
 from ..planning.stopping import Stopped, stop_if
 from .cp_dispatch import CpDispatcher
 from .cpsat_attempt import SolutionValues
@@ -38,6 +39,8 @@ class Pcp19Formulation(Formulation):
 
     def add_allocation(self, inputs: ModelInputs) -> None:
         self.count: dict[int, dict[int, cp_model.IntVar]] = {}
+        room = inputs.reservation
+        self._node_fixed: list[NodeBlock] = room.node_fixed() if room is not None else []
         on_node = self._unit_counts()
         self._node_cumulatives(on_node)
         # Allocation after the starts: each job's counts in node order, largest count first.
@@ -66,15 +69,19 @@ class Pcp19Formulation(Formulation):
         return on_node
 
     def _node_cumulatives(self, on_node: dict[int, _OnNode]) -> None:
-        """cumulative per node n and type r: running work on n until its end, and every job's
+        """cumulative per node n and type r: running work on n until its end, the protected
+        room's blocks on n (every promise's units over [s_i, s_i + d_i)), and every job's
         interval with demand c[i][n] × req_i,r, within cap[n][r]."""
         problem, model, cap = self.problem, self.model, self.problem.capacity
-        running: dict[int, list[tuple[int, tuple[int, ...]]]] = defaultdict(list)
+        fixed: dict[int, list[tuple[int, int, tuple[int, ...]]]] = defaultdict(list)
         for b in problem.blocks:
-            running[b.node].append((b.end, b.amounts))
+            fixed[b.node].append((0, b.end, b.amounts))
+        for n, start, end, amounts in self._node_fixed:
+            fixed[n].append((start, end, amounts))
         for n, placed in on_node.items():
             stop_if(self.should_stop, "PCP'19 model")
-            held = [(model.new_fixed_size_interval_var(0, end, ""), a) for end, a in running[n]]
+            held = [(model.new_fixed_size_interval_var(start, end - start, ""), a)
+                    for start, end, a in fixed[n]]
             for r in range(len(problem.resources)):
                 if not any(job.req[r] for job, _, _ in placed):
                     continue
@@ -92,7 +99,8 @@ class Pcp19Formulation(Formulation):
         # schedules, greedy_schedule.best_list_schedule).
         for order in (self.jobs, submit_order(self.jobs)):
             try:
-                plan = node_list_schedule(self.problem, order, candidates, self.should_stop)
+                plan = node_list_schedule(self.problem, order, candidates, self.should_stop,
+                                          self._node_fixed)
             except Stopped:
                 break
             objective = total_slowdown(self.problem, self.jobs, plan.start_offsets)

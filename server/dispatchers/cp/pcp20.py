@@ -108,13 +108,11 @@ class Pcp20Formulation(Formulation):
     type for the jobs that start now."""
 
     def add_allocation(self, inputs: ModelInputs) -> None:
-        problem, reservation = self.problem, self.reservation
+        problem = self.problem
         self.lines = lines = ResourceLines(problem)
         self._free_now = np.asarray(problem.free_now.free, dtype=np.int64)
-        self._limit = (
-            np.asarray(reservation.limit.free, dtype=np.int64) if reservation is not None
-            else self._free_now
-        )
+        # The free amounts of each pool a protected room lets jobs use now (by the pool's id).
+        self._limits: dict[int, npt.NDArray[np.int64]] = {}
         cap = np.asarray(problem.capacity, dtype=np.int64)
         # Line position just past each node's units, per resource type.
         self._node_end = [np.asarray(lines.base[r], dtype=np.int64) + cap[:, r]
@@ -184,12 +182,18 @@ class Pcp20Formulation(Formulation):
         self, job: Job, hinted_nodes: list[int]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """The nodes a unit of `job` may start on now, and the free amounts it sees there:
-        a job still running at the head's reserved start τ may only use `limit`."""
-        reservation = self.reservation
-        if reservation is not None and reservation.runs_past(job):
-            pool, free = reservation.limit, self._limit
-        else:
+        what the protected room leaves it for its whole d_i (a job still running at the head's
+        reserved start τ may only use `limit`; under the promise book, what every promise
+        leaves free during its run)."""
+        room = self.reservation
+        limit = room.pool_for(job, self.problem.free_now) if room is not None else None
+        if limit is None:
             pool, free = self.problem.free_now, self._free_now
+        else:
+            pool = limit
+            if id(limit) not in self._limits:
+                self._limits[id(limit)] = np.asarray(limit.free, dtype=np.int64)
+            free = self._limits[id(limit)]
         candidates = np.asarray(candidate_nodes(pool, job, hinted_nodes), dtype=np.int64)
         return candidates, free
 
@@ -250,15 +254,15 @@ class Pcp20Formulation(Formulation):
         """A complete hint: starts, now literals, every position and every link variable."""
         hints = self.schedule.start_hints(plan.start_offsets)
         problem, lines, reservation = self.problem, self.lines, self.reservation
-        # Units starting now fill each node's free part from its right end: jobs still running
-        # at τ first (they must sit within the right `limit` part), then the others.
+        # Units starting now fill each node's free part from its right end: the jobs with the
+        # least room first (still running at τ: within the right `limit` part), then the others.
         cursor: dict[tuple[int, int], int] = {}  # (node, r) -> lowest position taken
         placed = [
             j for j in self.schedule.jobs
             if plan.start_offsets[j.index] == 0 and j.index in plan.unit_nodes and self.y[j.index]
         ]
         if reservation is not None:
-            placed.sort(key=lambda j: not reservation.runs_past(j))
+            placed.sort(key=reservation.fill_order)
         where: dict[int, list[tuple[int, dict[int, int]]]] = {}  # job -> (node, y) per unit
         for job in placed:
             r0 = self.primary[job.index]

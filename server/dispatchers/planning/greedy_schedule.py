@@ -4,6 +4,8 @@ Each job, in list order (priority, or submit order), gets the earliest start at 
 capacity holds it for d_i, and a job that does not start at t starts no earlier than the first
 end (`later_start_bounds`). With `exact_allocation_now`, a start at t also needs a node-level
 placement at t (best fit), so the jobs it starts now form a valid decision by themselves.
+With a protected room (EASY's head reservation, or every promise held: `protected_room`), the
+pooled capacity holds it, and a start at t is placed around it.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from .job_selection import submit_order
 from .plan import Plan
 from .problem import Job, Problem, later_start_bounds
-from .reservation import Reservation, place_around_reservation
+from .protected_room import ProtectedRoom, place_now, pooled_profile
 from .stopping import StopCheck, every_few, never, stop_if
 
 
@@ -20,19 +22,17 @@ def greedy_schedule(
     jobs: list[Job],
     exact_allocation_now: bool,
     first_fit: bool = False,
-    reservation: Reservation | None = None,
+    room: ProtectedRoom | None = None,
     should_stop: StopCheck = never,
 ) -> Plan:
-    """With `reservation`, its head's block is in the pooled plan and starts at t respect it.
+    """With a protected `room`, it is held in the pooled plan and starts at t respect it.
 
     Raises Stopped when `should_stop()` turns true (checked every few jobs).
     """
-    profile = problem.pooled_profile()
+    profile = pooled_profile(problem, room)
     pool = problem.free_now.copy()
-    if reservation is not None:
-        reservation = reservation.copy()
-        start, duration, demand = reservation.block()
-        profile.reserve(demand, start, duration)
+    if room is not None:
+        room = room.copy()
     plan = Plan({})
     later = later_start_bounds(problem, jobs)
     check = every_few(should_stop)
@@ -41,14 +41,14 @@ def greedy_schedule(
         demand = job.demand()
         start = profile.earliest_start(demand, job.duration)
         if start == 0 and exact_allocation_now:
-            nodes = place_around_reservation(pool, reservation, job, first_fit)
+            nodes = place_now(pool, room, job, first_fit)
             if nodes is None:
                 start = profile.earliest_start(demand, job.duration, not_before=later[job.index])
             else:
                 plan.unit_nodes[job.index] = nodes
         profile.reserve(demand, start, job.duration)
         plan.start_offsets[job.index] = start
-    plan.after_starts = pool, reservation
+    plan.after_starts = pool, room
     return plan
 
 
@@ -57,7 +57,7 @@ def best_list_schedule(
     jobs: list[Job],
     exact_allocation_now: bool,
     first_fit: bool = False,
-    reservation: Reservation | None = None,
+    room: ProtectedRoom | None = None,
     should_stop: StopCheck = never,
 ) -> tuple[Plan, float]:
     """The better, by total slowdown, of the list schedules in priority and in submit order.
@@ -71,7 +71,7 @@ def best_list_schedule(
     best: tuple[Plan, float] | None = None
     for order in (jobs, submit_order(jobs)):
         plan = greedy_schedule(
-            problem, order, exact_allocation_now, first_fit, reservation, should_stop
+            problem, order, exact_allocation_now, first_fit, room, should_stop
         )
         objective = total_slowdown(problem, jobs, plan.start_offsets)
         if best is None or objective < best[1] - 1e-9:

@@ -14,18 +14,16 @@ from __future__ import annotations
 from .capacity_profile import CapacityProfile
 from .plan import Plan
 from .problem import Job, Problem
-from .reservation import Reservation, place_around_reservation
+from .protected_room import ProtectedRoom, place_now, pooled_profile
 
 
 def planned_profile(
-    problem: Problem, jobs: list[Job], plan: Plan, reservation: Reservation | None
+    problem: Problem, jobs: list[Job], plan: Plan, room: ProtectedRoom | None
 ) -> CapacityProfile:
-    """The pooled capacity over time once the running work, the head's reserved block and
-    every job of `jobs` at its planned start t + s_i hold their resources."""
-    profile = problem.pooled_profile()
-    if reservation is not None:
-        start, duration, demand = reservation.block()
-        profile.reserve(demand, start, duration)
+    """The pooled capacity over time once the running work, the protected room (the head's
+    reserved block, or the promises) and every job of `jobs` at its planned start t + s_i hold
+    their resources."""
+    profile = pooled_profile(problem, room)
     for job in jobs:
         profile.reserve(job.demand(), plan.start_offsets[job.index], job.duration)
     return profile
@@ -35,14 +33,14 @@ def left_shift(
     problem: Problem,
     jobs: list[Job],
     plan: Plan,
-    reservation: Reservation | None,
+    room: ProtectedRoom | None,
     exact_allocation_now: bool,
     first_fit: bool,
 ) -> Plan:
-    profile = planned_profile(problem, jobs, plan, reservation)
+    profile = planned_profile(problem, jobs, plan, room)
     offsets, unit_nodes = dict(plan.start_offsets), dict(plan.unit_nodes)
     pool = problem.free_now.copy()
-    held = reservation.copy() if reservation is not None else None
+    held = room.copy() if room is not None else None
     if exact_allocation_now:
         for job in jobs:
             if offsets[job.index] == 0 and job.index in unit_nodes:
@@ -58,7 +56,7 @@ def left_shift(
         profile.reserve(released, planned, job.duration)
         if profile.starts_now(demand, job.duration):
             placed = (
-                place_around_reservation(pool, held, job, first_fit)
+                place_now(pool, held, job, first_fit)
                 if exact_allocation_now else []
             )
             if placed is not None:

@@ -16,7 +16,7 @@ from . import job_orders
 from .greedy_schedule import greedy_schedule, total_slowdown
 from .plan import Plan
 from .problem import Job, Problem
-from .reservation import Reservation
+from .protected_room import ProtectedRoom
 from .stopping import StopCheck, never
 
 SCORES = (job_orders.sjf_score, job_orders.f1_score, job_orders.wfp3_score)
@@ -43,7 +43,7 @@ def best_of_orders(
     incumbent: tuple[Plan, float],
     exact_allocation_now: bool,
     first_fit: bool,
-    reservation: Reservation | None,
+    room: ProtectedRoom | None,
     pinned: Job | None = None,
     should_stop: StopCheck = never,
 ) -> tuple[Plan, float]:
@@ -54,7 +54,7 @@ def best_of_orders(
     best = incumbent
     for order in extra_orders(problem, jobs, pinned):
         plan = greedy_schedule(
-            problem, order, exact_allocation_now, first_fit, reservation, should_stop
+            problem, order, exact_allocation_now, first_fit, room, should_stop
         )
         objective = total_slowdown(problem, jobs, plan.start_offsets)
         if objective < best[1] - 1e-9:

@@ -330,6 +330,14 @@ class NodeProfile:
         self.take(job, start, nodes)
         return nodes
 
+    def copy(self) -> NodeProfile:
+        """An independent profile with the same contents (the problem shared)."""
+        other = NodeProfile.__new__(NodeProfile)
+        other.__dict__.update(self.__dict__)
+        other.restore(self.checkpoint())
+        other._releases = self._releases
+        return other
+
     def checkpoint(self) -> State:
         """The profile's state, for `restore`."""
         n = self._steps

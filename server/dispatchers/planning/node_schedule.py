@@ -4,7 +4,8 @@ Each job, highest priority first, gets the earliest step start at which enough o
 nodes (those a unit fits on now, as in the model) hold its units for all of [s_i, s_i + d_i),
 given the running work and the jobs placed before it. Running work is released at the pooled
 view's coarsened ends (never earlier than predicted), so the schedule satisfies both PCP'19's
-per-node cumulatives and its redundant pooled one.
+per-node cumulatives and its redundant pooled one. Fixed node blocks (every promise's units
+under the promise book) are held over their own steps.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy.typing as npt
 
 from .plan import Plan
 from .problem import Job, Problem
+from .protected_room import NodeBlock
 from .stopping import StopCheck, never, stop_if
 
 IntArray = npt.NDArray[np.int64]
@@ -24,8 +26,10 @@ def node_list_schedule(
     jobs: list[Job],
     candidates: dict[int, list[int]],
     should_stop: StopCheck = never,
+    fixed: list[NodeBlock] | None = None,
 ) -> Plan:
-    """Start offsets and units per node of every job, and the unit nodes of those at t.
+    """Start offsets and units per node of every job, and the unit nodes of those at t, with
+    the `fixed` blocks (node, start, end, amounts) held.
 
     Raises Stopped when `should_stop()` turns true (checked once per job).
     """
@@ -34,15 +38,22 @@ def node_list_schedule(
     columns = sorted({n for nodes in candidates.values() for n in nodes})
     column_of = {n: c for c, n in enumerate(columns)}
     times, free = _free_over_steps(problem, columns, column_of)
+    for n, start, end, amounts in fixed or ():
+        c = column_of.get(n)
+        if c is not None:
+            times, free = _split(times, free, start)
+            times, free = _split(times, free, end)
+            first, stop = np.searchsorted(times, (start, end), side="left").tolist()
+            free[first:stop, c] -= np.asarray(amounts, dtype=np.int64)
     plan = Plan({})
     for job in jobs:
         stop_if(should_stop, "node-level list schedule")
         nodes = np.asarray([column_of[n] for n in candidates[job.index]], dtype=np.int64)
         used = [r for r, q in enumerate(job.req) if q > 0]
         # units[k, c]: units of the job that candidate c holds during step k
-        units = np.min(
+        units = np.maximum(np.min(
             np.stack([free[:, nodes, r] // job.req[r] for r in used]), axis=0
-        )
+        ), 0)
         for i in range(len(times)):
             start = int(times[i])
             stop = int(np.searchsorted(times, start + job.duration, side="left"))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ...domain.free_pool import FreePool
-    from .reservation import Reservation
+    from .protected_room import ProtectedRoom
 
 
 @dataclass(slots=True)
@@ -22,9 +22,9 @@ class Plan:
     # Node-level models only (PCP'19): job index -> node -> units, for every job.
     unit_counts: dict[int, dict[int, int]] = field(default_factory=dict)
     # A list schedule's own state once its starts at t are placed: what is still free at t and
-    # the head's reservation as they leave it. The work-conserving pass takes it (once) rather
-    # than placing the same starts again.
-    after_starts: tuple[FreePool, Reservation | None] | None = field(
+    # the protected room (the head's reservation, or the promises) as they leave it. The
+    # work-conserving pass takes it (once) rather than placing the same starts again.
+    after_starts: tuple[FreePool, ProtectedRoom | None] | None = field(
         default=None, compare=False, repr=False
     )
 

@@ -19,7 +19,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ...domain.free_pool import FreePool, Vec, minus, units_per_node
+from .capacity_profile import CapacityProfile
 from .problem import Job, Problem, stable_order
+from .protected_room import NodeBlock, PooledBlock
 from .stopping import StopCheck, never, stop_if
 
 
@@ -74,6 +76,35 @@ class Reservation:
     def block(self) -> tuple[int, int, Vec]:
         """The head's block in the pooled view after t: (start, duration, demand)."""
         return self.pooled_start, self.job.duration, self.job.demand()
+
+    # -- as a ProtectedRoom (`protected_room`): the head's block is what is protected ------
+
+    def pooled_profile(self, problem: Problem) -> CapacityProfile:
+        profile = problem.pooled_profile()
+        start, duration, demand = self.block()
+        profile.reserve(demand, start, duration)
+        return profile
+
+    def pooled_fixed(self, problem: Problem) -> list[PooledBlock]:
+        running = [(0, end, amounts) for end, amounts in problem.pooled_releases()]
+        return [*running, self.block()]
+
+    def node_fixed(self) -> list[NodeBlock]:
+        end = self.start + self.job.duration
+        return [(n, self.start, end, tuple(k * r for r in self.job.req))
+                for n, k in Counter(self.nodes).items()]
+
+    def pool_for(self, job: Job, free_now: FreePool) -> FreePool | None:
+        return self.limit if self.runs_past(job) else None
+
+    def place(self, free_now: FreePool, job: Job, first_fit: bool) -> list[int] | None:
+        return place_around_reservation(free_now, self, job, first_fit)
+
+    def held_jobs(self) -> frozenset[int]:
+        return frozenset((self.job.index,))
+
+    def fill_order(self, job: Job) -> int:
+        return int(not self.runs_past(job))
 
     def runs_past(self, job: Job) -> bool:
         """Whether `job`, started now, is still running at τ (and so must stay in `limit`)."""

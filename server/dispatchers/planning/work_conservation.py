@@ -24,7 +24,7 @@ from ...domain.free_pool import FreePool
 from .left_shift import planned_profile
 from .plan import Plan
 from .problem import Job, Problem
-from .reservation import Reservation, place_around_reservation
+from .protected_room import ProtectedRoom, place_now
 from .stopping import StopCheck, Stopped, every_few, never
 
 
@@ -33,7 +33,7 @@ def start_what_fits(
     jobs: list[Job],
     plan: Plan,
     placements: dict[int, list[int]],
-    reservation: Reservation | None,
+    room: ProtectedRoom | None,
     first_fit: bool,
     should_stop: StopCheck = never,
 ) -> dict[int, list[int]]:
@@ -42,11 +42,11 @@ def start_what_fits(
 
     Raises Stopped when `should_stop()` turns true (checked every few jobs tried).
     """
-    pool, held = _after_starts(problem, plan, placements, reservation)
-    profile = planned_profile(problem, jobs, plan, reservation)
+    pool, held = _after_starts(problem, plan, placements, room)
+    profile = planned_profile(problem, jobs, plan, room)
     in_model = {j.index for j in jobs} | set(placements)
-    if reservation is not None:
-        in_model.add(reservation.job.index)
+    if room is not None:
+        in_model |= room.held_jobs()
     result = dict(placements)
     check = every_few(should_stop)
     for job in problem.jobs_by_slowdown():
@@ -59,7 +59,7 @@ def start_what_fits(
         demand = job.demand()
         if not profile.starts_now(demand, job.duration):
             continue  # would delay a planned start (or the reserved block)
-        nodes = place_around_reservation(pool, held, job, first_fit)
+        nodes = place_now(pool, held, job, first_fit)
         if nodes is not None:
             profile.reserve(demand, 0, job.duration)
             result[job.index] = nodes
@@ -68,8 +68,8 @@ def start_what_fits(
 
 def _after_starts(
     problem: Problem, plan: Plan, placements: dict[int, list[int]],
-    reservation: Reservation | None,
-) -> tuple[FreePool, Reservation | None]:
+    room: ProtectedRoom | None,
+) -> tuple[FreePool, ProtectedRoom | None]:
     """What is still free at t once `placements` start, and the reservation as they leave it:
     the list schedule's own when `plan` is one that placed exactly these (taken from the
     plan), else placed here."""
@@ -79,7 +79,7 @@ def _after_starts(
         return kept
     by_index = {j.index: j for j in problem.jobs}
     pool = problem.free_now.copy()
-    held = reservation.copy() if reservation is not None else None
+    held = room.copy() if room is not None else None
     for i, taken in placements.items():
         job = by_index[i]
         pool.take_all(taken, job.req)

@@ -1,0 +1,197 @@
+"""The promise book's steps of a CP decision (`decision_steps`, with `promise_after_s` >= 0).
+
+A waiting job holds a promised start s_i once it has waited `promise_after_s` (0: from its
+arrival), and the oldest job that does not start now always holds one (EASY's head). A promise
+is kept from one decision to the next (`PromiseBook`, per caller scope and node list; or sent
+back by the caller, `Job.promised`) and only ever moves earlier while the expected durations
+d_i hold. The book's steps wrap the selected model's own (HCP'19, PCP'19, PCP'20):
+
+1. *keep the promises* (first): the held promises are placed, compressed and given to the jobs
+   that qualify now (`planning.promises.keep_promises`); the jobs whose promise is due start
+   now, and every other promise becomes the room the decision protects
+   (`planning.promise_room.PromiseRoom`): each promised job's units over [s_i, s_i + d_i);
+2. *reduce to the window around the promises*: the jobs without a promise that fit now for all
+   of d_i around every promise, the m highest-priority ones (the papers' fit-now filter and
+   window, with the promises held);
+3. the model's steps as under any profile: the list schedules, then the formulation with every
+   promise in its capacity over time (s_i <= its promise for a held job, as a fixed block of
+   its units), its objective and the δ / 2δ / δmax search decide what starts now and when the
+   unpromised jobs of the window are planned; the work-conserving pass starts what else fits;
+4. *keep every promise's room*: each start now is checked node by node against the promises
+   (independently of the model that chose it) and placed elsewhere or left waiting where it
+   would take a promise's room, so nothing started now moves a promise later;
+5. *record the promises*: each waiting job's promise, and the model's planned start of the
+   window's other jobs (a pooled list schedule for up to m more), is reported (what
+   `squeue --start` shows); the book keeps the promises for the next decision.
+"""
+
+from __future__ import annotations
+
+from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+from ..planning.job_orders import fcfs
+from ..planning.job_selection import Selection, never_fits
+from ..planning.oldest_first import with_started
+from ..planning.problem import Job, Problem
+from ..planning.promise_room import PromiseRoom
+from ..planning.promises import PromisePlan, guard_of, keep_promises
+from ..planning.stopping import Stopped, every_few
+from .decision import Abandoned, Decision, Next, PromiseState
+
+
+def keep_the_promises(d: Decision) -> Next:
+    """Step 1: the promises placed, compressed and made; the due ones start now, the others
+    are the room the rest of the decision protects."""
+    problem, control, book = d.problem, d.control, d.dispatcher.promises
+    t = problem.t
+    recalled = book.recall(problem, control.scope)
+    never = {j.index for j in problem.jobs if never_fits(problem, j)}
+    held = {i: kept for i, kept in recalled.held.items() if i not in never}
+    freed = recalled.room_freed
+    for job in problem.jobs:  # a promise the caller sends back wins over the book's
+        if job.promised is not None and job.index not in never:
+            kept = held.get(job.index)
+            if kept is None or kept[0] != job.promised - t:  # not the book's: placed anew
+                held[job.index], freed = (job.promised - t, []), True
+    d.promised = state = PromiseState(problem, recalled, never)
+    waiting = [j for j in fcfs(problem) if j.index not in never]
+    if not held:
+        every = _all_start_now(problem, waiting, control.first_fit)
+        if every is not None:  # no promise to keep or make: every job starts, as EASY's would
+            d.outcome.skipped = [(i, pb.SKIP_REASON_NEVER_FITS) for i in sorted(never)]
+            d.outcome.placements, d.outcome.considered = every, list(every)
+            d.outcome.status = pb.SOLVE_STATUS_HEURISTIC if every else pb.SOLVE_STATUS_EMPTY
+            book.record(problem, recalled, {}, every)
+            return Next.DONE
+    after = control.settings.promise_after_s
+    try:
+        plan = keep_promises(problem, held, waiting, lambda j: t - j.submit >= after,
+                             control.first_fit, control.should_stop, compress=freed)
+    except Stopped:  # not even the held promises placed: nothing starts, the book stays
+        raise Abandoned from None
+    state.plan = plan
+    d.outcome.promises_moved.update(plan.moved)
+    d.started_first = plan.due()
+    d.problem = with_started(problem, d.started_first)
+    ahead = {i: start for i, start in plan.starts.items() if start[0] > 0}
+    d.reservation = PromiseRoom(plan.profile, guard_of(plan), ahead, frozenset(plan.starts))
+    return Next.GO_ON
+
+
+def _all_start_now(
+    problem: Problem, waiting: list[Job], first_fit: bool,
+) -> dict[int, list[int]] | None:
+    """Every waiting job placed now in submit order on what is free now (the placements the
+    book's own steps would give: each job's promise would be due), or None as soon as one does
+    not fit. Most decisions of a lightly loaded system end here, without a node profile."""
+    free = problem.free_now.copy()
+    placed: dict[int, list[int]] = {}
+    for job in waiting:
+        nodes = free.place(job.req, job.units, first_fit)
+        if nodes is None:
+            return None
+        placed[job.index] = nodes
+    return placed
+
+
+def _room(d: Decision) -> PromiseRoom:
+    room = d.reservation
+    if not isinstance(room, PromiseRoom):
+        raise RuntimeError("no promise room: the decision's steps are out of order")
+    return room
+
+
+def reduce_to_the_window_around_the_promises(d: Decision) -> Next:
+    """Step 2: the jobs without a promise that fit now for all of d_i around every promise,
+    in priority order, the m highest-priority ones (and at most `max_model_units` units)."""
+    room, state = _room(d), d.promised
+    assert state is not None
+    window, max_units = d.settings.window, d.dispatcher.max_model_units
+    selection = Selection()
+    selection.skipped.extend((i, pb.SKIP_REASON_NEVER_FITS) for i in sorted(state.never))
+    units = 0
+    check = every_few(d.control.should_stop)
+    for job in d.problem.jobs_by_slowdown():
+        if job.index in room.promised or job.index in state.never:
+            continue
+        if check():
+            raise Abandoned
+        if not room.fits(job):
+            selection.skipped.append((job.index, pb.SKIP_REASON_CANNOT_FIT_NOW))
+        elif len(selection.considered) >= window or (
+            max_units is not None and units + job.units > max_units and selection.considered
+        ):
+            selection.skipped.append((job.index, pb.SKIP_REASON_OUTSIDE_WINDOW))
+        else:
+            selection.considered.append(job)
+            units += job.units
+    d.selection = selection
+    return Next.GO_ON
+
+
+def keep_every_promises_room(d: Decision) -> Next:
+    """Step 4: the starts now, highest priority first, each on the model's nodes where they
+    leave every promise its room, else on nodes around the promises, else not now."""
+    room = _room(d).copy()
+    pool = d.problem.free_now.copy()
+    placements = d.outcome.placements
+    kept: dict[int, list[int]] = {}
+    rank = {j.index: k for k, j in enumerate(d.problem.jobs_by_slowdown())}
+    by_index = {j.index: j for j in d.problem.jobs}
+    for i in sorted(placements, key=rank.__getitem__):
+        job, nodes = by_index[i], placements[i]
+        if room.keeps(job, nodes):  # the profile's first step is what is free now
+            pool.take_all(nodes, job.req)
+            room.take(pool, nodes, job)
+            kept[i] = nodes
+            continue
+        moved = room.place(pool, job, d.control.first_fit)
+        if moved is not None:
+            kept[i] = moved
+        else:
+            d.outcome.skipped.append((i, pb.SKIP_REASON_BLOCKED))
+    d.outcome.placements = kept
+    return Next.GO_ON
+
+
+def record_the_promises(d: Decision) -> Next:
+    """Step 5: each waiting job's promise and the window's planned starts are reported, and
+    the book keeps the promises for the next decision."""
+    state = d.promised
+    assert state is not None and state.plan is not None
+    plan, outcome = state.plan, d.outcome
+    started = {**d.started_first, **outcome.placements}
+    for i, (start, _) in plan.starts.items():
+        if start > 0:
+            outcome.expected_starts[i] = (start, True)
+    _report_planned_starts(d, plan, started)
+    d.dispatcher.promises.record(state.problem, state.recalled, plan.starts, started)
+    return Next.GO_ON
+
+
+def _report_planned_starts(d: Decision, plan: PromisePlan, started: dict[int, list[int]]
+                           ) -> None:
+    """The window's jobs not started now at the model's planned start; up to m more of the
+    others at the start a pooled list schedule in priority order gives them around it."""
+    outcome, settings = d.outcome, d.settings
+    planned = d.plan.start_offsets if d.plan is not None else {}
+    pooled = _room(d).pooled_profile(d.problem)
+    jobs = {j.index: j for j in d.problem.jobs}
+    for i in started:
+        if i in jobs:
+            pooled.reserve(jobs[i].demand(), 0, jobs[i].duration)
+    for job in d.jobs:
+        start = planned.get(job.index)
+        if job.index not in started and start is not None and start > 0:
+            outcome.expected_starts[job.index] = (start, False)
+            pooled.reserve(job.demand(), start, job.duration)
+    assert d.promised is not None
+    others = [j for j in d.problem.jobs_by_slowdown()
+              if j.index not in plan.starts and j.index not in d.promised.never
+              and j.index not in started and j.index not in outcome.expected_starts]
+    for job in others[: settings.window]:
+        if d.control.should_stop():
+            return  # the rest get no estimate this time
+        start = pooled.earliest_start(job.demand(), job.duration)
+        pooled.reserve(job.demand(), start, job.duration)
+        outcome.expected_starts[job.index] = (start, False)

@@ -1,0 +1,155 @@
+"""Every promise the book holds, as the room a CP decision protects (a `ProtectedRoom`).
+
+After the book's step (`promises.keep_promises`) each promised job i holds s_i and the nodes of
+its units over [s_i, s_i + d_i) in a node profile of the running work. The selected model then
+decides what else starts now and when the unpromised jobs are planned, on capacity that holds
+every promise:
+
+- the pooled capacity over time of that profile (running work and promises, exact node by node
+  and summed) is what HCP'19's and PCP'20's cumulatives and the list schedules plan on;
+- PCP'19's per-node cumulatives hold each promise's units on its own nodes;
+- a job started now may use on node n only what stays free there for its whole d_i
+  (`NodeProfile.free_during(0, d_i)`), and off the oldest promise's nodes where its requested
+  time could run into that promise (`promises.Guard`): PCP'20's position domains and every
+  placement at t.
+
+Jobs started now may not share a unit at t; each takes no more than what the promises leave
+free during its run: so together they never take a promise's room, and no promise moves later
+for a job started now while the predicted durations d_i hold.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from ...domain.free_pool import FreePool
+from .capacity_profile import CapacityProfile
+from .node_profile import NodeProfile
+from .problem import Job, Problem
+from .promises import Guard, fits_guarded, place_guarded
+from .protected_room import NodeBlock, PooledBlock
+
+# At most this many fixed blocks in a model's pooled cumulatives: the first steps after t as
+# they are, the later ones merged by their largest use (a more cautious plan for later; what
+# starts now is checked node by node anyway).
+MAX_POOLED_BLOCKS = 256
+
+
+class PromiseRoom:
+    """The promises held after the book's step, protected from the jobs started now."""
+
+    def __init__(self, profile: NodeProfile, guard: Guard | None,
+                 ahead: dict[int, tuple[int, list[int]]], promised: frozenset[int]) -> None:
+        self.profile = profile  # running work and every promise, taken
+        self.guard = guard  # the oldest promise ahead, held against failing predictions
+        self.ahead = ahead  # job index -> (s_i - t > 0, node of each unit)
+        self.promised = promised  # every job holding a promise (due ones included)
+        self._pools: dict[tuple[int, bool], FreePool] = {}
+
+    def copy(self) -> PromiseRoom:
+        return PromiseRoom(self.profile.copy(), self.guard, self.ahead, self.promised)
+
+    # -- the pooled view ---------------------------------------------------------------------
+
+    def _pooled_steps(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        profile = self.profile
+        return profile.times, np.maximum(profile.pooled, 0)
+
+    def pooled_profile(self, problem: Problem) -> CapacityProfile:
+        times, free = self._pooled_steps()
+        changes = np.diff(free, axis=0).tolist()
+        releases = [(int(when), tuple(change))
+                    for when, change in zip(times[1:].tolist(), changes, strict=True)]
+        return CapacityProfile(tuple(free[0].tolist()), releases)
+
+    def pooled_fixed(self, problem: Problem) -> list[PooledBlock]:
+        """What the running work and the promises use of the pooled capacity, as one fixed
+        block per step (the last step, once everything has ended, uses none)."""
+        times, free = self._pooled_steps()
+        capacity = np.asarray(problem.up_capacity, dtype=np.int64)
+        used = np.clip(capacity - free, 0, capacity)
+        starts, ends, used = _merged(times, used)
+        return [(s, e - s, tuple(u)) for s, e, u in
+                zip(starts.tolist(), ends.tolist(), used.tolist(), strict=True) if any(u)]
+
+    def node_fixed(self) -> list[NodeBlock]:
+        jobs = self.profile.problem.jobs
+        blocks: list[NodeBlock] = []
+        for i, (start, nodes) in self.ahead.items():
+            job = jobs[i]
+            for n in sorted(set(nodes)):
+                k = nodes.count(n)
+                blocks.append((n, start, start + job.duration, tuple(k * r for r in job.req)))
+        return blocks
+
+    # -- starts at t -------------------------------------------------------------------------
+
+    def pool_for(self, job: Job, free_now: FreePool) -> FreePool:
+        """What job i may use on each node over [0, d_i), off the guard's nodes where its
+        requested time could reach the oldest promise (kept per step count and guard)."""
+        profile, guard = self.profile, self.guard
+        careful = guard is not None and guard.needs_care(job, 0)
+        steps = int(profile.times.searchsorted(job.duration, side="left"))
+        key = (steps, careful)
+        pool = self._pools.get(key)
+        if pool is None:
+            free = profile.free_during(0, job.duration).copy()
+            if careful:
+                assert guard is not None
+                free[guard.nodes] = 0
+            np.maximum(free, 0, out=free)
+            pool = FreePool.from_array(free, free_now.eligible, free_now.scale)
+            self._pools[key] = pool
+        return pool
+
+    def fits(self, job: Job) -> bool:
+        """Whether job i fits now for all of d_i around every promise."""
+        return fits_guarded(self.profile, job, 0, self.guard)
+
+    def place(self, free_now: FreePool, job: Job, first_fit: bool) -> list[int] | None:
+        if not self.fits(job):
+            return None
+        nodes = place_guarded(self.profile, job, 0, self.guard, first_fit)
+        free_now.take_all(nodes, job.req)
+        self._pools.clear()
+        return nodes
+
+    def take(self, free_now: FreePool, nodes: list[int], job: Job) -> None:
+        self.profile.take(job, 0, nodes)
+        self._pools.clear()
+
+    def keeps(self, job: Job, nodes: list[int]) -> bool:
+        """Whether job i started now on `nodes` leaves every promise its room (the check a
+        model's placement passes before it is a decision)."""
+        if not self.profile.fits_on(job, 0, nodes):
+            return False
+        guard = self.guard
+        return guard is None or not guard.needs_care(job, 0) or not guard.nodes[nodes].any()
+
+    def held_jobs(self) -> frozenset[int]:
+        return self.promised
+
+    def fill_order(self, job: Job) -> int:
+        return -job.duration  # the longer the run, the less stays free during all of it
+
+
+def _merged(
+    times: npt.NDArray[np.int64], used: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Steps (start, end, use) with at most MAX_POOLED_BLOCKS of them: the first half as they
+    are, the later ones merged in runs by their largest use; the last step (open-ended, no
+    use) is dropped."""
+    starts, ends = times[:-1], times[1:]
+    used = used[:-1]
+    if len(starts) <= MAX_POOLED_BLOCKS:
+        return starts, ends, used
+    keep = MAX_POOLED_BLOCKS // 2
+    later = len(starts) - keep
+    stride = -(-later // (MAX_POOLED_BLOCKS - keep))
+    first = np.arange(keep, len(starts), stride)
+    merged_used = np.maximum.reduceat(used[keep:], first - keep, axis=0)
+    merged_ends = ends[np.minimum(first + stride, len(starts)) - 1]
+    return (np.concatenate((starts[:keep], starts[first])),
+            np.concatenate((ends[:keep], merged_ends)),
+            np.concatenate((used[:keep], merged_used)))
