@@ -192,11 +192,9 @@ def plan_the_most_processors_now(d: Decision) -> Next:
     heuristic = _known(d.heuristic, "heuristic plan")
     if not any(heuristic.start_offsets[j.index] for j in d.jobs):
         return Next.GO_ON  # every job starts now: no set starts more processors
-    head = d.reservation
-    assert head is None or isinstance(head, Reservation), "capacity first holds no promises"
     try:
         packed = greedy_schedule(
-            d.problem, packed_first(d.problem, d.jobs, head),
+            d.problem, packed_first(d.problem, d.jobs, d.reservation),
             d.dispatcher.exact_allocation_now, d.control.first_fit, d.reservation,
             d.control.should_stop,
         )
@@ -459,14 +457,14 @@ DECISION_STEPS: tuple[Step, ...] = (
     Step("plan by list schedules", plan_by_list_schedules),
     Step("plan by more orders", plan_by_more_orders, lambda d: d.settings.more_orders),
     Step("plan the most processors now", plan_the_most_processors_now,
-         lambda d: d.settings.capacity_first and _no_promises(d)),
+         lambda d: d.settings.capacity_first),
     Step("take a plan that starts all now", take_a_plan_that_starts_all_now,
          lambda d: d.dispatcher.exact_allocation_now),
     Step("build the model", build_the_model, _undecided),
     Step("adopt the model's list schedule", adopt_the_models_list_schedule, _modelled),
     Step("pin the guarded job", pin_the_guarded_job, _guard_pins),
     Step("hold the processors started now", hold_the_processors_started_now,
-         lambda d: d.settings.capacity_first and _no_promises(d) and _modelled(d)),
+         lambda d: d.settings.capacity_first and _modelled(d)),
     Step("finish the build", finish_the_build, _modelled),
     Step("search under the restart policy", search_under_the_restart_policy, _modelled),
     Step("choose the plan", choose_the_plan, _searched),

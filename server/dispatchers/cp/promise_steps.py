@@ -111,12 +111,13 @@ def reduce_to_the_window_around_the_promises(d: Decision) -> Next:
     selection.skipped.extend((i, pb.SKIP_REASON_NEVER_FITS) for i in sorted(state.never))
     units = 0
     check = every_few(d.control.should_stop)
+    units_fit = d.problem.free_now.units_fit  # what is free now bounds what the room leaves
     for job in d.problem.jobs_by_slowdown():
         if job.index in room.promised or job.index in state.never:
             continue
         if check():
             raise Abandoned
-        if not room.fits(job):
+        if units_fit(job.req, job.units) < job.units or not room.fits(job):
             selection.skipped.append((job.index, pb.SKIP_REASON_CANNOT_FIT_NOW))
         elif len(selection.considered) >= window or (
             max_units is not None and units + job.units > max_units and selection.considered

@@ -13,6 +13,10 @@ what fits. n_i is rn_i x cores per unit (`job_orders.processors`); on a system w
 include no "core", n_i is rn_i and only the placement bounds the set. On systems of more than
 MAX_DP_PROCESSORS free processors the programme counts processors in blocks (n_i rounded up,
 capacities down), which keeps it exact about never delaying the head but may pack a little less.
+
+Around every promise of the book (a `promise_room.PromiseRoom`, many protected blocks instead of
+one head) the set is packed greedily instead, most processors first, on the pooled capacity over
+time the promises leave: a job joins when it fits there for all of its d_i.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from ...domain.free_pool import FreePool
 from .job_orders import CORE, processors
 from .plan import Plan
 from .problem import Job, Problem
+from .protected_room import ProtectedRoom
 from .reservation import Reservation
 
 MAX_DP_PROCESSORS = 100_000  # beyond this, the programme counts processors in blocks
@@ -89,10 +94,32 @@ def processors_now(problem: Problem, jobs: list[Job], plan: Plan) -> int:
     return sum(processors(problem, j) for j in jobs if plan.start_offsets[j.index] == 0)
 
 
-def packed_first(problem: Problem, jobs: list[Job], reservation: Reservation | None) -> list[Job]:
+def packed_around(problem: Problem, room: ProtectedRoom, jobs: list[Job]) -> list[int]:
+    """Positions in `jobs` of a set that starts the most processors now around a protected
+    room, greedily: most processors first (then `jobs`' order), each joining when the pooled
+    capacity the room leaves holds it for all of its d_i."""
+    profile = room.pooled_profile(problem)
+    chosen = []
+    for k in sorted(range(len(jobs)), key=lambda k: -processors(problem, jobs[k])):
+        job = jobs[k]
+        demand = job.demand()
+        if profile.starts_now(demand, job.duration):
+            profile.reserve(demand, 0, job.duration)
+            chosen.append(k)
+    return sorted(chosen)
+
+
+def packed_first(problem: Problem, jobs: list[Job], room: ProtectedRoom | None) -> list[Job]:
     """`jobs` with the packing's set first, for a list schedule that starts it now and plans
     the rest behind it. Of the packed jobs, those running past τ come first, since only they
-    are bound to the nodes the reservation leaves (each group in `jobs`' order)."""
+    are bound to the nodes the reservation leaves (each group in `jobs`' order); around the
+    promises, the longest first (the least room is left during their runs)."""
+    if room is not None and not isinstance(room, Reservation):
+        chosen = set(packed_around(problem, room, jobs))
+        packed = [j for k, j in enumerate(jobs) if k in chosen]
+        return sorted(packed, key=room.fill_order) + [
+            j for k, j in enumerate(jobs) if k not in chosen]
+    reservation = room
     chosen = set(most_processors_now(problem, problem.free_now, reservation, jobs))
     packed = [j for k, j in enumerate(jobs) if k in chosen]
     order = sorted(packed, key=lambda j: not (reservation and reservation.runs_past(j)))
