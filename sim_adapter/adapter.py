@@ -59,6 +59,9 @@ class DispatchSettings:
     # gives the same decisions on an idle and on a loaded machine (the service's own default
     # is wall-clock limits).
     deterministic: bool = True
+    # SearchParameters fields set on every request (name, value), over the profile's: e.g.
+    # ("promise_after_s", 86400), a rung of the promise book's ladder.
+    search: tuple[tuple[str, int | bool], ...] = ()
 
     def template(self) -> pb.DispatchRequest:
         if self.allocator not in ALLOCATORS:
@@ -76,7 +79,33 @@ class DispatchSettings:
             request.search.profile = self.profile
         if self.deterministic:
             request.search.deterministic = True
+        for name, value in self.search:
+            setattr(request.search, name, value)
         return request
+
+
+def search_override(text: str) -> tuple[str, int | bool]:
+    """`KEY=VALUE` as a SearchParameters field and its value (an integer, or true / false);
+    ValueError naming what is wrong."""
+    key, sep, raw = text.partition("=")
+    field = pb.SearchParameters.DESCRIPTOR.fields_by_name.get(key)
+    if not sep or field is None or key in ("profile", "deterministic"):
+        known = sorted(f.name for f in pb.SearchParameters.DESCRIPTOR.fields
+                       if f.name not in ("profile", "deterministic"))
+        raise ValueError(f"{text!r}: not KEY=VALUE with KEY one of {', '.join(known)}")
+    if field.type == field.TYPE_BOOL:
+        if raw not in ("true", "false"):
+            raise ValueError(f"{text!r}: {key} is true or false")
+        return key, raw == "true"
+    try:
+        return key, int(raw)
+    except ValueError:
+        raise ValueError(f"{text!r}: {key} is an integer") from None
+
+
+def search_label(search: tuple[tuple[str, int | bool], ...]) -> str:
+    """The overrides as the run labels show them after the profile: `+key=value` each."""
+    return "".join(f"+{name}={str(value).lower()}" for name, value in search)
 
 
 class GrpcBackend:

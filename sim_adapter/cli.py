@@ -20,6 +20,7 @@ from .adapter import (
     DISPATCHERS,
     PREDICTORS,
     DispatchSettings,
+    search_override,
     service_target,
 )
 from .workload import MAX_NODES, UNIT_MODES
@@ -108,11 +109,23 @@ def _add_dispatch_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="", help="search profile of the CP dispatchers (hcp19, "
                    "pcp19, pcp20), one of the server's (hpcdispatch serve --help); default: "
                    "the server's default profile")
+    p.add_argument("--search", action="append", default=[], metavar="KEY=VALUE",
+                   type=_search_override,
+                   help="repeatable: a SearchParameters field over the profile's, for every "
+                   "request of the CP dispatchers (e.g. promise_after_s=86400, a rung of the "
+                   "promise book's ladder; docs/configuration.md, Search profiles)")
     p.add_argument("--target", help="host:port of a running service (default: embedded)")
     p.add_argument("--out", type=Path, help="directory for the runs (default: "
                    "./replay-YYYYmmdd-HHMMSS)")
     p.add_argument("--charge-decision-time", action="store_true",
                    help="let each decision's wall time pass in simulated time")
+
+
+def _search_override(text: str) -> tuple[str, int | bool]:
+    try:
+        return search_override(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _add_record_options(p: argparse.ArgumentParser) -> None:
@@ -254,7 +267,7 @@ def _run_spec(args: argparse.Namespace, trace: Path, dispatcher: str, predictor:
         settings=DispatchSettings(
             dispatcher=dispatcher, predictor=predictor,
             allocator=args.allocator, profile=args.profile,
-            deterministic=not args.wall_clock_search,
+            deterministic=not args.wall_clock_search, search=tuple(args.search),
         ),
         system=args.system, unit_mode=args.unit_mode,
         proc_scale=args.proc_scale,

@@ -26,6 +26,7 @@ from .adapter import (
     DispatchSettings,
     GrpcBackend,
     describe_service,
+    search_label,
 )
 from .backend import DispatchBackend, ServiceFacts
 from .outputs import RunRecorder, write_summary
@@ -128,7 +129,7 @@ def run_label(spec: RunSpec, dispatcher: str, predictor: str, profile: str) -> s
     for the CP dispatchers, which use one (the baselines ignore it)."""
     parts = [dispatcher if spec.settings.dispatcher != DEFAULT else f"{dispatcher}(default)"]
     if dispatcher in CP_DISPATCHER_NAMES and profile:
-        parts.append(profile)
+        parts.append(profile + search_label(spec.settings.search))
     parts.append(predictor)
     if spec.settings.allocator != DEFAULT:
         parts.append(spec.settings.allocator)
@@ -201,7 +202,7 @@ def _replay(
     settings = DispatchSettings(
         dispatcher=spec.settings.dispatcher, predictor=spec.settings.predictor,
         allocator=spec.settings.allocator, profile=spec.settings.profile, cluster=cluster,
-        deterministic=spec.settings.deterministic,
+        deterministic=spec.settings.deterministic, search=spec.settings.search,
     )
     recorder = RunRecorder(out_dir)
     total = spec.limit_jobs if spec.limit_jobs is not None else (
@@ -260,6 +261,7 @@ def _run_meta(
         "predictor": predictor,
         "allocator": spec.settings.allocator,
         "profile": profile,
+        "search": dict(spec.settings.search),  # SearchParameters set over the profile's
         "charge_decision_time": spec.charge_decision_time,
         "limit_jobs": spec.limit_jobs,
         "records": describe(spec.records) if spec.records is not None else None,
