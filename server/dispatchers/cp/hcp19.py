@@ -2,6 +2,12 @@
 
 The model sees one cumulative per resource type over the whole system; pooling hides
 fragmentation, so a job the model starts at t may not fit on any node and then waits.
+
+Under the promise book, every promise is a fixed block of the cumulatives: job j promised P_j
+holds rn_j × req_j,r of each type r over [P_j, P_j + d_j), so the window's s_i are planned on
+Tcap_r less the running work and every promise (the node profile's sum). The jobs with s_i = t
+are then placed best fit on what every promise leaves each node for all of their d_i; one
+that does not fit so waits.
 """
 
 from __future__ import annotations

@@ -6,6 +6,11 @@ identical units of a job merged into one count per node). One cumulative per nod
 type holds the running jobs on n and every job's interval [s_i, s_i + d_i) with demand
 c[i][n] × req_i,r. The variable count grows with the number of nodes: that is this model's
 defining property and the reason PCP'20 exists.
+
+Under the promise book, each node's cumulatives also hold every promise's units on that node:
+job j promised P_j with c_j,n units on n holds c_j,n × req_j,r over [P_j, P_j + d_j). So
+s_i = t with c[i][n] > 0 is a solution only where no promise needs n's room during the run, and
+the model's own list schedule (`node_schedule`) plans around the same blocks.
 """
 
 from __future__ import annotations

@@ -14,6 +14,14 @@ multi-resource job are kept on one node by the linear map y_r = base_g,r + cap_g
 inside a group g of identical nodes (no element constraint). Capacity after t is modelled on the
 pooled line (the cumulative of the scheduling model): jobs that do not start now are only
 re-planned, never dispatched, before the next dispatching time.
+
+Under the promise book, the pooled cumulatives hold every promise as a fixed block (job j
+promised P_j: rn_j × req_j,r over [P_j, P_j + d_j)), and a unit of job i may start now only in
+the part of a node's segment that stays free for its whole run once every promise's units are
+taken: y[i][r][k] in [end_n - f_n,r(d_i), end_n - req_i,r], f_n,r(d_i) the least free amount of
+r on n over [t, t + d_i) (`promise_room.PromiseRoom.pool_for`). The boxes of the jobs started
+now do not overlap at t and each sits at the right end of its node's segment, within what the
+promises leave during its run: so together they take no promise's room.
 """
 
 from __future__ import annotations
