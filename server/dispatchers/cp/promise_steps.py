@@ -35,6 +35,7 @@ from ..planning.oldest_first import with_started
 from ..planning.problem import Job, Problem
 from ..planning.promise_room import PromiseRoom
 from ..planning.promises import PromisePlan, guard_of, keep_promises
+from ..planning.start_estimates import StepPlan
 from ..planning.stopping import Stopped, every_few
 from .decision import Abandoned, Decision, Next, PromiseState
 
@@ -176,16 +177,16 @@ def _report_planned_starts(d: Decision, plan: PromisePlan, started: dict[int, li
     others at the start a pooled list schedule in priority order gives them around it."""
     outcome, settings = d.outcome, d.settings
     planned = d.plan.start_offsets if d.plan is not None else {}
-    pooled = _room(d).pooled_profile(d.problem)
+    pooled = StepPlan(*_room(d).pooled_steps())
     jobs = {j.index: j for j in d.problem.jobs}
     for i in started:
         if i in jobs:
-            pooled.reserve(jobs[i].demand(), 0, jobs[i].duration)
+            pooled.hold(jobs[i].demand(), 0, jobs[i].duration)
     for job in d.jobs:
         start = planned.get(job.index)
         if job.index not in started and start is not None and start > 0:
             outcome.expected_starts[job.index] = (start, False)
-            pooled.reserve(job.demand(), start, job.duration)
+            pooled.hold(job.demand(), start, job.duration)
     assert d.promised is not None
     others = [j for j in d.problem.jobs_by_slowdown()
               if j.index not in plan.starts and j.index not in d.promised.never
@@ -193,6 +194,4 @@ def _report_planned_starts(d: Decision, plan: PromisePlan, started: dict[int, li
     for job in others[: settings.window]:
         if d.control.should_stop():
             return  # the rest get no estimate this time
-        start = pooled.earliest_start(job.demand(), job.duration)
-        pooled.reserve(job.demand(), start, job.duration)
-        outcome.expected_starts[job.index] = (start, False)
+        outcome.expected_starts[job.index] = (pooled.plan(job.demand(), job.duration), False)

@@ -52,12 +52,14 @@ class PromiseRoom:
 
     # -- the pooled view ---------------------------------------------------------------------
 
-    def _pooled_steps(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    def pooled_steps(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The pooled free amounts over time (step starts, amounts per step and type), with
+        the running work and every promise held."""
         profile = self.profile
         return profile.times, np.maximum(profile.pooled, 0)
 
     def pooled_profile(self, problem: Problem) -> CapacityProfile:
-        times, free = self._pooled_steps()
+        times, free = self.pooled_steps()
         changes = np.diff(free, axis=0).tolist()
         releases = [(int(when), tuple(change))
                     for when, change in zip(times[1:].tolist(), changes, strict=True)]
@@ -66,7 +68,7 @@ class PromiseRoom:
     def pooled_fixed(self, problem: Problem) -> list[PooledBlock]:
         """What the running work and the promises use of the pooled capacity, as one fixed
         block per step (the last step, once everything has ended, uses none)."""
-        times, free = self._pooled_steps()
+        times, free = self.pooled_steps()
         capacity = np.asarray(problem.up_capacity, dtype=np.int64)
         used = np.clip(capacity - free, 0, capacity)
         starts, ends, used = _merged(times, used)
