@@ -194,7 +194,8 @@ def test_the_configured_limits_bound_what_the_service_keeps(server: RunningServe
         for i in range(20):  # every user's only run: each read by its user's key
             assert client.report_completions([report(i, name="n" * 1_024)], cluster="svc") == 1
         assert knowledge_base.count("svc") == 5
-        assert {len(r.name) for r in knowledge_base.store.rows_since(scope_of("svc"), 0)} == {KEPT_CHARS}
+        stored = knowledge_base.store.rows_since(scope_of("svc"), 0)
+        assert {len(r.name) for r in stored} == {KEPT_CHARS}
         for cluster in ("other-1", "other-2"):
             client.report_completions([report(0)], cluster=cluster)
     assert [knowledge_base.count(c) for c in ("svc", "other-1", "other-2")] == [0, 1, 1]
