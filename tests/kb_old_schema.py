@@ -98,8 +98,10 @@ def job(user: str, name: str = "app") -> JobFacts:
                     requested_time=REQUESTED)
 
 
-def predicted(kb: KnowledgeBase, identity: str = "") -> tuple[dict[tuple[str, str], int],
-                                                                dict[str, int]]:
+Predicted = tuple[dict[tuple[str, str], int], dict[str, int]]  # last_two's, data_driven's
+
+
+def predicted_from(kb: KnowledgeBase, identity: str = "") -> Predicted:
     """What `identity`'s predictors say of the jobs of EXPECTED_LAST_TWO and EXPECTED_SIM."""
     last_two = {(cluster, user): LastTwoPredictor(kb.history(cluster, identity)).predict(
         job(user, "")) for cluster, user in EXPECTED_LAST_TWO}

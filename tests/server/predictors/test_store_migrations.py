@@ -24,7 +24,7 @@ from tests.kb_old_schema import (
     SCHEMA_VERSION_ROW,
     SQLITE_INSERT,
     SQLITE_SCHEMA,
-    predicted,
+    predicted_from,
 )
 
 Stored = list[tuple[object, ...]]
@@ -66,10 +66,10 @@ def test_an_old_sqlite_store_is_upgraded_keeping_its_rows(tmp_path: Path) -> Non
         assert upgraded(path) == [(row[0], "", *row[1:]) for row in before]
     kb = KnowledgeBase(str(path), limits=KnowledgeBaseLimits(max_clusters=8))
     try:
-        assert predicted(kb) == (EXPECTED_LAST_TWO, EXPECTED_SIM)  # the identity ""
+        assert predicted_from(kb) == (EXPECTED_LAST_TWO, EXPECTED_SIM)  # the identity ""
         nobody = ({key: REQUESTED for key in EXPECTED_LAST_TWO},
                   dict.fromkeys(EXPECTED_SIM, REQUESTED))
-        assert predicted(kb, "CN=alice") == nobody  # another identity reads none of them
+        assert predicted_from(kb, "CN=alice") == nobody  # another identity reads none of them
         # A report resent after the upgrade is still known; a new one comes after the rest.
         alice = JobFacts("alice", "app", "batch", 1, {"core": 4}, REQUESTED)
         assert kb.record("east", [Completion("2", alice, 0, 300)]) == 0
