@@ -1,6 +1,7 @@
 """Issue #33, item 4: what the predictors' knowledge base keeps of what callers send is bounded —
-completions and bytes per cluster, and clusters — and within the limits predictions are those
-of the whole history.
+completions and bytes per scope (here every caller is the identity "", so a scope is a
+cluster), and clusters — and within the limits predictions are those of the whole history.
+The bounds per identity: test_scoped_history.py.
 
 Checked by counts and predictions, never by memory or time: the store's rows after reports
 beyond the limits, which completions went (the ones no prediction reads, then the oldest), the
@@ -202,7 +203,7 @@ def test_the_configured_limits_bound_what_the_service_keeps(server: RunningServe
 
 
 @pytest.mark.parametrize("key", ["knowledge_base_max_completions", "knowledge_base_max_bytes",
-                                 "knowledge_base_max_clusters"])
+                                 "knowledge_base_max_clusters", "knowledge_base_max_identities"])
 def test_a_limit_below_one_is_refused_naming_the_key(key: str) -> None:
     with pytest.raises(ValueError, match=f"HPCDISPATCH_{key.upper()}.*{key}.*must be >= 1"):
         load_config(env={f"HPCDISPATCH_{key.upper()}": "0"})
