@@ -19,9 +19,12 @@ import pytest
 
 from hpcdispatch.client import DispatcherClient, channel_credentials
 from hpcdispatch.server.config import load_config
+from hpcdispatch.server.domain.caller_scope import CallerScope
 from hpcdispatch.server.domain.duration_predictor import Completion, JobFacts
+from hpcdispatch.server.predictors.completion_store import StoreUnavailable
 from hpcdispatch.server.predictors.knowledge_base import KnowledgeBase, KnowledgeBaseLimits
 from hpcdispatch.server.predictors.last_two import LastTwoPredictor
+from hpcdispatch.server.predictors.store_sqlite import SqliteStore
 from hpcdispatch.server.rpc.app import RunningServer, start_server
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.certificates import two_client_pki
@@ -228,5 +231,36 @@ def test_one_identitys_decisions_never_drop_anothers_history_from_memory() -> No
             kb.history("c", identity)
         assert kb.history("c", "A") is not alices
         assert predict(kb, "c", "A") == 100  # read back from the store
+    finally:
+        kb.close()
+
+
+class ForgetFails(SqliteStore):
+    """An in-memory store whose deleting of a whole scope can be switched off."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+
+    def forget_scope(self, scope: CallerScope) -> None:
+        if self.down:
+            raise StoreUnavailable("switched off")
+        super().forget_scope(scope)
+
+
+def test_a_scope_the_store_could_not_delete_goes_at_its_identitys_next_report() -> None:
+    store = ForgetFails()
+    kb = KnowledgeBase(store=store, limits=KnowledgeBaseLimits(max_clusters=1))
+    try:
+        kb.record("a", [done("1", 10, 1_000)], identity="B")
+        store.down = True
+        kb.record("b", [done("1", 20, 2_000)], identity="B")  # "a" should go, and cannot
+        assert [kb.count(c, "B") for c in "ab"] == [1, 1]
+        store.down = False
+        kb.record("x", [done("1", 30, 3_000)], identity="A")  # another identity's: no matter
+        assert [kb.count(c, "B") for c in "ab"] == [1, 1]
+        kb.record("c", [done("1", 40, 4_000)], identity="B")
+        assert [kb.count(c, "B") for c in "abc"] == [0, 0, 1]
+        assert kb.count("x", "A") == 1
     finally:
         kb.close()
