@@ -130,17 +130,20 @@ class DecisionResult:
 
 
 class Predictors(Protocol):
-    """The service's duration predictors, as the rooms above use them: by cluster and kind,
-    taught by completions, with their registrations (`open_predictors` makes them)."""
+    """The service's duration predictors, as the rooms above use them: by caller scope (the
+    client identity that calls, "" without client certificates, and the cluster it names) and
+    kind, taught by the completions that identity reports for that cluster, with their
+    registrations (`open_predictors` makes them)."""
 
     @property
     def registrations(self) -> Registrations: ...
 
     def kinds(self) -> list[int]: ...
 
-    def predictor(self, cluster: str, kind: int) -> DurationPredictor: ...
+    def predictor(self, cluster: str, kind: int, identity: str = "") -> DurationPredictor: ...
 
-    def learn(self, cluster: str, completions: Iterable[Completion]) -> int: ...
+    def learn(self, cluster: str, completions: Iterable[Completion], identity: str = "") -> int:
+        ...
 
     def load_plugins(self) -> dict[str, str]: ...
 
@@ -166,12 +169,13 @@ class CompletionsNotStored(Exception):
     and the report must not be acknowledged (storing is idempotent: the caller retries)."""
 
 
-def learn_completions(predictors: Predictors, cluster: str, finished: Iterable[FinishedJob]
-                      ) -> int:
-    """Teach `cluster`'s predictors the finished jobs (ReportCompletions); how many were taken.
-    Raises CompletionsNotStored when the knowledge base is out of reach."""
+def learn_completions(predictors: Predictors, cluster: str, finished: Iterable[FinishedJob],
+                      identity: str = "") -> int:
+    """Teach the predictors of `identity`'s `cluster` the finished jobs it reported
+    (ReportCompletions); how many were taken. Raises CompletionsNotStored when the knowledge
+    base is out of reach."""
     try:
-        return predictors.learn(cluster, (completion_of(f) for f in finished))
+        return predictors.learn(cluster, (completion_of(f) for f in finished), identity)
     except StoreUnavailable as exc:
         raise CompletionsNotStored(str(exc)) from exc
 
