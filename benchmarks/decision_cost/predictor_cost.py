@@ -43,8 +43,8 @@ from hpcdispatch.server.domain.duration_predictor import (
     predict_many,
 )
 from hpcdispatch.server.logging_config import configure_logging
+from hpcdispatch.server.predictors.api import ClusterHistory
 from hpcdispatch.server.predictors.data_driven import resemblance_rules
-from hpcdispatch.server.predictors.knowledge_base import ClusterHistory
 from hpcdispatch.server.predictors.registry import PredictorRegistry
 from hpcdispatch.server.predictors.store_sqlite import SqliteStore
 from hpcdispatch.server.rpc.app import RunningServer, start_server

@@ -20,20 +20,19 @@ import hashlib
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import closing
 from typing import TypeVar
 
 from benchmarks.scale.sessions import BUSY_FOR_70_PERCENT_OF_NODES
 from hpcdispatch.proto_convert import snapshot_from_pb, snapshot_to_pb
 from hpcdispatch.server.config import ServerConfig
-from hpcdispatch.server.dispatchers.base import SearchControl
 from hpcdispatch.server.domain.profiles import PROFILES
+from hpcdispatch.server.domain.search_control import SearchControl
 from hpcdispatch.server.intake.node_table import NodeTables, build_node_table
 from hpcdispatch.server.intake.running_job_cache import RunningJobCache
 from hpcdispatch.server.intake.snapshot_intake import take_in
 from hpcdispatch.server.intake.validation import validate_dispatch_request
-from hpcdispatch.server.pipeline import run_decision
-from hpcdispatch.server.predictors.registry import PredictorRegistry
-from hpcdispatch.server.predictors.walltime import WalltimePredictor
+from hpcdispatch.server.pipeline import open_predictors, run_decision
 from hpcdispatch.server.rpc.decision_front import DecisionFront
 from hpcdispatch.server.rpc.metrics import ServiceMetrics
 from hpcdispatch.synthetic import synthetic_snapshot
@@ -90,7 +89,8 @@ def one_step(
                    lambda: take_in(request, config, kinds, tables, cache))
     assert intake.snapshot == old, "the two paths disagree"
     control = SearchControl(settings=PROFILES["fast"][0], deadline=time.monotonic() + 120)
-    result = run_decision(old, pb.DISPATCHER_EASY, WalltimePredictor(), control, table.index)
+    walltime = front.predictors.predictor("default", pb.PREDICTOR_WALLTIME)
+    result = run_decision(old, pb.DISPATCHER_EASY, walltime, control, table.index)
     timed(times, "answer", lambda: front.answer(
         old, result, pb.DISPATCHER_EASY, pb.PREDICTOR_WALLTIME, control.settings, "default",
         time.monotonic()))
@@ -113,7 +113,7 @@ def main() -> None:
     timed(times, "node table, first request of the list", lambda: tables.get(base))
     timed(times, "running jobs, first request (all checked)",
           lambda: take_in(base, config, kinds, tables, cache))
-    with PredictorRegistry() as registry:
+    with closing(open_predictors()) as registry:
         front = DecisionFront(config, registry, ServiceMetrics())
         for step in range(1, args.repeats + 1):
             base = next_snapshot(base, step)

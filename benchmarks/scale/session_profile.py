@@ -18,10 +18,10 @@ import time
 
 from benchmarks.scale.sessions import BUSY_FOR_70_PERCENT_OF_NODES
 from hpcdispatch.catalog import DISPATCHER_NAMES
-from hpcdispatch.server.dispatchers.base import SearchControl
+from hpcdispatch.server.domain.duration_predictor import DurationPredictor
 from hpcdispatch.server.domain.profiles import PROFILES
-from hpcdispatch.server.pipeline import DecisionResult, run_decision
-from hpcdispatch.server.predictors.walltime import WalltimePredictor
+from hpcdispatch.server.domain.search_control import SearchControl
+from hpcdispatch.server.pipeline import DecisionResult, open_predictors, run_decision
 from hpcdispatch.server.sessions.state import SessionState
 from hpcdispatch.snapshot import QueuedJob
 from hpcdispatch.synthetic import synthetic_snapshot
@@ -29,9 +29,8 @@ from hpcdispatch.systems import homogeneous
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 
-def decide(state: SessionState, kind: int) -> DecisionResult:
-    """One session decision as SessionServicer._decide makes it (walltime predictor)."""
-    predictor = WalltimePredictor()
+def decide(state: SessionState, kind: int, predictor: DurationPredictor) -> DecisionResult:
+    """One session decision as SessionServicer._decide makes it (`predictor`: walltime)."""
     control = SearchControl(settings=PROFILES["fast"][0], deadline=time.monotonic() + 120)
     snapshot = state.snapshot(pb.PREDICTOR_WALLTIME, predictor)
     occupancy = state.occupancy(pb.PREDICTOR_WALLTIME, predictor)
@@ -50,12 +49,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-profile", action="store_true", help="only time the decisions")
     args = parser.parse_args()
+    predictors = open_predictors()  # walltime, as the service's registry makes it
+    walltime = predictors.predictor("bench", pb.PREDICTOR_WALLTIME)
     system = homogeneous(f"h{args.nodes}", args.nodes, {"core": 32, "mem": 131072})
     snapshot = synthetic_snapshot(system, args.queued, args.busy, seed=0)
     for name in args.dispatchers.split(","):
         kind = DISPATCHER_NAMES[name]
         state = SessionState("bench", snapshot)
-        decide(state, kind)  # the first decision predicts the running jobs once
+        decide(state, kind, walltime)  # the first decision predicts the running jobs once
         walls: list[float] = []
         profiler = None
         for repeat in range(args.repeats):
@@ -69,7 +70,7 @@ def main() -> None:
             began = time.perf_counter()
             if profiler is not None:
                 profiler.enable()
-            result = decide(state, kind)
+            result = decide(state, kind, walltime)
             if profiler is not None:
                 profiler.disable()
             walls.append(time.perf_counter() - began)
@@ -81,6 +82,7 @@ def main() -> None:
             stats = pstats.Stats(profiler)
             stats.sort_stats("tottime").print_stats(args.top)
             stats.sort_stats("cumulative").print_stats(args.top)
+    predictors.close()
 
 if __name__ == "__main__":
     main()

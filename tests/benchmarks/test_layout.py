@@ -17,11 +17,11 @@ BENCHMARKS = ROOT / "benchmarks"
 PACKAGES = sorted(p.parent for p in BENCHMARKS.glob("*/__init__.py"))
 MOST_TOP_LEVEL_MODULES = 8
 
-# `python -m benchmarks.x.y`, `"-m", "benchmarks.x.y"`, `from benchmarks.x import`,
-# `benchmarks.x.y` in prose, and `benchmarks/x/y.py` paths.
+# A command (`python -m` or `"-m",` then the module), any dotted name under `benchmarks` (an
+# import, a module in prose), and a path of a module under benchmarks/.
 COMMAND = re.compile(r"""-m["',\s]+(benchmarks(?:\.[a-z_]\w*)+)""")
 DOTTED = re.compile(r"(?<![\w/.-])(benchmarks(?:\.[a-z_]\w*)+)")
-PATH = re.compile(r"(?<![\w.-])(benchmarks/(?:[\w-]+/)*[\w-]+\.py)\b")
+PATH = re.compile(r"(?<![\w./-])(benchmarks/(?:[\w-]+/)*[\w-]+\.py)\b")
 TEXT = (".py", ".md", ".yaml", ".json", ".toml", ".sh")
 
 
@@ -46,7 +46,11 @@ def resolves(dotted: str) -> bool:
     parts = dotted.split(".")
     for cut in range(len(parts), 1, -1):
         module = ".".join(parts[:cut])
-        if importlib.util.find_spec(module) is not None:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:  # its parent is no package
+            found = False
+        if found:
             if cut == len(parts):
                 return True
             return hasattr(importlib.import_module(module), parts[cut])
