@@ -9,7 +9,7 @@ index forgets (`forget`, `forget_scope`); a file keeps its size and reuses the f
 
 `last_run_times` is the direct per-filter query of the releases that asked the store once per
 job and rule; the predictors no longer use it (they read `history_index`), the benchmark
-`benchmarks.predictor_cost` does, to measure that way against the index.
+`benchmarks.decision_cost.predictor_cost` does, to measure that way against the index.
 """
 
 from __future__ import annotations
