@@ -49,13 +49,16 @@ class ServerConfig:
     default_profile: str = "qos"  # qos | papers | fast (server/domain/profiles.py)
     solver_workers: int = 1  # CP-SAT search workers per decision
     predictor_store: str | None = None  # SQLite file of the predictors' knowledge base
-    # What the knowledge base keeps of reported completions, per cluster: completions, and UTF-8
-    # bytes of their text (beyond either, those no prediction reads go first, then the oldest).
+    # What the knowledge base keeps of reported completions, per client identity and cluster:
+    # completions, and UTF-8 bytes of their text (beyond either, those no prediction reads go
+    # first, then the oldest).
     knowledge_base_max_completions: int = 50_000
     knowledge_base_max_bytes: int = 4 * 1024 * 1024
-    # Clusters with a history (one more forgets the one reported least recently), and held in
-    # memory with their predictors (the least recently used dropped).
+    # Clusters with a history per client identity (one more forgets that identity's cluster
+    # reported least recently), and held in memory with their predictors (the least recently
+    # used dropped); identities with a history (one more forgets the least recently reporting).
     knowledge_base_max_clusters: int = 8
+    knowledge_base_max_identities: int = 16
     grace_seconds: float = 30.0  # SIGTERM: time in-flight decisions get to finish
     metrics_port: int | None = None  # Prometheus /metrics HTTP port; None or 0: off
     metrics_host: str | None = None  # address /metrics binds to; None: the host of `listen`
@@ -86,6 +89,7 @@ class ServerConfig:
             max_completions=self.knowledge_base_max_completions,
             max_bytes=self.knowledge_base_max_bytes,
             max_clusters=self.knowledge_base_max_clusters,
+            max_identities=self.knowledge_base_max_identities,
         )
 
 
@@ -178,7 +182,7 @@ def _check_limits(config: ServerConfig, check: Check) -> None:
     for key in ("max_nodes", "max_jobs", "max_units", "max_total_units", "max_resource_types",
                 "max_id_chars", "max_name_chars", "max_sessions_per_identity",
                 "solver_workers", "knowledge_base_max_completions", "knowledge_base_max_bytes",
-                "knowledge_base_max_clusters"):
+                "knowledge_base_max_clusters", "knowledge_base_max_identities"):
         value = getattr(config, key)
         check(key, value >= 1, f"must be >= 1, got {value}")
     check("max_message_bytes", 1024 <= config.max_message_bytes <= MAX_MESSAGE_BYTES_LIMIT,

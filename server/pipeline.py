@@ -39,18 +39,21 @@ from hpcdispatch.registrations import Registrations
 from hpcdispatch.snapshot import Decision, JobStart, QueuedJob, RunningJob, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from .dispatchers import DISPATCHERS
+from .dispatchers import BY_NAME, DISPATCHERS
 from .dispatchers import REGISTRY as DISPATCHER_REGISTRY
 from .dispatchers.base import Dispatcher, Outcome
+from .dispatchers.cp.model_variables import model_variables as cp_model_variables
 from .dispatchers.guard import MalformedOutcome, PluginFailure, PluginUnavailable, RanPastDeadline
 from .dispatchers.planning.problem import Problem, build_problem
 from .domain.duration_predictor import Completion, DurationPredictor, JobFacts, predict_many
 from .domain.node_index import NodeIndex
 from .domain.occupancy import Occupancy
 from .domain.search_control import SearchControl
+from .domain.search_settings import SearchSettings
 from .predictors.completion_store import StoreUnavailable
 from .predictors.knowledge_base import KnowledgeBaseLimits
 from .predictors.registry import FallbackListener, PredictorRegistry
+from .predictors.walltime import WalltimePredictor
 
 # Only the pipeline's own names: the rooms above take the shared domain model from
 # `server/domain/` and reach the core (`dispatchers/`, `predictors/`) only through what is
@@ -60,8 +63,8 @@ __all__ = [
     "CompletionsNotStored", "DecisionAbandoned", "DecisionResult", "Durations", "FinishedJob",
     "Predictors", "Situation", "completion_of", "corrected_duration", "decide_on",
     "decision_of", "dispatcher_registrations", "learn_completions", "load_dispatcher_plugins",
-    "open_predictors", "predict_durations", "queued_facts", "run_decision", "running_facts",
-    "unavailable_dispatchers",
+    "model_variables", "open_predictors", "predict_durations", "queued_facts", "run_decision",
+    "running_facts", "unavailable_dispatchers",
 ]
 
 log = structlog.get_logger("hpcdispatch.pipeline")
@@ -130,17 +133,20 @@ class DecisionResult:
 
 
 class Predictors(Protocol):
-    """The service's duration predictors, as the rooms above use them: by cluster and kind,
-    taught by completions, with their registrations (`open_predictors` makes them)."""
+    """The service's duration predictors, as the rooms above use them: by caller scope (the
+    client identity that calls, "" without client certificates, and the cluster it names) and
+    kind, taught by the completions that identity reports for that cluster, with their
+    registrations (`open_predictors` makes them)."""
 
     @property
     def registrations(self) -> Registrations: ...
 
     def kinds(self) -> list[int]: ...
 
-    def predictor(self, cluster: str, kind: int) -> DurationPredictor: ...
+    def predictor(self, cluster: str, kind: int, identity: str = "") -> DurationPredictor: ...
 
-    def learn(self, cluster: str, completions: Iterable[Completion]) -> int: ...
+    def learn(self, cluster: str, completions: Iterable[Completion], identity: str = "") -> int:
+        ...
 
     def load_plugins(self) -> dict[str, str]: ...
 
@@ -166,12 +172,13 @@ class CompletionsNotStored(Exception):
     and the report must not be acknowledged (storing is idempotent: the caller retries)."""
 
 
-def learn_completions(predictors: Predictors, cluster: str, finished: Iterable[FinishedJob]
-                      ) -> int:
-    """Teach `cluster`'s predictors the finished jobs (ReportCompletions); how many were taken.
-    Raises CompletionsNotStored when the knowledge base is out of reach."""
+def learn_completions(predictors: Predictors, cluster: str, finished: Iterable[FinishedJob],
+                      identity: str = "") -> int:
+    """Teach the predictors of `identity`'s `cluster` the finished jobs it reported
+    (ReportCompletions); how many were taken. Raises CompletionsNotStored when the knowledge
+    base is out of reach."""
     try:
-        return predictors.learn(cluster, (completion_of(f) for f in finished))
+        return predictors.learn(cluster, (completion_of(f) for f in finished), identity)
     except StoreUnavailable as exc:
         raise CompletionsNotStored(str(exc)) from exc
 
@@ -304,6 +311,17 @@ def decision_of(problem: Problem, outcome: Outcome) -> Decision:
         job = jobs[i]
         starts.append(JobStart(job.id, tuple(map(node_id, placements[i])), job.duration))
     return Decision(time=problem.t, starts=starts)
+
+
+def model_variables(snapshot: Snapshot, dispatcher: str, settings: SearchSettings) -> int:
+    """Variables of the model CP dispatcher `dispatcher` (a registered name) would search on
+    `snapshot` under `settings`, built even where its decision builds none; requested times
+    stand in for predictions (variable counts do not depend on the durations). 0: no job would
+    enter one; ValueError: `dispatcher` builds no model. (The 2020 paper's Figure 6 compares
+    model sizes on the same instances: benchmarks/same_instances/model_size.py.)"""
+    durations = predict_durations(snapshot, WalltimePredictor())  # the service's own stage
+    problem = build_problem(snapshot, durations.queued, durations.running)
+    return cp_model_variables(problem, BY_NAME[dispatcher], dispatcher, settings)
 
 
 def _give_up_if_stopped(control: SearchControl, stage: str) -> None:

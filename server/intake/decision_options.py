@@ -1,5 +1,5 @@
-"""What a request asks of its decision, once checked: the options a Dispatch, an OpenSession's
-snapshot and an UpdateSession carry alike.
+"""What a request asks of its decision, checked (limits and validity together) and resolved: the
+options a Dispatch, an OpenSession's snapshot and an UpdateSession carry alike.
 
 The dispatcher and the predictor are asked for by an enum value, by name, or both, under the
 contract's rule (`DispatchRequest.dispatcher_name`): a name decides when the value is unset,
@@ -13,14 +13,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hpcdispatch.catalog import registered_dispatchers, registered_predictors
+from hpcdispatch.catalog import predictor_name, registered_dispatchers, registered_predictors
 from hpcdispatch.registrations import Registrations
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
+from ..config import ServerConfig
 from ..domain.caller_scope import CallerScope
+from ..domain.profiles import PROFILES, resolve_settings
 from ..domain.search_control import SearchControl
 from ..domain.search_settings import SearchSettings
+from .fields import check_id
 from .shown import shown
+from .violations import Violations
 
 OptionsRequest = pb.DispatchRequest | pb.UpdateSessionRequest
 
@@ -59,6 +63,53 @@ def asked_dispatcher(request: OptionsRequest) -> Choice:
 def asked_predictor(request: OptionsRequest) -> Choice:
     return choose(request.predictor, request.predictor_name, pb.Predictor,
                   registered_predictors(), "predictor")
+
+
+def check_option_limits(request: OptionsRequest, config: ServerConfig, out: Violations) -> None:
+    """The names a snapshot or a delta asks for (profile, dispatcher, predictor) within
+    `max_id_chars`: checked with the sizes, before anything else."""
+    check_id(request.search.profile, "search.profile", config, out)
+    check_id(request.dispatcher_name, "dispatcher_name", config, out)
+    check_id(request.predictor_name, "predictor_name", config, out)
+
+
+def check_options(
+    request: OptionsRequest, predictors: list[int], default_profile: str, out: Violations,
+) -> SearchSettings | None:
+    """The decision options of a snapshot or a session delta (dispatcher, predictor, allocator,
+    search); returns the search settings they resolve to (None for an unknown profile)."""
+    dispatcher, predictor = asked_dispatcher(request), asked_predictor(request)
+    if dispatcher.field:
+        out.add(dispatcher.field, dispatcher.why)
+    if predictor.field:
+        out.add(predictor.field, predictor.why)
+    elif predictor.kind and predictor.kind not in predictors:
+        out.add("predictor_name" if request.predictor_name else "predictor",
+                f"predictor {predictor_name(predictor.kind)!r} is not available on this server")
+    if request.allocator not in pb.Allocator.values():
+        out.add("allocator", f"unknown allocator value {request.allocator}")
+    search = request.search
+    if search.profile and search.profile not in PROFILES:
+        out.add("search.profile", f"unknown profile {shown(search.profile)}; one of "
+                f"{sorted(PROFILES)}")
+    for name in ("delta_ms", "delta_max_ms", "k", "window", "reservation_depth",
+                 "lookahead_depth", "easy_head_depth"):
+        if search.HasField(name) and getattr(search, name) < 1:
+            out.add(f"search.{name}", "must be >= 1")
+    if search.HasField("stall_ms") and search.stall_ms < 0:
+        out.add("search.stall_ms", "must be >= 0")
+    if search.HasField("starvation_wait_s") and search.starvation_wait_s < 0:
+        out.add("search.starvation_wait_s", "must be >= 0")
+    if search.HasField("promise_after_s") and search.promise_after_s < -1:
+        out.add("search.promise_after_s", "must be >= -1 (-1: no promises)")
+    if search.profile and search.profile not in PROFILES:
+        return None
+    # δ <= δmax once the profile's defaults fill what the request leaves unset.
+    resolved = resolve_settings(search, default_profile)
+    if resolved.delta_max_ms < resolved.delta_ms:
+        out.add("search.delta_max_ms", f"δmax {resolved.delta_max_ms} ms is below "
+                f"δ {resolved.delta_ms} ms")
+    return resolved
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,9 +38,9 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
 from ..domain.node_index import NodeIndex, index_nodes
+from .fields import DEFAULT_LIMITS, MAX_AMOUNT, types_within
 from .interruption import NEVER, Interruption
-from .limits import DEFAULT_LIMITS, types_within
-from .validation import MAX_AMOUNT, NodeCheck, check_nodes
+from .nodes import NodeCheck, check_nodes
 
 ALIASES_PER_TABLE = 4
 _DETERMINISTIC = operator.methodcaller("SerializeToString", deterministic=True)

@@ -27,9 +27,9 @@ from hpcdispatch.snapshot import RunningJob, UnitAllocation
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
+from .fields import DEFAULT_LIMITS, MAX_AMOUNT, MAX_DURATION, MAX_TIME
 from .interruption import NEVER, Interruption
-from .limits import DEFAULT_LIMITS, job_texts_within
-from .validation import MAX_AMOUNT, MAX_DURATION, MAX_TIME
+from .jobs import job_texts_within
 
 _DETERMINISTIC_BYTES = operator.methodcaller("SerializeToString", deterministic=True)
 

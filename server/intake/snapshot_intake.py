@@ -3,12 +3,12 @@ running jobs from a cache.
 
 `take_in` is the one intake call of a snapshot: the size limits, then the options (resolved to
 the decision's search settings once), then everything else; the other limits (string lengths,
-resource types, units: server/intake/limits.py) are checked before anything is converted, and
-every loop over the snapshot's items stops between chunks once the decision's deadline has
-passed or its caller has gone (`Interruption`: DecisionAbandoned at the "convert" stage). It
-gives either the request's Snapshot, node index and decision options, or its violations,
-exactly those of
-`validate_dispatch_request` (server/intake/validation.py), which stays the reference:
+resource types, units: each with its rule, server/intake/nodes.py and jobs.py) are checked
+before anything is converted, and every loop over the snapshot's items stops between chunks
+once the decision's deadline has passed or its caller has gone (`Interruption`:
+DecisionAbandoned at the "convert" stage). It gives either the request's Snapshot, node index
+and decision options, or its violations, exactly those of `validate_dispatch_request`
+(server/intake/validation.py), which stays the reference:
 
 1. the size limits, the options and the node table's own violations (its limits first), as
    there;
@@ -46,7 +46,7 @@ from ..config import ServerConfig
 from ..domain.node_index import NodeIndex
 from .decision_options import DecisionOptions
 from .interruption import NEVER, Interruption
-from .limits import check_snapshot_limits
+from .jobs import check_queued
 from .node_table import NodeCapacity, NodeTable, NodeTables
 from .running_job_cache import CheckedRunningJob, RunningJobCache
 from .validation import (
@@ -54,8 +54,8 @@ from .validation import (
     Violations,
     check_contents,
     check_options,
-    check_queued,
     check_sizes,
+    check_snapshot_limits,
 )
 
 CHUNK_JOBS = 2048  # jobs converted between two looks at the deadline and the caller

@@ -11,7 +11,8 @@ the job's life.
 
 The history keeps, for every user (and name, name prefix, request shape), the run times of the
 latest `DEPTH` completed jobs, as the workload manager reports them (`ReportCompletions`), per
-cluster and within the knowledge base's limits (docs/configuration.md). `latest_run_times`
+cluster and client identity (a caller's predictors read only what that caller reported; see
+`knowledge_base`), within the knowledge base's limits (docs/configuration.md). `latest_run_times`
 reads them for a whole batch in one look (at most one store round trip).
 """
 

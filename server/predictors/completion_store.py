@@ -1,8 +1,10 @@
-"""The interface of the knowledge base's storage: completed jobs per cluster, in recording order.
+"""The interface of the knowledge base's storage: completed jobs per caller scope (the client
+identity that reported them and the cluster it named), in recording order.
 
 Two implementations: `store_sqlite.SqliteStore` (an embedded file, or memory) and
-`store_postgres.PostgresStore` (a PostgreSQL server shared by replicas); `store_location`
-picks one from the `predictor_store` setting. A store only records and reads back rows; the
+`store_postgres.PostgresStore` (a PostgreSQL server shared by replicas), both answering with
+the same statements (`store_sql`); `store_location` picks one from the `predictor_store`
+setting. A store only records and reads back rows; the
 predictors read an in-memory index built from those rows (`history_index`), refreshed by
 reading the rows recorded since the last read (`rows_since`). For that, every row gets a
 sequence number that grows in commit order: a reader that has seen row n has seen every row
@@ -15,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..domain.caller_scope import CallerScope
 from ..domain.duration_predictor import Completion
 from .job_keys import kept, name_prefix, request_shape
 
@@ -42,8 +45,10 @@ class StoredCompletion:
 
 @dataclass(frozen=True, slots=True)
 class CompletionRow:
-    """One completion as written: its key (cluster, job id, start time) and what is read back."""
+    """One completion as written: its key (identity, cluster, job id, start time) and what is
+    read back."""
 
+    identity: str  # who reported it ("" without client certificates)
     cluster: str
     job_id: str
     user: str
@@ -56,8 +61,9 @@ class CompletionRow:
     run_time: int
 
     @classmethod
-    def of(cls, cluster: str, completion: Completion) -> CompletionRow:
-        """The row of a completion, every text in the form the knowledge base keeps it
+    def of(cls, cluster: str, completion: Completion, identity: str = "") -> CompletionRow:
+        """The row of a completion `identity` reported, every text in the form the knowledge
+        base keeps it
         (`job_keys.kept`; the name prefix is the full name's); ValueError if the completion
         ends before it starts."""
         if completion.end_time < completion.start_time:
@@ -67,6 +73,7 @@ class CompletionRow:
             )
         facts = completion.facts
         return cls(
+            identity=kept(identity),
             cluster=kept(cluster),
             job_id=kept(completion.job_id),
             user=kept(facts.user),
@@ -81,14 +88,16 @@ class CompletionRow:
 
     def values(self) -> tuple[str | int, ...]:
         return (
-            self.cluster, self.job_id, self.user, self.name, self.name_prefix, self.shape,
-            self.requested_time, self.start_time, self.end_time, self.run_time,
+            self.identity, self.cluster, self.job_id, self.user, self.name, self.name_prefix,
+            self.shape, self.requested_time, self.start_time, self.end_time, self.run_time,
         )
 
 
-def completion_rows(cluster: str, completions: Iterable[Completion]) -> list[CompletionRow]:
-    """The rows of a batch; ValueError (naming the job) if any completion is invalid."""
-    return [CompletionRow.of(cluster, completion) for completion in completions]
+def completion_rows(cluster: str, completions: Iterable[Completion], identity: str = ""
+                    ) -> list[CompletionRow]:
+    """The rows of a batch `identity` reported; ValueError (naming the job) if any completion
+    is invalid."""
+    return [CompletionRow.of(cluster, completion, identity) for completion in completions]
 
 
 class CompletionStore(Protocol):
@@ -97,29 +106,29 @@ class CompletionStore(Protocol):
     location: str  # what to show in logs and errors (never a password)
 
     def record(self, rows: Sequence[CompletionRow]) -> int:
-        """Store the rows durably in one transaction, each (cluster, job id, start time) once;
-        returns how many were new. Returns only once they are committed."""
+        """Store the rows durably in one transaction, each (identity, cluster, job id, start
+        time) once; returns how many were new. Returns only once they are committed."""
         ...
 
-    def rows_since(self, cluster: str, after_seq: int) -> list[StoredCompletion]:
-        """The cluster's rows with seq > after_seq, in seq order (one round trip)."""
+    def rows_since(self, scope: CallerScope, after_seq: int) -> list[StoredCompletion]:
+        """The scope's rows with seq > after_seq, in seq order (one round trip)."""
         ...
 
-    def count(self, cluster: str) -> int:
-        """How many completions are stored for a cluster."""
+    def count(self, scope: CallerScope) -> int:
+        """How many completions are stored for a scope."""
         ...
 
-    def forget(self, cluster: str, seqs: Sequence[int]) -> None:
-        """Delete the cluster's rows of these sequence numbers (the knowledge base's index no
+    def forget(self, scope: CallerScope, seqs: Sequence[int]) -> None:
+        """Delete the scope's rows of these sequence numbers (the knowledge base's index no
         longer holds them), in one transaction."""
         ...
 
-    def clusters(self) -> list[str]:
-        """The clusters that have rows, the one whose latest row was recorded last at the end."""
+    def scopes(self) -> list[CallerScope]:
+        """The scopes that have rows, the one whose latest row was recorded last at the end."""
         ...
 
-    def forget_cluster(self, cluster: str) -> None:
-        """Delete every row of a cluster."""
+    def forget_scope(self, scope: CallerScope) -> None:
+        """Delete every row of a scope."""
         ...
 
     def close(self) -> None: ...

@@ -91,8 +91,58 @@ CREATE TABLE IF NOT EXISTS completions (
 CREATE INDEX IF NOT EXISTS completions_by_seq ON completions (cluster, seq)
 """
 
+# 2: the history per caller scope (issue #43): an `identity` column before the cluster in the
+# key and every index (the client identity that reported the completion, as sessions are owned:
+# "" without client certificates). The rows stored before it belong to "", the identity of
+# every caller without a client certificate. SQLite cannot change a primary key in place: the
+# table is copied into a new one, the rowids kept as `seq` (so a refresh's watermark stays
+# valid), now AUTOINCREMENT so that a deleted last row's number is never given again (a
+# reader whose watermark reached it would skip the new row). PostgreSQL changes the key in
+# place; its `seq` values stay.
+_BY_IDENTITY_SQLITE = """
+CREATE TABLE completions_by_identity (
+    seq            INTEGER PRIMARY KEY AUTOINCREMENT,
+    identity       TEXT    NOT NULL,
+    cluster        TEXT    NOT NULL,
+    job_id         TEXT    NOT NULL,
+    "user"         TEXT    NOT NULL,
+    name           TEXT    NOT NULL,
+    name_prefix    TEXT    NOT NULL,
+    shape          TEXT    NOT NULL,
+    requested_time INTEGER NOT NULL,
+    start_time     INTEGER NOT NULL,
+    end_time       INTEGER NOT NULL,
+    run_time       INTEGER NOT NULL,
+    UNIQUE (identity, cluster, job_id, start_time)
+);
+INSERT INTO completions_by_identity (seq, identity, cluster, job_id, "user", name, name_prefix,
+                                     shape, requested_time, start_time, end_time, run_time)
+    SELECT rowid, '', cluster, job_id, "user", name, name_prefix, shape, requested_time,
+           start_time, end_time, run_time
+    FROM completions ORDER BY rowid;
+DROP TABLE completions;
+ALTER TABLE completions_by_identity RENAME TO completions;
+CREATE INDEX completions_by_scope ON completions (identity, cluster);
+CREATE INDEX completions_by_user ON completions (identity, cluster, "user", end_time);
+CREATE INDEX completions_by_profile
+    ON completions (identity, cluster, "user", name, shape, end_time);
+CREATE INDEX completions_by_user_name ON completions (identity, cluster, "user", name, end_time);
+CREATE INDEX completions_by_name ON completions (identity, cluster, name, end_time);
+CREATE INDEX completions_by_name_prefix ON completions (identity, cluster, name_prefix, end_time)
+"""
+
+_BY_IDENTITY_POSTGRES = """
+ALTER TABLE completions ADD COLUMN identity TEXT NOT NULL DEFAULT '';
+ALTER TABLE completions ALTER COLUMN identity DROP DEFAULT;
+ALTER TABLE completions DROP CONSTRAINT completions_pkey;
+ALTER TABLE completions ADD PRIMARY KEY (identity, cluster, job_id, start_time);
+DROP INDEX completions_by_seq;
+CREATE INDEX completions_by_scope ON completions (identity, cluster, seq)
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "completions table", _COMPLETIONS_SQLITE, _COMPLETIONS_POSTGRES),
+    Migration(2, "completions per client identity", _BY_IDENTITY_SQLITE, _BY_IDENTITY_POSTGRES),
 )
 
 

@@ -1,14 +1,16 @@
-"""One set of predictors per cluster name, all reading that cluster's history in one knowledge base.
+"""One set of predictors per caller scope (client identity and cluster name), all reading that
+scope's history in one knowledge base.
 
-`learn` stores each completion once in the knowledge base; every predictor of the cluster sees it
-from there. With `store_path` the knowledge base is an SQLite file or a PostgreSQL URL
-(`store_location`), so a new registry on the same store (a restarted server, another replica)
-predicts from the same history. A cluster's predictors live with its history in the knowledge
-base, so they are bounded with it (`KnowledgeBaseLimits.max_clusters`).
+`learn` stores each completion once in the knowledge base, in the scope of the identity that
+reported it; every predictor of that scope sees it from there, no other scope's does. With
+`store_path` the knowledge base is an SQLite file or a PostgreSQL URL (`store_location`), so a
+new registry on the same store (a restarted server, another replica) predicts from the same
+history. A scope's predictors live with its history in the knowledge base, so they are bounded
+with it (`KnowledgeBaseLimits.max_clusters`, `max_identities`).
 
 The predictors are the ones registered by name (entry point group `hpcdispatch.predictors`,
 `hpcdispatch.registrations`): the built-ins and the plugins. Each registered object is called
-with the cluster's history to make that cluster's predictor, its code imported on first use; a
+with the scope's history to make that scope's predictor, its code imported on first use; a
 plugin's is made behind `guard.GuardedPredictor`, so that one failing to load, raising or
 answering junk costs a decision its predictions only (the requested times answer), reported
 with its name.
@@ -35,7 +37,7 @@ from .knowledge_base import (
     KnowledgeBaseLimits,
 )
 
-Factory = Callable[[ClusterHistory], DurationPredictor]  # a cluster's history -> predictor
+Factory = Callable[[ClusterHistory], DurationPredictor]  # a scope's history -> predictor
 
 log = structlog.get_logger("hpcdispatch.predictors")
 
@@ -90,7 +92,7 @@ class PredictorRegistry:
         self._lock = threading.Lock()
 
     def _factory(self, loaded: _Loaded) -> Factory:
-        """How a cluster's predictor of `loaded`'s entry is made: the registered object called
+        """How a scope's predictor of `loaded`'s entry is made: the registered object called
         with the history; a plugin's behind the guard (which answers the requested times when
         it could not be loaded or made)."""
         entry = loaded.entry
@@ -139,13 +141,15 @@ class PredictorRegistry:
         with self._lock:
             return sorted(self._factories)
 
-    def predictor(self, cluster: str, kind: int) -> DurationPredictor:
-        """The cluster's predictor of this kind; KeyError for a kind not registered."""
+    def predictor(self, cluster: str, kind: int, identity: str = "") -> DurationPredictor:
+        """The predictor of this kind of the scope (`identity`, `cluster`): it reads what that
+        identity reported for that cluster. KeyError for a kind not registered."""
         factory = self.factory(kind)
-        return self.knowledge_base.history(cluster).predictor(kind, factory)
+        return self.knowledge_base.history(cluster, identity).predictor(kind, factory)
 
-    def learn(self, cluster: str, completions: Iterable[Completion]) -> int:
-        """Store the completions once for all the cluster's predictors; returns how many.
+    def learn(self, cluster: str, completions: Iterable[Completion], identity: str = "") -> int:
+        """Store the completions `identity` reported once for all the predictors of its scope
+        for `cluster`; returns how many.
 
         Completions already known (same job id and start time) count but are not stored twice.
         Returns only once they are durably stored. Raises ValueError, storing nothing, if one
@@ -153,7 +157,7 @@ class PredictorRegistry:
         be written within its retries (answer UNAVAILABLE: the caller retries).
         """
         batch = list(completions)
-        self.knowledge_base.record(cluster, batch)
+        self.knowledge_base.record(cluster, batch, identity)
         return len(batch)
 
     def close(self) -> None:

@@ -214,7 +214,7 @@ class DecisionFront:
         snapshot carries the durations of the predictor asked for), check, count, answer."""
         kind, predictor_kind_ = slot.kind, options.predictor or self.default_predictor
         control = self.control(options, slot)
-        predictor = self.predictors.predictor(options.cluster, predictor_kind_)
+        predictor = self.predictors.predictor(options.cluster, predictor_kind_, slot.identity)
         built = time.monotonic()
         situation = build(predictor_kind_, predictor)
         situation_seconds = time.monotonic() - built

@@ -21,6 +21,7 @@ from .decision_front import DecisionFront, DecisionSlot, Situation, predictor_na
 from .errors import abort_invalid_argument
 from .metrics import dispatcher_label, status_label
 from .offered import describe
+from .tls import caller_identity
 
 log = structlog.get_logger("hpcdispatch.server")
 
@@ -95,7 +96,8 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
                 f"{violations[0].field}: {violations[0].description}; none stored", violations)
         cluster = request.cluster or "default"
         try:
-            accepted = learn_completions(self.predictors, cluster, request.completions)
+            accepted = learn_completions(self.predictors, cluster, request.completions,
+                                         caller_identity(context))
         except CompletionsNotStored as exc:
             # Not acknowledged: the client retries UNAVAILABLE, and storing is idempotent.
             log.error("completions not stored: knowledge base unreachable", cluster=cluster,

@@ -7,11 +7,11 @@ Two kinds of problems, answered differently:
 - the delta is wrong in itself (a field a snapshot would have rejected, e.g. a job over a node's
   capacity): `Violation`s naming each field of the UpdateSessionRequest, answered
   INVALID_ARGUMENT.
-Each job and node field is checked as `server/intake/validation.py` checks a full snapshot (with
-its checks of the options, of one queued job and of one running job), against the state after
+Each job and node field is checked by the rules a full snapshot is checked by (the intake's
+home of each part: `decision_options`, `nodes`, `jobs`, `fields`), against the state after
 the delta (changes apply in the order node_changes, ended, cancelled, submitted, started), so a
-session never holds what Dispatch would reject. The limits (server/intake/limits.py: list
-sizes, string lengths, resource types, units) come first: a delta beyond them is not inspected
+session never holds what Dispatch would reject. The limits (list sizes, string lengths,
+resource types, units: the same homes) come first: a delta beyond them is not inspected
 further, and the session never holds more than a snapshot may.
 """
 
@@ -26,20 +26,32 @@ from hpcdispatch.snapshot import NodeState, QueuedJob, RunningJob
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
-from ..intake.decision_options import DecisionOptions, asked_predictor
-from ..intake.interruption import NEVER, Interruption
-from ..intake.limits import check_id, check_types
-from ..intake.shown import shown
-from ..intake.validation import (
-    NODE_STATE_RULE,
-    Violation,
-    Violations,
-    check_capacity_amounts,
+from ..intake.decision_options import (
+    DecisionOptions,
+    asked_predictor,
+    check_option_limits,
     check_options,
+)
+from ..intake.fields import check_capacity_amounts
+from ..intake.interruption import NEVER, Interruption
+from ..intake.jobs import (
+    check_job_count,
+    check_listed_ids,
     check_queued_job,
     check_running_job,
+    check_session_jobs,
+    check_session_units,
     check_time,
 )
+from ..intake.nodes import (
+    NODE_STATE_RULE,
+    check_node_change_limits,
+    check_node_count,
+    check_session_nodes,
+    check_session_types,
+)
+from ..intake.shown import shown
+from ..intake.violations import Violation, Violations
 from .state import SessionState
 
 _NOTHING: Mapping[str, int] = {}
@@ -117,31 +129,18 @@ def _check_limits(
     """The delta's list sizes, the node changes' ids and resource types, the ids it names, and
     the units the session's running jobs would hold: cheap checks over the delta alone (and
     the units the session holds), before any of it is looked at further."""
-    check_id(request.search.profile, "search.profile", config, out)
-    check_id(request.dispatcher_name, "dispatcher_name", config, out)
-    check_id(request.predictor_name, "predictor_name", config, out)
-    if len(request.node_changes) > config.max_nodes:
-        out.add("node_changes", f"{len(request.node_changes)} node changes exceed the limit of "
-                f"{config.max_nodes} (max_nodes)")
-    for name in ("ended_job_ids", "cancelled_job_ids", "submitted", "started"):
-        items = len(getattr(request, name))
-        if items > config.max_jobs:
-            out.add(name, f"{items} jobs exceed the limit of {config.max_jobs} (max_jobs)")
+    check_option_limits(request, config, out)
+    check_node_count(request, config, out)
+    check_job_count(request, config, out)
     if out.items:
         return
-    for i, change in enumerate(request.node_changes):
-        check_id(change.id, f"node_changes[{i}].id", config, out)
-        check_types(change.capacity, f"node_changes[{i}].capacity", config, out)
-    for name in ("ended_job_ids", "cancelled_job_ids"):
-        for i, job_id in enumerate(getattr(request, name)):
-            check_id(job_id, f"{name}[{i}]", config, out)
+    check_node_change_limits(request, config, out)
+    check_listed_ids(request, config, out)
     started = sum(len(j.units) for j in request.started)
     if started:
         ended = set(request.ended_job_ids)
         held = sum(len(r.units) for r in state.running.values() if r.id not in ended)
-        if held + started > config.max_total_units:
-            out.add("started", f"the session's running jobs would hold {held + started} units, "
-                    f"more than the limit of {config.max_total_units} (max_total_units)")
+        check_session_units(held, started, config, out)
 
 
 def _precondition(state: SessionState, request: pb.UpdateSessionRequest) -> Failure | None:
@@ -231,9 +230,7 @@ def _check_node_changes(
             capacity[change.id] = cap
         if change.state in _STATES:
             result.node_changes.append((change.id, _STATES[change.state], cap or None))
-    if len(state.nodes) + added > config.max_nodes:
-        out.add("node_changes", f"{len(state.nodes) + added} nodes exceed the limit of "
-                f"{config.max_nodes}")
+    check_session_nodes(len(state.nodes) + added, config, out)
     released = _ended_usage(state, list(request.ended_job_ids))
     for i, change in enumerate(request.node_changes):
         new_cap = capacity.get(change.id)
@@ -289,18 +286,14 @@ def _check_submitted(
         {r for n in state.nodes if n.id not in changed for r in n.capacity}
         | {r for cap in changed.values() for r in cap}
     )
-    if len(types) > config.max_resource_types:
-        out.add("node_changes", f"the nodes would name {len(types)} resource types, more than "
-                f"the limit of {config.max_resource_types} (max_resource_types)")
+    if not check_session_types(len(types), config, out):
         return
     submitted_ids = {j.id for j in request.submitted}
     jobs = (len(state.running) + len(state.queued) + len(request.submitted)
             + sum(1 for j in request.started
                   if j.id not in state.queued and j.id not in submitted_ids)
             - len(request.ended_job_ids) - len(request.cancelled_job_ids))
-    if jobs > config.max_jobs:
-        out.add("submitted", f"{jobs} running + queued jobs exceed the limit of "
-                f"{config.max_jobs}")
+    check_session_jobs(jobs, config, out)
     oracle = asked_predictor(request).kind == pb.PREDICTOR_ORACLE
     for i, job in enumerate(request.submitted):
         check_queued_job(job, f"submitted[{i}]", request.time, types, config.max_units, oracle,

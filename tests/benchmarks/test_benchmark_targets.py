@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from benchmarks.campaign_plot import matrix, plot
-from benchmarks.campaign_report import target_lines
-from benchmarks.scale import target_line
+from benchmarks.matrix.plot import matrix, plot
+from benchmarks.matrix.report import target_lines
+from benchmarks.scale.snapshots import target_line
 from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE
 
 LLNL = "LLNL-Atlas-2006-2.1-cln.swf.xz"
@@ -110,7 +110,7 @@ def test_campaign_report_merges_campaigns_and_finds_easy_in_another_part(
         tmp_path: Path) -> None:
     import json
 
-    from benchmarks.campaign_report import campaign_document, main, write_campaign
+    from benchmarks.matrix.report import campaign_document, main, write_campaign
 
     parts = {"a": [("easy", "walltime", 10.0), ("pcp20", "walltime", 5.0)],
              "b": [("pcp19", "walltime", 8.0), ("easy", "oracle", 4.0), ("pcp20", "oracle", 1.0)]}

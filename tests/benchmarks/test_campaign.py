@@ -1,4 +1,5 @@
-"""Campaigns (benchmarks/campaign.py): the matrix, the YAML file, and a real local Dask cluster.
+"""Campaigns (benchmarks/matrix/campaign.py): the matrix, the YAML file, and a real local Dask
+cluster.
 
 The cluster test runs a tiny campaign (bundled slice, 150 jobs, EASY + FCFS, two predictors,
 plus a trace that does not exist) through `--scheduler`, and checks what was gathered against
@@ -17,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from benchmarks.campaign import UsageError, main, matrix, parse_args
-from benchmarks.campaign_cells import simulate_command
-from benchmarks.campaign_report import system_label
+from benchmarks.matrix.campaign import UsageError, main, matrix, parse_args
+from benchmarks.matrix.cells import simulate_command
+from benchmarks.matrix.report import system_label
 from hpcdispatch.sim_adapter.replay import bundled_trace
 
 LIMIT = 150

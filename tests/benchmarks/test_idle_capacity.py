@@ -1,4 +1,4 @@
-"""benchmarks.idle_capacity on hand-made job records whose idle time is known."""
+"""benchmarks.qos.idle_capacity on hand-made job records whose idle time is known."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.idle_capacity import idle_shares
+from benchmarks.qos.idle_capacity import idle_shares
 
 
 def _run(tmp_path: Path, rows: list[tuple[int, int, int, int]]) -> Path:

@@ -1,4 +1,5 @@
-"""benchmarks/profile_variant.py: a variant of a server profile, measured by a command to rerun."""
+"""benchmarks/qos/profile_variant.py: a variant of a server profile, measured by a command to
+rerun."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.profile_variant import register
+from benchmarks.qos.profile_variant import register
 from hpcdispatch.server.domain import profiles
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.paths import ROOT
@@ -53,7 +54,7 @@ def test_a_bad_variant_is_refused_with_what_is_wrong(
 def test_a_replay_with_a_variant_runs_and_names_it(tmp_path: Path) -> None:
     out = tmp_path / "runs"
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.profile_variant", "promises", "easy_head_depth=2",
+        [sys.executable, "-m", "benchmarks.qos.profile_variant", "promises", "easy_head_depth=2",
          "--", "--trace", "kth-sp2-slice", "--limit-jobs", "150", "--dispatcher", "pcp20",
          "--predictor", "walltime", "--no-progress", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=600,

@@ -1,6 +1,6 @@
-"""Issue #24's targets in benchmarks.qos_targets: EASY's promises, the lowest mean among the
+"""Issue #24's targets in benchmarks.qos.targets: EASY's promises, the lowest mean among the
 runs that keep them, the moderately loaded pairs, p95/p99 waits in the tables, judging a
-judged qos.json again, and the frontier plots (benchmarks/qos_frontier.py)."""
+judged qos.json again, and the frontier plots (benchmarks/qos/frontier_plot.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from benchmarks.qos_cases import BASELINES, CASES
-from benchmarks.qos_frontier import main as frontier_main
-from benchmarks.qos_frontier import plot_cases
-from benchmarks.qos_tables import document, markdown, summary_lines
-from benchmarks.qos_verdicts import MET, MISSED, NOT_MEASURED, Judged, judge
+from benchmarks.qos.cases import BASELINES, CASES
+from benchmarks.qos.frontier_plot import main as frontier_main
+from benchmarks.qos.frontier_plot import plot_cases
+from benchmarks.qos.tables import document, markdown, summary_lines
+from benchmarks.qos.verdicts import MET, MISSED, NOT_MEASURED, Judged, judge
 
 WHERE = {
     "kth": {"trace": "d/KTH-SP2-1996-2.1-cln.swf.xz", "system": {"name": "KTH-SP2-1996-2.1-cln"},

@@ -1,4 +1,4 @@
-"""Issue #13's targets benchmark (benchmarks/qos_targets.py): verdicts on hand-made summaries,
+"""Issue #13's targets benchmark (benchmarks/qos/targets.py): verdicts on hand-made summaries,
 the case of a run, the cells it runs, and one real tiny run through the campaign machinery."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from benchmarks.campaign_cells import sequence_summary, simulate_command
-from benchmarks.qos_cases import BASELINES, CASES, case_of
-from benchmarks.qos_tables import markdown, summary_lines
-from benchmarks.qos_targets import cells_for, main, parse_args
-from benchmarks.qos_verdicts import MET, MISSED, NOT_MEASURED, frontiers, judge
+from benchmarks.matrix.cells import sequence_summary, simulate_command
+from benchmarks.qos.cases import BASELINES, CASES, case_of
+from benchmarks.qos.tables import markdown, summary_lines
+from benchmarks.qos.targets import cells_for, main, parse_args
+from benchmarks.qos.verdicts import MET, MISSED, NOT_MEASURED, frontiers, judge
 
 KTH = {"trace": "sim_adapter/data/KTH-SP2-1996-2.1-cln.swf.xz",
        "system": {"name": "KTH-SP2-1996-2.1-cln"}, "records": None}

@@ -10,21 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.instance_capture import (
+from benchmarks.same_instances.capture import (
     CaptureComplete,
     CapturingBackend,
     read_instances,
     write_instances,
 )
-from benchmarks.same_instances_report import (
+from benchmarks.same_instances.report import (
     markdown,
     paired_ratios,
     quality_ratios,
     target_check,
     variables,
 )
-from benchmarks.same_instances_run import ALL_DISPATCHERS, read_rows, run_instances, write_rows
-from benchmarks.same_instances_sources import (
+from benchmarks.same_instances.run import ALL_DISPATCHERS, read_rows, run_instances, write_rows
+from benchmarks.same_instances.sources import (
     CaptureOptions,
     TraceSlice,
     capture_replay,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import scale_sessions
-from benchmarks.baseline_server import REPO, baseline_server, package_tree
-from benchmarks.scale_sessions import SessionRow, header
+from benchmarks.scale import sessions
+from benchmarks.scale.baseline_server import REPO, baseline_server, package_tree
+from benchmarks.scale.sessions import SessionRow, header
 from hpcdispatch.server.rpc.embedded import embedded_server
 
 ISSUE_12_FILED_AT = "a8b54e1"
@@ -53,7 +53,7 @@ def test_rows_with_a_baseline_have_its_columns() -> None:
 @pytest.mark.skipif(not _have(ISSUE_12_FILED_AT), reason=f"{ISSUE_12_FILED_AT} not in this clone")
 def test_the_old_server_answers_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
     with embedded_server() as target, baseline_server(ISSUE_12_FILED_AT) as old:
-        rows = scale_sessions.run(target, [(64, 10)], ["easy"], repeats=1, timeout=60,
+        rows = sessions.run(target, [(64, 10)], ["easy"], repeats=1, timeout=60,
                                   baseline=(ISSUE_12_FILED_AT, old))
     assert len(rows) == 1 and rows[0].baseline_p50_ms is not None
     assert rows[0].baseline_p50_ms > 0 and rows[0].started_equal

@@ -1,4 +1,4 @@
-"""benchmarks.wait_chain: on hand-made job records whose chain is known, and on two real
+"""benchmarks.qos.wait_chain: on hand-made job records whose chain is known, and on two real
 replays of the bundled KTH-SP2 slice."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.wait_chain import (
+from benchmarks.qos.wait_chain import (
     last_to_end,
     load_jobs,
     longest_wait,

@@ -1,11 +1,12 @@
-"""benchmarks.waits_by_width: jobs by the share of the machine they ask for, with their waits."""
+"""benchmarks.qos.waits_by_width: jobs by the share of the machine they ask for, with their
+waits."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from benchmarks.waits_by_width import classes, main, width_label
+from benchmarks.qos.waits_by_width import classes, main, width_label
 
 
 def _run(folder: Path, jobs: list[tuple[int, int]], cores: int = 100) -> Path:

@@ -235,14 +235,14 @@ def test_campaigns_and_qos_targets_run_every_registered_dispatcher(
     example_site: Path, tmp_path: Path,
 ) -> None:
     """`--dispatchers all` and `--baselines all` include the installed plugin's dispatcher."""
-    script = ("from benchmarks.campaign import matrix, parse_args\n"
+    script = ("from benchmarks.matrix.campaign import matrix, parse_args\n"
               "print([c['dispatcher'] for c in matrix(parse_args(['--dispatchers', 'all']))])")
     done = subprocess.run([sys.executable, "-c", script], env=_env(example_site), cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "'sjf-backfill'" in done.stdout and "'pcp20'" in done.stdout
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.qos_targets", "--cases", "kth", "--predictors",
+        [sys.executable, "-m", "benchmarks.qos.targets", "--cases", "kth", "--predictors",
          "walltime", "--baselines", "all", "--dry-run"],
         env=_env(example_site), cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -208,7 +208,7 @@ def _solver(stop_at: float, workers: int, deterministic_limit: float | None) -> 
     params.cp_model_presolve = False
     params.search_branching = cp_model.FIXED_SEARCH
     # No LP relaxation: on these models it cost 5× the time to the first solution, for no
-    # better objective (benchmarks/snapshot_decisions.py).
+    # better objective (benchmarks/decision_cost/snapshot_decisions.py).
     params.linearization_level = 0
     params.log_search_progress = False
     return solver

@@ -17,7 +17,7 @@ from hpcdispatch.proto_convert import snapshot_from_pb, snapshot_to_pb
 from hpcdispatch.server.config import ServerConfig
 from hpcdispatch.server.dispatchers.base import SearchControl
 from hpcdispatch.server.domain.profiles import resolve_settings
-from hpcdispatch.server.intake import snapshot_intake, validation
+from hpcdispatch.server.intake import decision_options, snapshot_intake
 from hpcdispatch.server.intake.decision_options import DecisionOptions
 from hpcdispatch.server.intake.interruption import Interruption
 from hpcdispatch.server.intake.node_table import NodeTables
@@ -258,8 +258,8 @@ def test_take_in_checks_the_sizes_and_resolves_the_settings_once(
 
     monkeypatch.setattr(snapshot_intake, "check_sizes",
                         counted("sizes", snapshot_intake.check_sizes))
-    monkeypatch.setattr(validation, "resolve_settings",
-                        counted("settings", validation.resolve_settings))
+    monkeypatch.setattr(decision_options, "resolve_settings",
+                        counted("settings", decision_options.resolve_settings))
     intake = Intake()
     request = eurora()
     for bad in (False, True):  # a valid snapshot, then one only the reference path reports

@@ -1,6 +1,7 @@
 """Issue #33, item 4: what the predictors' knowledge base keeps of what callers send is bounded —
-completions and bytes per cluster, and clusters — and within the limits predictions are those
-of the whole history.
+completions and bytes per scope (here every caller is the identity "", so a scope is a
+cluster), and clusters — and within the limits predictions are those of the whole history.
+The bounds per identity: test_scoped_history.py.
 
 Checked by counts and predictions, never by memory or time: the store's rows after reports
 beyond the limits, which completions went (the ones no prediction reads, then the oldest), the
@@ -24,7 +25,11 @@ from hpcdispatch.server.predictors.completion_store import completion_rows
 from hpcdispatch.server.predictors.data_driven import DataDrivenPredictor
 from hpcdispatch.server.predictors.history_index import row_keys, text_bytes, texts_of
 from hpcdispatch.server.predictors.job_keys import KEPT_CHARS, kept, name_prefix
-from hpcdispatch.server.predictors.knowledge_base import KnowledgeBase, KnowledgeBaseLimits
+from hpcdispatch.server.predictors.knowledge_base import (
+    KnowledgeBase,
+    KnowledgeBaseLimits,
+    scope_of,
+)
 from hpcdispatch.server.predictors.last_two import LastTwoPredictor
 from hpcdispatch.server.predictors.store_sqlite import SqliteStore
 from hpcdispatch.server.rpc.app import RunningServer, start_server
@@ -128,7 +133,7 @@ def test_long_names_are_kept_short_and_apart_and_the_bytes_are_bounded() -> None
         assert DataDrivenPredictor(kb.history(CLUSTER)).predict_many(names_only) == [
             REQUESTED, REQUESTED, 102, 103, 104]
         assert kb.count(CLUSTER) == 3
-        assert max(len(r.name) for r in kb.store.rows_since(CLUSTER, 0)) == KEPT_CHARS
+        assert max(len(r.name) for r in kb.store.rows_since(scope_of(CLUSTER), 0)) == KEPT_CHARS
     finally:
         kb.close()
     twins = [facts(user="erin", name="y" * 999 + last) for last in "12"]  # differ at the end
@@ -153,7 +158,7 @@ def test_clusters_beyond_the_limit_forget_the_one_reported_least_recently(tmp_pa
         assert [kb.count(f"c{c}") for c in range(5)] == [0, 0, 1, 1, 1]
         for c in range(100):  # only asked: no history, none deleted, a bounded few in memory
             assert LastTwoPredictor(kb.history(f"asked-{c}")).predict(facts()) == REQUESTED
-        assert kb.clusters_in_memory() == 3
+        assert kb.scopes_in_memory() == 3
         assert [kb.count(f"c{c}") for c in range(2, 5)] == [1, 1, 1]
         assert LastTwoPredictor(kb.history("c2")).predict(facts()) == 102  # read back
     finally:
@@ -190,14 +195,15 @@ def test_the_configured_limits_bound_what_the_service_keeps(server: RunningServe
         for i in range(20):  # every user's only run: each read by its user's key
             assert client.report_completions([report(i, name="n" * 1_024)], cluster="svc") == 1
         assert knowledge_base.count("svc") == 5
-        assert {len(r.name) for r in knowledge_base.store.rows_since("svc", 0)} == {KEPT_CHARS}
+        stored = knowledge_base.store.rows_since(scope_of("svc"), 0)
+        assert {len(r.name) for r in stored} == {KEPT_CHARS}
         for cluster in ("other-1", "other-2"):
             client.report_completions([report(0)], cluster=cluster)
     assert [knowledge_base.count(c) for c in ("svc", "other-1", "other-2")] == [0, 1, 1]
 
 
 @pytest.mark.parametrize("key", ["knowledge_base_max_completions", "knowledge_base_max_bytes",
-                                 "knowledge_base_max_clusters"])
+                                 "knowledge_base_max_clusters", "knowledge_base_max_identities"])
 def test_a_limit_below_one_is_refused_naming_the_key(key: str) -> None:
     with pytest.raises(ValueError, match=f"HPCDISPATCH_{key.upper()}.*{key}.*must be >= 1"):
         load_config(env={f"HPCDISPATCH_{key.upper()}": "0"})

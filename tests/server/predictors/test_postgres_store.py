@@ -1,13 +1,14 @@
 """The knowledge base on a real PostgreSQL server (Debian's `postgresql`, started here).
 
-Checked: migrations are applied once by stores opening together; two gRPC servers on one
-database share what they learn, and when one is stopped the other (and a replica started
-after it) still predicts from the shared history; two replicas keep the knowledge base's limits
-on the shared rows and, within them, predict what the whole history predicts (issue #33); a
-database restarted while completions are reported loses none that a server acknowledged, and
-decisions go on meanwhile. Skipped, with
-the reason, when PostgreSQL cannot be installed, unless REQUIRE_POSTGRES_TESTS is set (CI),
-where that fails.
+Checked: migrations are applied once by stores opening together, on a new database and on one
+the release before per-identity histories wrote (issue #43: upgraded keeping its rows, in the
+scope of the identity ""); two gRPC servers on one database share what they learn, and when
+one is stopped the other (and a replica started after it) still predicts from the shared
+history; two replicas keep the knowledge base's limits on the shared rows and, within them,
+predict what the whole history predicts (issue #33); a database restarted while completions
+are reported loses none that a server acknowledged, and decisions go on meanwhile. Skipped,
+with the reason, when PostgreSQL cannot be installed, unless REQUIRE_POSTGRES_TESTS is set
+(CI), where that fails.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pytest
 
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.server.config import ServerConfig
+from hpcdispatch.server.domain.caller_scope import CallerScope
 from hpcdispatch.server.domain.duration_predictor import Completion, JobFacts
 from hpcdispatch.server.predictors.completion_store import CompletionRow, completion_rows
 from hpcdispatch.server.predictors.knowledge_base import KnowledgeBase, KnowledgeBaseLimits
@@ -32,6 +34,16 @@ from hpcdispatch.server.predictors.store_postgres import PostgresStore, redacted
 from hpcdispatch.server.predictors.store_sqlite import SqliteStore
 from hpcdispatch.server.rpc.app import RunningServer, start_server
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+from tests.kb_old_schema import (
+    EXPECTED_LAST_TWO,
+    EXPECTED_SIM,
+    GONE,
+    POSTGRES_INSERT,
+    POSTGRES_SCHEMA,
+    ROWS,
+    SCHEMA_VERSION_ROW,
+    predicted_from,
+)
 from tests.kb_workload import history, predictions, probes, whole_history
 from tests.postgres_server import PostgresServer, ensure_postgres
 
@@ -125,15 +137,22 @@ def test_stores_opening_together_apply_each_migration_once(database: str) -> Non
     with ThreadPoolExecutor(4) as pool:
         stores = list(pool.map(lambda _: PostgresStore(database), range(4)))
     try:
-        assert [s.schema_versions() for s in stores] == [[1]] * 4
+        assert [s.schema_versions() for s in stores] == [[1, 2]] * 4
         facts = JobFacts("alice", "app", "batch", 1, {"core": 1}, 100)
         rows = [CompletionRow.of(CLUSTER, Completion(str(i), facts, 0, 10 + i)) for i in range(3)]
         assert stores[0].record(rows) == 3
         assert stores[1].record(rows[:1]) == 0  # a retried report: stored once
-        seen = stores[2].rows_since(CLUSTER, 0)
+        scope = CallerScope("", CLUSTER)
+        seen = stores[2].rows_since(scope, 0)
         assert [r.run_time for r in seen] == [10, 11, 12]
-        assert [r.run_time for r in stores[3].rows_since(CLUSTER, seen[0].seq)] == [11, 12]
-        assert stores[3].count(CLUSTER) == 3 and stores[3].count("other") == 0
+        assert [r.run_time for r in stores[3].rows_since(scope, seen[0].seq)] == [11, 12]
+        assert stores[3].count(scope) == 3 and stores[3].count(CallerScope("", "other")) == 0
+        # Another identity's report of the same job is its own row, in its own scope.
+        theirs = CompletionRow.of(CLUSTER, Completion("0", facts, 0, 99), identity="CN=bob")
+        assert stores[0].record([theirs]) == 1
+        assert [r.run_time for r in stores[1].rows_since(CallerScope("CN=bob", CLUSTER), 0)
+                ] == [99]
+        assert stores[2].count(scope) == 3
     finally:
         for store in stores:
             store.close()
@@ -141,6 +160,53 @@ def test_stores_opening_together_apply_each_migration_once(database: str) -> Non
         conn.execute("INSERT INTO schema_version VALUES (99, 'from the future', 0)")
     with pytest.raises(SchemaTooNew, match="schema version 99"):
         PostgresStore(database)
+
+
+def old_rows(url: str) -> list[tuple[object, ...]]:
+    """The database as release 60884a1 leaves it (tests/kb_old_schema.py); its rows."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        for statement in POSTGRES_SCHEMA:
+            conn.execute(statement)  # type: ignore[arg-type]  # fixed statements
+        conn.execute("INSERT INTO schema_version VALUES (%s, %s, %s)", SCHEMA_VERSION_ROW)
+        with conn.cursor() as cursor:
+            cursor.executemany(POSTGRES_INSERT, ROWS)  # type: ignore[arg-type]  # fixed
+        conn.execute("DELETE FROM completions WHERE cluster = %s AND job_id = %s", GONE)
+        return conn.execute(
+            'SELECT seq, cluster, job_id, "user", name, name_prefix, shape, requested_time, '
+            "start_time, end_time, run_time FROM completions ORDER BY seq").fetchall()
+
+
+def upgraded_rows(url: str) -> list[tuple[object, ...]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            'SELECT seq, identity, cluster, job_id, "user", name, name_prefix, shape, '
+            "requested_time, start_time, end_time, run_time FROM completions ORDER BY seq"
+        ).fetchall()
+
+
+def test_an_old_database_is_upgraded_once_keeping_its_rows(database: str) -> None:
+    before = old_rows(database)
+    assert [row[0] for row in before] == [1, 2, 4, 5]  # the deleted row left a gap
+    for replicas in (4, 1):  # replicas upgrading together, then one finding it done
+        with ThreadPoolExecutor(replicas) as pool:
+            stores = list(pool.map(lambda _: PostgresStore(database), range(replicas)))
+        try:
+            assert [s.schema_versions() for s in stores] == [[1, 2]] * replicas
+            assert stores[0].scopes() == [CallerScope("", "west"), CallerScope("", "east")]
+        finally:
+            for store in stores:
+                store.close()
+        assert upgraded_rows(database) == [(row[0], "", *row[1:]) for row in before]
+    kb = KnowledgeBase(database, limits=KnowledgeBaseLimits(max_clusters=8))
+    try:
+        assert predicted_from(kb) == (EXPECTED_LAST_TWO, EXPECTED_SIM)  # the identity ""
+        facts = JobFacts("alice", "app", "batch", 1, {"core": 4}, 3_600)
+        assert kb.record("east", [Completion("2", facts, 0, 300)]) == 0  # still known
+        assert kb.record("east", [Completion("2", facts, 0, 9)], identity="CN=alice") == 1
+        assert predicted_from(kb)[0][("east", "alice")] == EXPECTED_LAST_TWO[("east", "alice")]
+        assert predicted_from(kb, "CN=alice")[0][("east", "alice")] == 9
+    finally:
+        kb.close()
 
 
 def test_an_unreachable_server_is_named_without_its_password() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcdispatch.server.domain.caller_scope import CallerScope
 from hpcdispatch.server.domain.duration_predictor import Completion, JobFacts
 from hpcdispatch.server.predictors.completion_store import (
     CompletionRow,
@@ -149,15 +150,15 @@ def test_a_store_file_of_a_newer_schema_version_is_refused(tmp_path: Path) -> No
 def test_migrations_are_applied_once_and_in_order(tmp_path: Path) -> None:
     path = str(tmp_path / "kb.sqlite")
     store = SqliteStore(path)
-    assert store.schema_versions() == [m.version for m in MIGRATIONS] == [1]
+    assert store.schema_versions() == [m.version for m in MIGRATIONS] == [1, 2]
     store.record([CompletionRow.of(CLUSTER, done("1", facts(), 5, 10))])
     store.close()
-    added = Migration(2, "a test column", "ALTER TABLE completions ADD COLUMN note TEXT",
+    added = Migration(3, "a test column", "ALTER TABLE completions ADD COLUMN note TEXT",
                       "ALTER TABLE completions ADD COLUMN note TEXT")
-    for _ in range(2):  # the second open finds version 2 applied and changes nothing
+    for _ in range(2):  # the second open finds version 3 applied and changes nothing
         store = SqliteStore(path, migrations=[*MIGRATIONS, added])
-        assert store.schema_versions() == [1, 2]
-        assert store.count(CLUSTER) == 1
+        assert store.schema_versions() == [1, 2, 3]
+        assert store.count(CallerScope("", CLUSTER)) == 1
         store.close()
     with sqlite3.connect(path) as db:
         assert "note" in [row[1] for row in db.execute("PRAGMA table_info(completions)")]
@@ -400,27 +401,27 @@ class CountingStore:
             raise StoreUnavailable("switched off")
         return self.inner.record(rows)
 
-    def rows_since(self, cluster: str, after_seq: int) -> list[StoredCompletion]:
+    def rows_since(self, scope: CallerScope, after_seq: int) -> list[StoredCompletion]:
         self.reads += 1
         if self.down:
             raise StoreUnavailable("switched off")
-        return self.inner.rows_since(cluster, after_seq)
+        return self.inner.rows_since(scope, after_seq)
 
-    def count(self, cluster: str) -> int:
-        return self.inner.count(cluster)
+    def count(self, scope: CallerScope) -> int:
+        return self.inner.count(scope)
 
-    def forget(self, cluster: str, seqs: Sequence[int]) -> None:
+    def forget(self, scope: CallerScope, seqs: Sequence[int]) -> None:
         if self.down:
             raise StoreUnavailable("switched off")
-        self.inner.forget(cluster, seqs)
+        self.inner.forget(scope, seqs)
 
-    def clusters(self) -> list[str]:
-        return self.inner.clusters()
+    def scopes(self) -> list[CallerScope]:
+        return self.inner.scopes()
 
-    def forget_cluster(self, cluster: str) -> None:
+    def forget_scope(self, scope: CallerScope) -> None:
         if self.down:
             raise StoreUnavailable("switched off")
-        self.inner.forget_cluster(cluster)
+        self.inner.forget_scope(scope)
 
     def close(self) -> None:
         self.inner.close()

@@ -6,7 +6,7 @@ Checked by events, whatever the machine's load: every call ends OK, RESOURCE_EXH
 (refused by admission) or DEADLINE_EXCEEDED; admission refuses some; every answer passes the
 independent check; afterwards no decision holds a slot or waits, and the server answers again.
 How much of its capacity the server still delivers under overload (goodput) is a ratio of
-timings: `python -m benchmarks.overload` measures it (docs/benchmarks/overload.md §6).
+timings: `python -m benchmarks.service.overload` measures it (docs/benchmarks/overload.md §6).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from benchmarks.overload import dispatch_method, overload_snapshot, serve_process
+from benchmarks.service.overload import dispatch_method, overload_snapshot, serve_process
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.proto_convert import decision_from_pb

@@ -1,0 +1,17 @@
+"""Is the default dispatcher better than EASY, and which QoS targets does it meet?
+
+BENCHMARKS.md §1 (docs/benchmarks/default-vs-easy.md) and the QoS rows of §7
+(docs/benchmarks/targets.md): issues #13's, #24's and #34's targets, judged on replays run side
+by side with every baseline, per case (trace and system) and predictor.
+
+- `targets`: the command (`python -m benchmarks.qos.targets`): runs the cases' replays as
+  campaign cells (`benchmarks.matrix`), or reads earlier runs (`--from`), and prints each
+  target met / missed; `cases` (the cases and the baselines), `verdicts` (the judging),
+  `tables` (`qos.md`, `qos.json`), `frontier_plot` (bounded slowdown against longest wait);
+- `profile_variant`: one replay with a profile's settings changed, before it earns a profile;
+- why a run misses: `idle_capacity` (idle while a queued job would fit), `wait_chain` (the
+  jobs that held a late job's nodes), `waits_by_width` (who waits longer, by job width).
+
+A new QoS benchmark (a frontier, a new target, a new way to explain a miss) goes here, as a
+module with its command in BENCHMARKS.md's *Commands* table and its figures in §1.
+"""

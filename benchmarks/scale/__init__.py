@@ -1,0 +1,11 @@
+"""What does a decision cost at scale, 64 to 100,000 nodes, with whole snapshots and sessions?
+
+BENCHMARKS.md §4 (docs/benchmarks/decision-cost-at-scale.md); run as `python -m
+benchmarks.scale` (whole snapshots) or `python -m benchmarks.scale --sessions` (§4.2).
+
+- `snapshots`: the command: decision time and model size against node count, over gRPC;
+- `sessions`: session decisions next to full-snapshot Dispatch, and an older commit's server
+  beside (`baseline_server`: a commit's service started from `git archive`);
+- in-process, to see where the time goes: `session_profile` (a session decision under
+  cProfile) and `request_stages` (Dispatch's request side, stage by stage).
+"""

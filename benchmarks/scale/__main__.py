@@ -1,0 +1,5 @@
+"""`python -m benchmarks.scale`: the benchmark of `benchmarks.scale.snapshots`."""
+
+from benchmarks.scale.snapshots import main
+
+main()

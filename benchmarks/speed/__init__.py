@@ -1,0 +1,10 @@
+"""How fast are replays, and what does a session call's transport cost?
+
+BENCHMARKS.md §5 (docs/benchmarks/replay-speed.md).
+
+- `replay_throughput`: each replay's whole-process CPU, jobs per CPU-second, gRPC and
+  in-process paths and another checkout's side by side, every `jobs.csv` compared (§5.1, §5.3,
+  §5.4); `plain_easy`: its yardstick, a plain event-driven EASY on processor counts;
+- `session_transport`: CPU and context switches per round trip of a session call and of a
+  session stream's message (§5.4).
+"""
