@@ -10,6 +10,7 @@ Variable counts do not depend on the durations, so requested times stand in for 
 from __future__ import annotations
 
 from hpcdispatch.proto_convert import snapshot_from_pb
+from hpcdispatch.server.core_wire import search_request_from_pb
 from hpcdispatch.server.dispatchers import BY_NAME
 from hpcdispatch.server.dispatchers.cp.cp_dispatch import CpDispatcher
 from hpcdispatch.server.dispatchers.cp.cpsat_attempt import model_size
@@ -30,7 +31,7 @@ def model_variables(request: pb.DispatchRequest, name: str) -> int:
     snapshot = snapshot_from_pb(request)
     durations = predict_durations(snapshot, WalltimePredictor())  # the service's own stage
     problem = build_problem(snapshot, durations.queued, durations.running)
-    settings = resolve_settings(request.search, DEFAULT_PROFILE)
+    settings = resolve_settings(search_request_from_pb(request.search), DEFAULT_PROFILE)
     selection = select_for_model(problem, settings.window, dispatcher.max_model_units)
     if not selection.considered:
         return 0

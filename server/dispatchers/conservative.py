@@ -45,8 +45,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import ClassVar
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from .backfill import UNLIMITED, BackfillPlan, outcome_of, plan_backfill
 from .base import Outcome, SearchControl
 from .planning.caller_scope import BookKey, book_key
@@ -106,7 +104,6 @@ class ReservationBook:
 
 class ConservativeDispatcher:
     name: ClassVar[str] = "conservative"
-    kind: ClassVar[int] = pb.DISPATCHER_CONSERVATIVE
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
     summary: ClassVar[str] = (
         "conservative backfilling: every queued job gets a node-level reservation when it "

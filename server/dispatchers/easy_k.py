@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from .backfill import outcome_of
 from .base import Outcome, SearchControl
 from .kept_plan import KeptPlan
@@ -26,7 +24,6 @@ from .planning.problem import Problem
 
 class EasyKDispatcher:
     name: ClassVar[str] = "easy-k"
-    kind: ClassVar[int] = pb.DISPATCHER_EASY_K
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
     summary: ClassVar[str] = (
         "EASY with reservations for the first `reservation_depth` blocked jobs (64; 1 is "

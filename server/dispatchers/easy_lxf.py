@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from .easy import EasyDispatcher
 from .planning.job_orders import sort_by, xfactor_score
 from .planning.problem import Job, Problem
@@ -21,7 +19,6 @@ from .planning.problem import Job, Problem
 
 class EasyLxfDispatcher(EasyDispatcher):
     name: ClassVar[str] = "easy-lxf"
-    kind: ClassVar[int] = pb.DISPATCHER_EASY_LXF
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
     summary: ClassVar[str] = (
         "EASY's head in submit order, backfilling largest expansion factor (w_i + d_i) / d_i "

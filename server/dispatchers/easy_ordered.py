@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from .easy import EasyDispatcher
 from .planning import job_orders
 from .planning.problem import Job, Problem
@@ -25,7 +23,6 @@ class EasySjfDispatcher(EasyDispatcher):
     """Shortest predicted duration d_i first."""
 
     name: ClassVar[str] = "easy-sjf"
-    kind: ClassVar[int] = pb.DISPATCHER_EASY_SJF
     summary: ClassVar[str] = (
         "EASY backfilling with SJF, a queue order RLScheduler compares with: "
         "shortest d_i first")
@@ -40,7 +37,6 @@ class EasyWfp3Dispatcher(EasyDispatcher):
     """Largest (w_i / d_i)^3 x n_i first."""
 
     name: ClassVar[str] = "easy-wfp3"
-    kind: ClassVar[int] = pb.DISPATCHER_EASY_WFP3
     summary: ClassVar[str] = (
         "EASY backfilling with WFP3, a queue order RLScheduler compares with: "
         "largest (w_i / d_i)³ · n_i first")
@@ -55,7 +51,6 @@ class EasyUnicefDispatcher(EasyDispatcher):
     """Largest w_i / (log2(n_i) x d_i) first."""
 
     name: ClassVar[str] = "easy-unicef"
-    kind: ClassVar[int] = pb.DISPATCHER_EASY_UNICEF
     summary: ClassVar[str] = (
         "EASY backfilling with UNICEF, a queue order RLScheduler compares with: "
         "largest w_i / (log₂ n_i · d_i) first")
@@ -70,7 +65,6 @@ class EasyF1Dispatcher(EasyDispatcher):
     """Smallest log10(d_i) x n_i + 870 x log10(q_i) first."""
 
     name: ClassVar[str] = "easy-f1"
-    kind: ClassVar[int] = pb.DISPATCHER_EASY_F1
     summary: ClassVar[str] = (
         "EASY backfilling with F1, a queue order RLScheduler compares with: "
         "smallest log₁₀ d_i · n_i + 870 · log₁₀ q_i first")

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from .easy import EasyDispatcher
 from .planning.job_orders import sjf_score, sort_by
 from .planning.problem import Job, Problem
@@ -19,7 +17,6 @@ from .planning.problem import Job, Problem
 
 class EasySjbfDispatcher(EasyDispatcher):
     name: ClassVar[str] = "easy-sjbf"
-    kind: ClassVar[int] = pb.DISPATCHER_EASY_SJBF
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
     summary: ClassVar[str] = (
         "EASY's head in submit order, backfilling shortest estimate first (Tsafrir et al. 2007)")

@@ -15,6 +15,7 @@ from hpcdispatch.catalog import predictor_name
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
+from ..core_wire import search_request_from_pb
 from ..domain.profiles import PROFILES, resolve_settings
 from ..domain.search_settings import SearchSettings
 from .decision_options import asked_dispatcher, asked_predictor
@@ -160,7 +161,7 @@ def check_options(
     if search.profile and search.profile not in PROFILES:
         return None
     # δ <= δmax once the profile's defaults fill what the request leaves unset.
-    resolved = resolve_settings(search, default_profile)
+    resolved = resolve_settings(search_request_from_pb(search), default_profile)
     if resolved.delta_max_ms < resolved.delta_ms:
         out.add("search.delta_max_ms", f"δmax {resolved.delta_max_ms} ms is below "
                 f"δ {resolved.delta_ms} ms")

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from ..planning.plan import Plan
 from ..planning.reservation import place_around_reservation
 from .cp_dispatch import CpDispatcher
@@ -34,7 +32,6 @@ class Hcp19Formulation(Formulation):
 
 class Hcp19Dispatcher(CpDispatcher):
     name: ClassVar[str] = "hcp19"
-    kind: ClassVar[int] = pb.DISPATCHER_HCP19
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
     summary: ClassVar[str] = (
         "CP schedule on pooled capacity (one cumulative per resource type), then best-fit "

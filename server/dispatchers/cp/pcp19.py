@@ -15,8 +15,6 @@ from typing import ClassVar
 
 from ortools.sat.python import cp_model
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from ...domain.free_pool import units_per_node
 from ..planning.greedy_schedule import total_slowdown
 from ..planning.job_selection import submit_order
@@ -124,7 +122,6 @@ class Pcp19Formulation(Formulation):
 
 class Pcp19Dispatcher(CpDispatcher):
     name: ClassVar[str] = "pcp19"
-    kind: ClassVar[int] = pb.DISPATCHER_PCP19
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
     summary: ClassVar[str] = (
         "CP with node-level allocation (one cumulative per node × resource type)")

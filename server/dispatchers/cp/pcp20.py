@@ -27,8 +27,6 @@ import numpy as np
 import numpy.typing as npt
 from ortools.sat.python import cp_model
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from ...domain.free_pool import FreePool, units_per_node
 from ..planning.plan import Plan
 from ..planning.problem import Job, Problem
@@ -307,7 +305,6 @@ class Pcp20Formulation(Formulation):
 
 class Pcp20Dispatcher(CpDispatcher):
     name: ClassVar[str] = "pcp20"
-    kind: ClassVar[int] = pb.DISPATCHER_PCP20
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
     summary: ClassVar[str] = (
         "CP with system-size-independent allocation: one position per unit and resource type "
