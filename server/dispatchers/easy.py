@@ -26,18 +26,18 @@ from .planning.reservation import (
     reserve,
 )
 from .planning.stopping import StopCheck, Stopped, every_few
+from .table_row import TableRow
 
 
 class EasyDispatcher:
     name: ClassVar[str] = "easy"
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py); a subclass
-    # states its own (the script reads a class's own attributes, never inherited ones).
-    summary: ClassVar[str] = (
-        "EASY backfilling: the first blocked job gets a node-level reservation at the earliest "
-        "time it fits; later jobs start now only if they end before it or use only what the "
-        "reservation leaves free")
-    head: ClassVar[str] = "first job in submit order that does not fit"
-    backfill: ClassVar[str] = "submit order"
+    # states its own (the script reads a class's own row, never an inherited one).
+    table: ClassVar[TableRow] = TableRow(
+        summary="EASY backfilling: the first blocked job gets a node-level reservation at the "
+        "earliest time it fits; later jobs start now only if they end before it or use only "
+        "what the reservation leaves free",
+        head="first job in submit order that does not fit", backfill="submit order")
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         outcome = Outcome(placements={}, status=HEURISTIC)

@@ -8,12 +8,14 @@ from ..domain.outcome_kinds import SkipReason
 from .base import HEURISTIC, Outcome, SearchControl
 from .planning.job_selection import never_fits, submit_order
 from .planning.problem import Problem
+from .table_row import TableRow
 
 
 class FcfsDispatcher:
     name: ClassVar[str] = "fcfs"
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
-    summary: ClassVar[str] = "submit order; stops at the first job that does not fit"
+    table: ClassVar[TableRow] = TableRow(
+        summary="submit order; stops at the first job that does not fit")
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         """Past the deadline, or once the caller is gone, the jobs placed so far are the

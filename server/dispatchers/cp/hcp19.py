@@ -10,6 +10,7 @@ from typing import ClassVar
 
 from ..planning.plan import Plan
 from ..planning.reservation import place_around_reservation
+from ..table_row import TableRow
 from .cp_dispatch import CpDispatcher
 from .formulation import Formulation
 
@@ -33,10 +34,10 @@ class Hcp19Formulation(Formulation):
 class Hcp19Dispatcher(CpDispatcher):
     name: ClassVar[str] = "hcp19"
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
-    summary: ClassVar[str] = (
-        "CP schedule on pooled capacity (one cumulative per resource type), then best-fit "
-        "allocation of the jobs that start now")
-    model_size: ClassVar[str] = "independent of nodes"
+    table: ClassVar[TableRow] = TableRow(
+        summary="CP schedule on pooled capacity (one cumulative per resource type), then "
+        "best-fit allocation of the jobs that start now",
+        model_size="independent of nodes")
     exact_allocation_now: ClassVar[bool] = False
 
     formulation: ClassVar[type[Formulation]] = Hcp19Formulation

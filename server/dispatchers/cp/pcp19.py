@@ -22,6 +22,7 @@ from ..planning.node_schedule import node_list_schedule
 from ..planning.plan import Plan
 from ..planning.problem import Job
 from ..planning.stopping import Stopped, stop_if
+from ..table_row import TableRow
 from .cp_dispatch import CpDispatcher
 from .cpsat_attempt import SolutionValues
 from .formulation import Formulation, ModelInputs
@@ -123,9 +124,9 @@ class Pcp19Formulation(Formulation):
 class Pcp19Dispatcher(CpDispatcher):
     name: ClassVar[str] = "pcp19"
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
-    summary: ClassVar[str] = (
-        "CP with node-level allocation (one cumulative per node × resource type)")
-    model_size: ClassVar[str] = "grows with nodes"
+    table: ClassVar[TableRow] = TableRow(
+        summary="CP with node-level allocation (one cumulative per node × resource type)",
+        model_size="grows with nodes")
     heuristic_in_model: ClassVar[bool] = False
     protects_head: ClassVar[bool] = False  # the papers' node-level model, unchanged
     formulation: ClassVar[type[Formulation]] = Pcp19Formulation
