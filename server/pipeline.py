@@ -33,11 +33,10 @@ from typing import Protocol
 import numpy as np
 import structlog
 
-from hpcdispatch.catalog import dispatcher_name
+from hpcdispatch.catalog import DISPATCHER_NAMES, dispatcher_name
 from hpcdispatch.decision_check import ClusterFacts, SnapshotFacts, check_decision_against
 from hpcdispatch.registrations import Registrations
 from hpcdispatch.snapshot import Decision, JobStart, QueuedJob, RunningJob, Snapshot
-from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .dispatchers import BY_NAME, DISPATCHERS
 from .dispatchers import REGISTRY as DISPATCHER_REGISTRY
@@ -48,6 +47,7 @@ from .dispatchers.planning.problem import Problem, build_problem
 from .domain.duration_predictor import Completion, DurationPredictor, JobFacts, predict_many
 from .domain.node_index import NodeIndex
 from .domain.occupancy import Occupancy
+from .domain.outcome_kinds import SolveStatus
 from .domain.search_control import SearchControl
 from .domain.search_settings import SearchSettings
 from .predictors.completion_store import StoreUnavailable
@@ -82,6 +82,8 @@ _FAILURE_TEXT = {
 }
 # Time the fallback (EASY) gets at least, whatever the dispatcher before it left.
 FALLBACK_MIN_SECONDS = 0.5
+# The fallback's kind (the registry's number of the name `easy`).
+_FALLBACK_KIND = DISPATCHER_NAMES["easy"]
 
 
 # The stages, as named in logs, metrics (label `stage`) and errors.
@@ -428,12 +430,12 @@ def _dispatch_and_check(
     fallback_control = dataclasses.replace(
         control, deadline=time.monotonic() + max(control.remaining(), FALLBACK_MIN_SECONDS)
     )
-    fallback = dispatchers[pb.DISPATCHER_EASY].decide(problem, fallback_control)
-    fallback.status = pb.SOLVE_STATUS_FALLBACK
+    fallback = dispatchers[_FALLBACK_KIND].decide(problem, fallback_control)
+    fallback.status = SolveStatus.FALLBACK
     decision = decision_of(problem, fallback)
     if check_decision_against(facts, decision):
         log.critical("fallback decision failed the check; starting nothing")
-        check_failures.append(pb.DISPATCHER_EASY)
+        check_failures.append(_FALLBACK_KIND)
         fallback.placements = {}
         decision = Decision(problem.t)
     return DecisionResult(problem, fallback, decision, reason, code, check_failures)

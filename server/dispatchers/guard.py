@@ -9,9 +9,10 @@ made behind `Guarded`:
   (`RanPastDeadline`); while such an overrun still runs, the plugin is not started again
   (`StillRunning`), so a plugin stuck in a loop holds one thread, not one per call;
 - what it returns is checked for shape before anything reads it (`outcome_problem`: an
-  Outcome, placements of the problem's jobs on its nodes, the contract's statuses and skip
-  reasons; `MalformedOutcome` otherwise). Whether the decision is *valid* (capacity, units,
-  nodes that are up) is the independent check's, in the pipeline, as for every built-in.
+  Outcome, placements of the problem's jobs on its nodes, the domain's statuses and skip
+  reasons, `domain.outcome_kinds`; `MalformedOutcome` otherwise). Whether the decision is
+  *valid* (capacity, units, nodes that are up) is the independent check's, in the pipeline, as
+  for every built-in.
 
 Each failure carries the name of the plugin and `fallback_code`, the reason label the pipeline
 answers the fallback under; one that raises in `decide` is re-raised as it is (the pipeline's
@@ -26,13 +27,15 @@ import threading
 from numbers import Integral, Real
 from typing import Any
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
+from ..domain.outcome_kinds import SkipReason, SolveStatus
 from .base import AttemptRecord, Outcome, SearchControl
 from .planning.problem import Problem
 
 # How often a decision waiting for a plugin looks whether its caller is still there, seconds.
 CANCEL_POLL_SECONDS = 0.05
+# What an outcome may say: the domain's values (a plain int equal to one reads as it).
+_STATUSES = frozenset(SolveStatus)
+_SKIP_REASONS = frozenset(SkipReason)
 
 
 class PluginFailure(Exception):
@@ -100,7 +103,7 @@ class Guarded:
         thread.start()
         while not done.wait(min(max(control.remaining(), 0.0), CANCEL_POLL_SECONDS)):
             if control.cancelled():  # nobody waits: the pipeline abandons the decision
-                return Outcome(placements={}, status=pb.SOLVE_STATUS_HEURISTIC)
+                return Outcome(placements={}, status=SolveStatus.HEURISTIC)
             if control.remaining() <= 0:
                 with self._lock:
                     self._overruns.append(thread)
@@ -142,14 +145,14 @@ def outcome_problem(outcome: object, problem: Problem) -> str | None:
             return f"placements: {i!r} is not a job index of the problem (0..{jobs - 1})"
         if not isinstance(units, list | tuple) or not all(_index(n, nodes) for n in units):
             return f"placements[{i}]: not a list of node indices of the problem (0..{nodes - 1})"
-    if not (_count(outcome.status) and outcome.status in pb.SolveStatus.values()):
+    if not (_count(outcome.status) and outcome.status in _STATUSES):
         return f"status: {outcome.status!r} is not a SolveStatus value"
     if not isinstance(outcome.considered, list) or not all(
             _index(i, jobs) for i in outcome.considered):
         return "considered: not a list of job indices of the problem"
     if not isinstance(outcome.skipped, list) or not all(
             isinstance(s, tuple) and len(s) == 2 and _index(s[0], jobs)
-            and s[1] in pb.SkipReason.values() for s in outcome.skipped):
+            and s[1] in _SKIP_REASONS for s in outcome.skipped):
         return "skipped: not a list of (job index, SkipReason value)"
     return _report_problem(outcome, jobs)
 

@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
+from ...domain.outcome_kinds import SolveStatus
 from ..base import AttemptRecord, SearchControl
 from ..planning.job_orders import processors
 from ..planning.node_profile import NodeProfile
@@ -42,7 +41,7 @@ class NowSet:
     """The chosen candidates (in the order to place them) and how the search went."""
 
     chosen: list[Job]
-    status: int = pb.SOLVE_STATUS_HEURISTIC  # pb.SolveStatus
+    status: SolveStatus = SolveStatus.HEURISTIC
     attempts: list[AttemptRecord] = field(default_factory=list)
     variables: int = 0
     constraints: int = 0
@@ -89,7 +88,7 @@ def choose_now_set(
     order = packing_order(problem, candidates)
     greedy = greedy_now(problem, profile, order)
     if len(greedy) == len(order):  # every candidate starts: nothing to choose
-        return NowSet(greedy, pb.SOLVE_STATUS_OPTIMAL)
+        return NowSet(greedy, SolveStatus.OPTIMAL)
     t = problem.t
     times, free = _pooled_steps(profile, max(j.duration for j in order))
     model = cp_model.CpModel()
@@ -131,7 +130,7 @@ def choose_now_set(
                              deterministic_limit=limit if deterministic else None)
 
     policy = run_restart_policy(attempt, control.settings, control.deadline, control.cancelled)
-    result = NowSet(greedy, pb.SOLVE_STATUS_HEURISTIC, policy.attempts, variables, constraints,
+    result = NowSet(greedy, SolveStatus.HEURISTIC, policy.attempts, variables, constraints,
                     policy.solve_seconds)
     greedy_score = sum(score[k] for k, j in enumerate(order) if j.index in chosen_greedy)
     if policy.best is not None and policy.objective is not None \

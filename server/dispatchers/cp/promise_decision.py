@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import time
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
+from ...domain.outcome_kinds import SkipReason, SolveStatus
 from ..base import Outcome, SearchControl
 from ..planning.job_orders import fcfs
 from ..planning.job_selection import never_fits
@@ -51,10 +50,10 @@ def decide_with_promises(
 ) -> Outcome:
     """The decision at t under the promise book (see the module's steps)."""
     settings, t = control.settings, problem.t
-    outcome = Outcome(placements={}, status=pb.SOLVE_STATUS_EMPTY)
+    outcome = Outcome(placements={}, status=SolveStatus.EMPTY)
     recalled = book.recall(problem, control.scope)
     never = {j.index for j in problem.jobs if never_fits(problem, j)}
-    outcome.skipped.extend((i, pb.SKIP_REASON_NEVER_FITS) for i in sorted(never))
+    outcome.skipped.extend((i, SkipReason.NEVER_FITS) for i in sorted(never))
     held = {i: kept for i, kept in recalled.held.items() if i not in never}
     freed = recalled.room_freed
     for job in problem.jobs:  # a promise the caller sends back wins over the book's
@@ -70,7 +69,7 @@ def decide_with_promises(
         if every is not None:  # no promise to keep or make: every job starts, as EASY's would
             outcome.placements.update(every)
             outcome.considered.extend(every)
-            outcome.status = pb.SOLVE_STATUS_HEURISTIC if every else pb.SOLVE_STATUS_EMPTY
+            outcome.status = SolveStatus.HEURISTIC if every else SolveStatus.EMPTY
             book.record(problem, recalled, {}, every)
             return outcome
     try:
@@ -79,7 +78,7 @@ def decide_with_promises(
             control.first_fit, control.should_stop, compress=freed,
         )
     except Stopped:  # not even the held promises placed: nothing starts, the book stays
-        outcome.status = pb.SOLVE_STATUS_UNKNOWN
+        outcome.status = SolveStatus.UNKNOWN
         return outcome
     outcome.placements.update(plan.due())
     outcome.considered.extend(plan.due())
@@ -87,8 +86,8 @@ def decide_with_promises(
     _start_the_others(problem, control, plan, never, outcome)
     _report_expected_starts(problem, control, plan, never, outcome)
     book.record(problem, recalled, plan.starts, outcome.placements)
-    if outcome.placements and outcome.status == pb.SOLVE_STATUS_EMPTY:
-        outcome.status = pb.SOLVE_STATUS_HEURISTIC
+    if outcome.placements and outcome.status == SolveStatus.EMPTY:
+        outcome.status = SolveStatus.HEURISTIC
     return outcome
 
 
@@ -126,7 +125,7 @@ def _start_the_others(
             candidates.append(job)
         else:
             left_out.append(job)
-    outcome.skipped.extend((j.index, pb.SKIP_REASON_CANNOT_FIT_NOW) for j in left_out)
+    outcome.skipped.extend((j.index, SkipReason.CANNOT_FIT_NOW) for j in left_out)
     if not candidates:
         return
     built = time.monotonic()
@@ -141,7 +140,7 @@ def _start_the_others(
                              control.first_fit))
     outcome.placements.update(placed)
     outcome.considered.extend(j.index for j in candidates)
-    outcome.skipped.extend((j.index, pb.SKIP_REASON_BLOCKED) for j in candidates
+    outcome.skipped.extend((j.index, SkipReason.BLOCKED) for j in candidates
                            if j.index not in placed)
 
 

@@ -18,8 +18,10 @@ from hpcdispatch.decision_check import check_decision
 from hpcdispatch.registrations import DISPATCHER_GROUP, PREDICTOR_GROUP, read_group
 from hpcdispatch.server.dispatchers import Registry
 from hpcdispatch.server.domain.duration_predictor import JobFacts
+from hpcdispatch.server.domain.outcome_kinds import SolveStatus
 from hpcdispatch.server.domain.profiles import resolve_settings
 from hpcdispatch.server.domain.search_control import SearchControl
+from hpcdispatch.server.domain.search_settings import SearchRequest
 from hpcdispatch.server.pipeline import predict_durations, run_decision
 from hpcdispatch.server.predictors.registry import PredictorRegistry
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
@@ -34,7 +36,7 @@ from tests.plugin_packages import (
     write_broken_plugins,
 )
 
-SETTINGS = resolve_settings(pb.SearchParameters(), "qos")
+SETTINGS = resolve_settings(SearchRequest(), "qos")
 
 
 @pytest.fixture
@@ -78,7 +80,7 @@ def test_a_failing_plugin_is_named_and_answered_by_the_fallback(
 ) -> None:
     code, reason, _, status = decide(plugins, name)
     assert code == BROKEN_DISPATCHERS[name]
-    assert f"({name})" in reason and status == pb.SOLVE_STATUS_FALLBACK
+    assert f"({name})" in reason and status == SolveStatus.FALLBACK
 
 
 def test_a_plugin_that_fails_to_load_is_remembered_with_its_error(plugins: Registry) -> None:
@@ -104,7 +106,7 @@ def test_a_plugin_past_the_deadline_is_left_running_and_not_started_again(
         assert time.monotonic() < give_up, "the released plugin never ended"
         time.sleep(0.01)
     code, reason, _, status = decide(plugins, "hangs")  # it answers now: its own decision
-    assert (code, reason, status) == ("", "", pb.SOLVE_STATUS_HEURISTIC)
+    assert (code, reason, status) == ("", "", SolveStatus.HEURISTIC)
 
 
 def test_the_guard_passes_a_good_plugins_decision_unchanged(plugins: Registry) -> None:
