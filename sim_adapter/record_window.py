@@ -42,8 +42,10 @@ def check_window(path: str | Path, window: range) -> range:
     for count, _ in enumerate(iter_records(path), start=1):
         if count >= window.stop:
             return window
+    where = "none of them in the window" if window.start >= count else \
+        "the window ends past them"
     raise ValueError(f"record window {window.start}:{window.stop}: {path} has {count:,} job "
-                     f"records (0:{count}); the window ends past them")
+                     f"records (0:{count}), {where}")
 
 
 def describe(records: Collection[int]) -> dict[str, int]:

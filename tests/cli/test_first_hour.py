@@ -168,7 +168,7 @@ def test_a_record_window_past_the_trace_is_refused(tmp_path: Path, records: str)
                     "--out", str(tmp_path / "runs"))
     error = one_error_line(done, "simulate")
     assert re.fullmatch(rf"hpcdispatch simulate: record window {records}: \S+{SLICE}\.swf\.xz "
-                        r"has 3,000 job records \(0:3000\); the window ends past them", error)
+                        r"has 3,000 job records \(0:3000\), the window ends past them", error)
     assert not (tmp_path / "runs").exists()
 
 
