@@ -127,10 +127,11 @@ class Guarded:
 
 def own_copy(problem: Problem) -> Problem:
     """`problem` as a plugin may change it without changing `problem`: its own queue list,
-    free pool (copy on write, its node list a tuple) and running table (arrays copied); the
-    rest is immutable (tuples, frozen jobs) or made again on first use (the caches)."""
+    free pool (copy on write, its list of eligible nodes its own) and running table (arrays
+    copied); the rest is immutable (tuples, frozen jobs) or made again on first use (the
+    caches)."""
     free = problem.free_now.copy()
-    free.eligible = tuple(free.eligible)
+    free.eligible = list(free.eligible)
     running = problem.running
     return Problem(
         t=problem.t, resources=tuple(problem.resources), node_ids=tuple(problem.node_ids),
