@@ -143,7 +143,8 @@ def decision_from_pb(response: pb.DispatchResponse) -> Decision:
     return Decision(
         time=response.time,
         starts=[
-            JobStart(s.job_id, tuple(u.node_id for u in s.units), s.expected_duration)
+            JobStart(s.job_id, tuple(u.node_id for u in s.units), s.expected_duration,
+                     tuple(u.amounts for u in s.units))  # the answer's maps, not copied
             for s in response.starts
         ],
     )

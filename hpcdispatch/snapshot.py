@@ -71,7 +71,10 @@ class JobStart:
 
     job_id: str
     nodes: tuple[str, ...]  # one node id per unit
-    expected_duration: int = 0
+    expected_duration: int = 0  # d_i the decision used, seconds (a valid decision's: >= 1)
+    # What each unit holds, as an answer on the wire says (`UnitPlacement.amounts`); None for a
+    # decision made in this process, whose units hold their job's request by construction.
+    unit_amounts: tuple[Resources, ...] | None = field(default=None, compare=False)
 
 
 @dataclass(slots=True)

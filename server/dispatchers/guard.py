@@ -4,10 +4,14 @@ down with it.
 A dispatcher registered by another package than hpcdispatch (a plugin, docs/plugins.md) is
 made behind `Guarded`:
 
-- it decides in a thread of its own, and the decision waits for it until the search control's
-  deadline or until the caller is gone. Past the deadline the decision goes on without it
-  (`RanPastDeadline`); while such an overrun still runs, the plugin is not started again
-  (`StillRunning`), so a plugin stuck in a loop holds one thread, not one per call;
+- it decides on its own copy of the problem (`own_copy`): whatever it changes there, the
+  fallback and the check read the problem as the snapshot made it;
+- it decides in a thread of its own, recorded as a plugin call (`domain/plugin_calls.py`: a
+  plugin that ends the process is named in the log first), and the decision waits for it
+  until the search control's deadline or until the caller is gone. Past the deadline the
+  decision goes on without it (`RanPastDeadline`); while such an overrun still runs, the
+  plugin is not started again (`StillRunning`), so a plugin stuck in a loop holds one thread,
+  not one per call;
 - what it returns is checked for shape before anything reads it (`outcome_problem`: an
   Outcome, placements of the problem's jobs on its nodes, the domain's statuses and skip
   reasons, `domain.outcome_kinds`; `MalformedOutcome` otherwise). Whether the decision is
@@ -27,7 +31,9 @@ import threading
 from numbers import Integral, Real
 from typing import Any
 
+from ..domain.occupancy import RunningTable
 from ..domain.outcome_kinds import SkipReason, SolveStatus
+from ..domain.plugin_calls import plugin_call, watch_process_exits
 from .base import AttemptRecord, Outcome, SearchControl
 from .planning.problem import Problem
 
@@ -81,6 +87,7 @@ class Guarded:
         self.kind = kind
         self._overruns: list[threading.Thread] = []  # decisions past their deadline
         self._lock = threading.Lock()
+        watch_process_exits()
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         with self._lock:
@@ -90,10 +97,12 @@ class Guarded:
                                    "still runs; not started again until it ends")
         answer: list[Any] = []  # the outcome, or the exception, once the thread is done
         done = threading.Event()
+        own = own_copy(problem)
 
         def run() -> None:
             try:
-                answer.append(self.inner.decide(problem, control))
+                with plugin_call("dispatcher", self.name, "decide"):
+                    answer.append(self.inner.decide(own, control))
             except BaseException as exc:  # handed to the deciding thread below
                 answer.append(exc)
             finally:
@@ -117,6 +126,23 @@ class Guarded:
         if problem_text is not None:
             raise MalformedOutcome(self.name, problem_text)
         return result
+
+
+def own_copy(problem: Problem) -> Problem:
+    """`problem` as a plugin may change it without changing `problem`: its own queue list,
+    free pool (copy on write, its list of eligible nodes its own) and running table (arrays
+    copied); the rest is immutable (tuples, frozen jobs) or made again on first use (the
+    caches)."""
+    free = problem.free_now.copy()
+    free.eligible = list(free.eligible)
+    running = problem.running
+    return Problem(
+        t=problem.t, resources=tuple(problem.resources), node_ids=tuple(problem.node_ids),
+        capacity=tuple(problem.capacity), eligible=tuple(problem.eligible), free_now=free,
+        running=RunningTable(nodes=running.nodes.copy(), amounts=running.amounts.copy(),
+                             ends=running.ends.copy(), up=running.up.copy()),
+        jobs=list(problem.jobs), up_capacity=tuple(problem.up_capacity),
+    )
 
 
 def _index(value: object, size: int) -> bool:

@@ -31,7 +31,14 @@ from ..domain.profiles import PROFILES
 from ..domain.search_control import SearchControl
 from ..domain.search_settings import SearchSettings
 from ..intake.decision_options import DecisionOptions
-from ..pipeline import DecisionAbandoned, DecisionResult, Predictors, Situation, decide_on
+from ..pipeline import (
+    DecisionAbandoned,
+    DecisionResult,
+    Predictors,
+    Situation,
+    decide_on,
+    predictions_within,
+)
 from .admission import DecisionAdmission, Refused
 from .message_context import MessageContext
 from .metrics import ServiceMetrics
@@ -217,7 +224,8 @@ class DecisionFront:
         control = self.control(options, slot)
         predictor = self.predictors.predictor(options.cluster, predictor_kind_, slot.identity)
         built = time.monotonic()
-        situation = build(predictor_kind_, predictor)
+        with predictions_within(control):  # a plugin predictor's share of the deadline
+            situation = build(predictor_kind_, predictor)
         situation_seconds = time.monotonic() - built
         result = decide_on(situation, kind, predictor, control)
         response = self.answer(situation.snapshot, result, kind, predictor_kind_,

@@ -59,7 +59,7 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         if violations:
             log.warning("invalid snapshot", time=request.time, violations=len(violations),
                         first=violations[0].field)
-            abort_invalid_argument(context, f"invalid snapshot: {len(violations)} problem(s), "
+            abort_invalid_argument(context, f"invalid request: {len(violations)} problem(s), "
                                    f"first: {violations[0].field}: {violations[0].description}",
                                    violations)
         assert intake.snapshot is not None and intake.nodes is not None
