@@ -79,6 +79,13 @@ class ServerConfig:
     # one identity, whose bound is max_sessions.
     max_sessions_per_identity: int = 4
     session_idle_seconds: float = 900.0  # a session unused this long is forgotten, seconds
+    # The promise book's tokens (ExpectedStart.promise_token, server/intake/promise_tokens.py):
+    # a file whose first key line is the key this server signs promises with, the further lines
+    # keys it still accepts (rotation); None: a random key of this process, which accepts only
+    # the promises it made itself. Replicas that share promises share this file.
+    promise_key_file: str | None = None
+    # A promise token is accepted until its promised start + this many seconds (caller's clock).
+    promise_token_ttl_seconds: int = 86_400
 
     def knowledge_base_limits(self) -> KnowledgeBaseLimits:
         """What the predictors' knowledge base keeps at most (the knowledge_base_* keys)."""
@@ -193,6 +200,8 @@ def _check_limits(config: ServerConfig, check: Check) -> None:
           f"must be > 0 seconds, got {config.session_idle_seconds}")
     check("grace_seconds", math.isfinite(config.grace_seconds) and config.grace_seconds >= 0,
           f"must be >= 0 seconds, got {config.grace_seconds}")
+    check("promise_token_ttl_seconds", config.promise_token_ttl_seconds >= 0,
+          f"must be >= 0 seconds, got {config.promise_token_ttl_seconds}")
 
 
 def _check_names(config: ServerConfig, check: Check) -> None:

@@ -38,6 +38,7 @@ from google.rpc import error_details_pb2
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 
+from ..domain.caller_scope import CallerScope
 from ..intake.decision_options import DecisionOptions
 from ..intake.interruption import Interruption
 from ..intake.snapshot_intake import SnapshotIntake
@@ -140,6 +141,8 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
             ])
         snapshot, nodes, options = intake.snapshot, intake.nodes, intake.options
         assert snapshot is not None and nodes is not None and options is not None
+        snapshot = self.front.promises.verified_snapshot(  # only the promises it signed
+            snapshot, CallerScope(caller_identity(context), options.cluster))
         state = SessionState(options.cluster, snapshot, nodes)
         response = pb.OpenSessionResponse(sequence=0)
         if request.decide:
@@ -214,6 +217,8 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
             self._fail(context, checked.failure.reason, checked.failure.message, session.id)
         if checked.violations:
             self._reject(context, "invalid delta", checked.violations)
+        checked.submitted = self.front.promises.verified(  # only the promises it signed
+            checked.submitted, CallerScope(caller_identity(context), state.cluster), request.time)
         digest = delta_digest(request)
         if not request.decide:
             apply_checked(state, request, checked)
