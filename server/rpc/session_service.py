@@ -286,6 +286,8 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
 
         decided = self.front.decide_built(state.situation, options, slot, received)
         response, result, snapshot = decided.response, decided.result, decided.situation.snapshot
+        state.hold_promises((e.job_id, e.start_time, e.promise_token)  # the session keeps them
+                            for e in response.report.expected_starts if e.promised)
         report, kind = response.report, slot.kind
         self.metrics.session_decision_seconds.labels(dispatcher_label(kind)).observe(
             report.total_seconds)
