@@ -37,16 +37,14 @@ import string
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from hpcdispatch.snapshot import QueuedJob
 
-from ..config import ServerConfig
+from ..config import ServerConfig, read_promise_keys
 from ..domain.caller_scope import CallerScope
 
 TOKEN_VERSION = "1"
 MAX_TOKEN_CHARS = 64
-MIN_KEY_CHARS = 32  # of a key line: 32 characters of a random text (e.g. `openssl rand -hex 32`)
 MAC_BYTES = 16
 MAC_CHARS = 22  # MAC_BYTES in unpadded base64url
 BASE64URL = frozenset(string.ascii_letters + string.digits + "-_")
@@ -74,23 +72,13 @@ class PromiseKeys:
 
     @staticmethod
     def from_file(path: str) -> PromiseKeys:
-        """The keys of `path`: one per line, the first signs, blank and # lines skipped.
-        Raises ValueError naming the configuration key and what is wrong."""
-        where = f"configuration key 'promise_key_file': {path}"
+        """The keys of `path` (`read_promise_keys`: the first signs); ValueError naming the
+        configuration key and what is wrong."""
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{where}: cannot read it ({exc})") from exc
-        lines = [line.strip() for line in text.splitlines()]
-        keys = [line for line in lines if line and not line.startswith("#")]
-        if not keys:
-            raise ValueError(f"{where}: holds no key (one key per line, the first signs)")
-        short = [n for n, key in enumerate(keys, 1) if len(key) < MIN_KEY_CHARS]
-        if short:
-            raise ValueError(f"{where}: key {short[0]} has fewer than {MIN_KEY_CHARS} "
-                             "characters (e.g. `openssl rand -hex 32`)")
-        encoded = tuple(key.encode("utf-8") for key in keys)
-        return PromiseKeys(encoded[0], encoded, shared=True)
+            keys = read_promise_keys(path)
+        except ValueError as exc:
+            raise ValueError(f"configuration key 'promise_key_file': {exc}") from exc
+        return PromiseKeys(keys[0], keys, shared=True)
 
     @staticmethod
     def of(config: ServerConfig) -> PromiseKeys:
