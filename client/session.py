@@ -52,14 +52,10 @@ def _changes(old: Sequence[_Job], new: Sequence[_Job]) -> tuple[list[str], list[
     return gone, added
 
 
-# A queued job's fields a session keeps on its own: the promise its server reported last
-# (the contract's "Sessions"); a change of them alone is not sent in a delta.
-PROMISE_FIELDS = ("promised_start", "promise_token")
-
-
 def _same(new: _Job | None, old: _Job) -> bool:
     """Whether `new` is `old` for the session: equal, or a queued job whose promise alone
-    changed (the promise the server reported, sent back)."""
+    changed (`promised_start`, `promise_token`: the promise the server reported, sent back;
+    a session keeps it on its own, the contract's "Sessions")."""
     if new is None or new == old:
         return new is not None
     if not isinstance(new, pb.QueuedJob):
@@ -67,9 +63,9 @@ def _same(new: _Job | None, old: _Job) -> bool:
     bare_new, bare_old = pb.QueuedJob(), pb.QueuedJob()
     bare_new.CopyFrom(new)
     bare_old.CopyFrom(old)
-    for name in PROMISE_FIELDS:
-        bare_new.ClearField(name)
-        bare_old.ClearField(name)
+    for bare in (bare_new, bare_old):
+        bare.ClearField("promised_start")
+        bare.ClearField("promise_token")
     return bare_new == bare_old
 
 

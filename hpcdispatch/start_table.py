@@ -39,7 +39,7 @@ def date(t: int) -> str:
 def start_rows(request: pb.DispatchRequest, response: pb.DispatchResponse) -> list[tuple[str, ...]]:
     """The table's rows (HEADER's columns), soonest start first."""
     jobs = {q.id: q for q in request.queued_jobs}
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for e in sorted(response.report.expected_starts, key=lambda e: (e.start_time, e.job_id)):
         job = jobs.get(e.job_id, pb.QueuedJob())
         rows.append((
