@@ -65,7 +65,8 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         assert intake.snapshot is not None and intake.nodes is not None
         assert intake.options is not None
         snapshot = self.front.promises.verified_snapshot(  # only the promises it signed
-            intake.snapshot, CallerScope(slot.identity, intake.options.cluster))
+            intake.snapshot, CallerScope(slot.identity, intake.options.cluster),
+            Interruption(slot.deadline, slot.cancelled))
         decided = self.front.decide(Situation(snapshot, intake.nodes), intake.options,
                                     slot, received)
         response, result, settings = decided.response, decided.result, decided.settings

@@ -27,6 +27,7 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
 from ..domain.caller_scope import CallerScope
+from ..intake.interruption import NEVER, Interruption
 from ..intake.promise_tokens import PromiseTokens, verify_queue
 from ..intake.shown import clipped, shown
 from .metrics import ServiceMetrics, dispatcher_label
@@ -52,10 +53,11 @@ class PromiseWatch:
 
     # -- in ----------------------------------------------------------------------------------
 
-    def verified(self, jobs: Iterable[QueuedJob], scope: CallerScope,
-                 t: int) -> tuple[QueuedJob, ...]:
-        """`jobs` sent at t by `scope`, each promise this server cannot verify taken away."""
-        checked = verify_queue(self.tokens, jobs, scope, t)
+    def verified(self, jobs: Iterable[QueuedJob], scope: CallerScope, t: int,
+                 interruption: Interruption = NEVER) -> tuple[QueuedJob, ...]:
+        """`jobs` sent at t by `scope`, each promise this server cannot verify taken away;
+        DecisionAbandoned once `interruption` says the deadline has passed or the caller left."""
+        checked = verify_queue(self.tokens, jobs, scope, t, interruption)
         if checked.refused:
             for reason, count in checked.refused.items():
                 self.metrics.promises_refused.labels(reason).inc(count)
@@ -64,12 +66,13 @@ class PromiseWatch:
                         first_job=shown(checked.first_refused))
         return checked.jobs
 
-    def verified_snapshot(self, snapshot: Snapshot, scope: CallerScope) -> Snapshot:
-        """`snapshot` with only the promises this server verified."""
+    def verified_snapshot(self, snapshot: Snapshot, scope: CallerScope,
+                          interruption: Interruption = NEVER) -> Snapshot:
+        """`snapshot` with only the promises this server verified (`verified`)."""
         if not any(q.promised_start is not None or q.promise_token for q in snapshot.queued):
             return snapshot
-        return dataclasses.replace(snapshot, queued=self.verified(snapshot.queued, scope,
-                                                                  snapshot.time))
+        return dataclasses.replace(snapshot, queued=self.verified(
+            snapshot.queued, scope, snapshot.time, interruption))
 
     # -- out ---------------------------------------------------------------------------------
 

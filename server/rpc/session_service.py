@@ -141,8 +141,12 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
             ])
         snapshot, nodes, options = intake.snapshot, intake.nodes, intake.options
         assert snapshot is not None and nodes is not None and options is not None
-        snapshot = self.front.promises.verified_snapshot(  # only the promises it signed
-            snapshot, CallerScope(caller_identity(context), options.cluster))
+        try:  # only the promises it signed
+            snapshot = self.front.promises.verified_snapshot(
+                snapshot, CallerScope(caller_identity(context), options.cluster),
+                interruption_of(context, received))
+        except DecisionAbandoned as abandoned:
+            abort_abandoned(context, abandoned)
         state = SessionState(options.cluster, snapshot, nodes)
         response = pb.OpenSessionResponse(sequence=0)
         if request.decide:
@@ -217,8 +221,12 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
             self._fail(context, checked.failure.reason, checked.failure.message, session.id)
         if checked.violations:
             self._reject(context, "invalid delta", checked.violations)
-        checked.submitted = self.front.promises.verified(  # only the promises it signed
-            checked.submitted, CallerScope(caller_identity(context), state.cluster), request.time)
+        try:  # only the promises it signed
+            checked.submitted = self.front.promises.verified(
+                checked.submitted, CallerScope(caller_identity(context), state.cluster),
+                request.time, interruption_of(context, received))
+        except DecisionAbandoned as abandoned:
+            abort_abandoned(context, abandoned)
         digest = delta_digest(request)
         if not request.decide:
             apply_checked(state, request, checked)

@@ -10,12 +10,14 @@ import pytest
 
 from hpcdispatch.server.config import load_config
 from hpcdispatch.server.domain.caller_scope import CallerScope
+from hpcdispatch.server.intake.interruption import Interruption
 from hpcdispatch.server.intake.promise_tokens import (
     MAX_TOKEN_CHARS,
     PromiseKeys,
     PromiseTokens,
     verify_queue,
 )
+from hpcdispatch.server.pipeline import DecisionAbandoned
 from hpcdispatch.server.rpc.app import start_server
 from hpcdispatch.snapshot import QueuedJob
 
@@ -125,3 +127,20 @@ def test_the_key_file_and_ttl_come_from_the_environment(tmp_path: Path) -> None:
     assert config.promise_token_ttl_seconds == 600
     with pytest.raises(ValueError, match="promise_token_ttl_seconds"):
         load_config(env={"HPCDISPATCH_PROMISE_TOKEN_TTL_SECONDS": "-1"})
+
+
+def test_a_queue_of_forged_promises_stops_at_the_deadline_within_a_chunk() -> None:
+    """Each forged promise costs an HMAC per key: the check looks at the deadline and the
+    caller every few hundred promises, as the intake's loops do."""
+    signer = tokens(KEY, OLD_KEY)
+    looked = []
+
+    def gone() -> bool:
+        looked.append(1)
+        return len(looked) > 1  # the caller leaves after the first look
+
+    forged = [job(str(i), start=2000, token="1.2100." + "A" * 22) for i in range(5000)]
+    with pytest.raises(DecisionAbandoned) as abandoned:
+        verify_queue(signer, forged, SCOPE, 1000, Interruption(None, gone))
+    assert abandoned.value.cancelled and abandoned.value.stage == "convert"
+    assert len(looked) == 2  # two looks: 2 x CHUNK / PROMISE_WORK promises, not 5,000
