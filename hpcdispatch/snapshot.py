@@ -55,6 +55,7 @@ class QueuedJob:
     requested_time: int
     actual_duration: int | None = None  # simulation only (oracle)
     promised_start: int | None = None  # a promise an earlier answer gave (the promise book)
+    promise_token: str = ""  # the token that promise came with (ExpectedStart.promise_token)
 
 
 @dataclass(frozen=True, slots=True)

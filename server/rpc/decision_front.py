@@ -42,6 +42,7 @@ from ..pipeline import (
 from .admission import DecisionAdmission, Refused
 from .message_context import MessageContext
 from .metrics import ServiceMetrics
+from .promise_watch import PromiseWatch
 from .tls import caller_identity
 
 log = structlog.get_logger("hpcdispatch.server")
@@ -136,6 +137,7 @@ class DecisionFront:
             min(config.decision_concurrency or cpu_count(), self.decision_threads)
         )
         metrics.decisions_waiting.set_function(lambda: self.admission.waiting)
+        self.promises = PromiseWatch(config, metrics)  # verified in, signed out, counted
 
     @contextmanager
     def slot(
@@ -230,6 +232,7 @@ class DecisionFront:
         result = decide_on(situation, kind, predictor, control)
         response = self.answer(situation.snapshot, result, kind, predictor_kind_,
                                control.settings, options.cluster, received)
+        self.promises.answered(response, situation.snapshot, control.scope)
         return Decided(response, result, situation, predictor_kind_, control.settings,
                        situation_seconds)
 

@@ -11,6 +11,7 @@ import structlog
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 
+from ..domain.caller_scope import CallerScope
 from ..intake.decision_options import asked_dispatcher
 from ..intake.interruption import Interruption
 from ..intake.shown import clipped
@@ -64,7 +65,10 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
                                    violations)
         assert intake.snapshot is not None and intake.nodes is not None
         assert intake.options is not None
-        decided = self.front.decide(Situation(intake.snapshot, intake.nodes), intake.options,
+        snapshot = self.front.promises.verified_snapshot(  # only the promises it signed
+            intake.snapshot, CallerScope(slot.identity, intake.options.cluster),
+            Interruption(slot.deadline, slot.cancelled))
+        decided = self.front.decide(Situation(snapshot, intake.nodes), intake.options,
                                     slot, received)
         response, result, settings = decided.response, decided.result, decided.settings
         outcome, report = result.outcome, response.report
