@@ -40,7 +40,7 @@ def _changes(old: Sequence[_Job], new: Sequence[_Job]) -> tuple[list[str], list[
     after = {j.id: j for j in new}
     if len(after) != len(new):
         return None  # repeated ids: let the full snapshot's validation name them
-    gone = [j.id for j in old if after.get(j.id) != j]
+    gone = [j.id for j in old if not _same(after.get(j.id), j)]
     dropped = set(gone)
     kept = [j.id for j in old if j.id not in dropped]
     before = {j.id for j in old if j.id not in dropped}
@@ -50,6 +50,23 @@ def _changes(old: Sequence[_Job], new: Sequence[_Job]) -> tuple[list[str], list[
     ):
         return None
     return gone, added
+
+
+def _same(new: _Job | None, old: _Job) -> bool:
+    """Whether `new` is `old` for the session: equal, or a queued job whose promise alone
+    changed (`promised_start`, `promise_token`: the promise the server reported, sent back;
+    a session keeps it on its own, the contract's "Sessions")."""
+    if new is None or new == old:
+        return new is not None
+    if not isinstance(new, pb.QueuedJob):
+        return False
+    bare_new, bare_old = pb.QueuedJob(), pb.QueuedJob()
+    bare_new.CopyFrom(new)
+    bare_old.CopyFrom(old)
+    for bare in (bare_new, bare_old):
+        bare.ClearField("promised_start")
+        bare.ClearField("promise_token")
+    return bare_new == bare_old
 
 
 # The decision options a delta repeats from the request: the fields DispatchRequest and

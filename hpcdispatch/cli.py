@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from google.protobuf import json_format
 
 from hpcdispatch import __version__
 from hpcdispatch.catalog import dispatcher_names, predictor_names, select_dispatcher
+from hpcdispatch.start_table import start_table
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 EXAMPLE_SNAPSHOT = "eurora_snapshot.json"
@@ -107,6 +109,9 @@ def _add_dispatch(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", help="host:port of a running service")
     p.add_argument("--dispatcher", choices=sorted(dispatcher_names()),
                    help="override the request's (a built-in's or an installed plugin's name)")
+    p.add_argument("--profile", metavar="PROFILE",
+                   help="search profile of the CP dispatchers, e.g. book (every waiting job a "
+                   "promised start); overrides the request's; default: the service's")
     p.add_argument("--timeout", type=float, default=30.0, help="deadline, seconds")
     p.add_argument("--output", help="write the DispatchResponse JSON here instead of stdout")
     p.add_argument("--tls-ca", help="TLS: PEM bundle that signed the server's certificate "
@@ -118,12 +123,29 @@ def _add_dispatch(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_dispatch)
 
 
+# Keys the embedded service does not take from the environment: how a service is reached and
+# what it logs (it listens on loopback, in plaintext, without metrics, quietly).
+NOT_EMBEDDED = (
+    "listen", "metrics_port", "metrics_host", "metrics_tls_cert", "metrics_tls_key",
+    "metrics_tls_client_ca", "metrics_basic_auth_user", "metrics_basic_auth_password_hash",
+    "tls_cert", "tls_key", "tls_client_ca", "tls_client_identities", "log_format", "log_level",
+)
+
+
 def _embedded_or_remote(target: str | None) -> AbstractContextManager[str]:
+    """The target given, or an embedded service configured as `serve` would be from the
+    environment (HPCDISPATCH_DEFAULT_PROFILE, ..., but NOT_EMBEDDED)."""
     if target:
         return nullcontext(target)
+    from hpcdispatch.server.config import load_config
     from hpcdispatch.server.rpc.embedded import embedded_server
 
-    return embedded_server()
+    try:
+        config = load_config()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    return embedded_server(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+                              if f.name not in NOT_EMBEDDED})
 
 
 def _credentials(args: argparse.Namespace) -> grpc.ChannelCredentials | None:
@@ -221,6 +243,8 @@ def _dispatch_checked(args: argparse.Namespace) -> int:
     if args.dispatcher:
         request.dispatcher, request.dispatcher_name = pb.DISPATCHER_UNSPECIFIED, ""
         select_dispatcher(request, args.dispatcher)
+    if args.profile:
+        request.search.profile = args.profile
     with (
         _embedded_or_remote(args.target) as target,
         DispatcherClient(target, credentials=credentials, extra_options=options) as client,
@@ -246,6 +270,7 @@ def _dispatch_checked(args: argparse.Namespace) -> int:
         f"{pb.SolveStatus.Name(report.status)}; {report.total_seconds * 1000:.1f} ms",
         file=sys.stderr,
     )
+    print(start_table(request, response), file=sys.stderr)
     return 0
 
 

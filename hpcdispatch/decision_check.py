@@ -1,10 +1,12 @@
 """Independent check of a dispatching decision against its snapshot.
 
-It shares no code with the models that produce decisions: it reads the cluster's own facts (the
-nodes, what the running jobs hold on each node, the queued jobs) and adds each started unit's
-request. Those facts come from a full snapshot (`check_decision`) or from any other keeper of
-the cluster state, e.g. a session, that answers `ClusterFacts` (`check_decision_against`); the
-work is then proportional to the decision (the nodes and jobs it names), not to the cluster.
+It shares no code with the models that produce decisions: it reads the cluster's own facts (t,
+the nodes, what the running jobs hold on each node, the queued jobs), checks each start against
+its job (queued, started once, its units, what each unit holds, its d_i) and adds each started
+unit's request to its node (`RULES` lists what it checks). Those facts come from a full
+snapshot (`check_decision`) or from any other keeper of the cluster state, e.g. a session, that
+answers `ClusterFacts` (`check_decision_against`); the work is then proportional to the
+decision (the nodes and jobs it names), not to the cluster.
 A decision that fails here must never be returned (service) or applied (simulator, Slurm bridge).
 
 The usage sum is one array operation: the facts give the nodes the decision touches as rows
@@ -39,6 +41,10 @@ class NodeRows:
 
 class ClusterFacts(Protocol):
     """The facts of one cluster state a decision is checked against."""
+
+    @property
+    def time(self) -> int:
+        """t of the state: the time a decision on it echoes."""
 
     def known_nodes(self, node_ids: Collection[str]) -> dict[str, Node]:
         """The nodes of these ids the cluster has (unknown ids are left out)."""
@@ -80,6 +86,7 @@ class SnapshotFacts:
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
+        self.time = snapshot.time
         self._nodes: dict[str, Node] | None = None  # by id, made on first use
         self._queued: dict[str, QueuedJob] | None = None
 
@@ -107,17 +114,31 @@ class SnapshotFacts:
         return self._queued.get(job_id)
 
 
+# The check's rules, by name: the echoed time; each start of a job that is queued, started
+# once, with its number of units, each unit holding exactly the job's per-unit request, with a
+# d_i of at least a second and at most the requested time; each unit on a known node that is
+# up; no node over its capacity. `check_decision_against(..., rules=)` applies some of them
+# (the suite's mutation self-test drops each in turn: every rule must catch a mutation alone).
+RULES = ("time", "queued", "once", "units", "amounts", "duration", "known_node", "up_node",
+         "capacity")
+
+
 def check_decision(snapshot: Snapshot, decision: Decision) -> list[str]:
     """Return every violation of the decision; an empty list means the decision is valid."""
     return check_decision_against(SnapshotFacts(snapshot), decision)
 
 
-def check_decision_against(facts: ClusterFacts, decision: Decision) -> list[str]:
-    """Return every violation of the decision in the cluster state `facts` describes: first
-    those of each start (in decision order), then the nodes over capacity (in the order the
-    decision first names them, each resource type by name)."""
+def check_decision_against(facts: ClusterFacts, decision: Decision,
+                           rules: Collection[str] = RULES) -> list[str]:
+    """Return every violation of the decision in the cluster state `facts` describes: first a
+    time other than the state's, then those of each start (in decision order), then the nodes
+    over capacity (in the order the decision first names them, each resource type by name)."""
+    unknown_rules = set(rules).difference(RULES)
+    assert not unknown_rules, f"no such rules: {sorted(unknown_rules)}"
+    timing = ([f"decision time {decision.time} is not the state's time t={facts.time}"]
+              if "time" in rules and decision.time != facts.time else [])
     if not decision.starts:
-        return []
+        return timing
     # Each start's own problems, with the start's position (its node problems follow them).
     problems: list[tuple[int, str]] = []
     touched: list[str] = []  # the node of every unit of every start
@@ -129,15 +150,14 @@ def check_decision_against(facts: ClusterFacts, decision: Decision) -> list[str]
         touched.extend(start.nodes)
         job = facts.queued_job(start.job_id)
         if job is None:
-            problems.append((at, f"job {start.job_id!r} is not a queued job of the snapshot"))
+            if "queued" in rules:
+                problems.append((at, f"job {start.job_id!r} is not a queued job of the snapshot"))
             continue
-        if start.job_id in seen:
+        if start.job_id in seen and "once" in rules:
             problems.append((at, f"job {start.job_id!r} is started twice"))
             continue
         seen.add(start.job_id)
-        if len(start.nodes) != job.units:
-            problems.append((at, f"job {job.id!r} asks for {job.units} units but "
-                             f"{len(start.nodes)} were placed"))
+        problems.extend((at, text) for text in _start_problems(start, job, rules))
         placed.append((at, start))
         requests.append(job.unit_request)
         units.append(len(start.nodes))
@@ -149,10 +169,48 @@ def check_decision_against(facts: ClusterFacts, decision: Decision) -> list[str]
     unit_rows = np.fromiter(map(row_of.__getitem__, unit_nodes), dtype=np.int64,
                             count=len(unit_nodes))
     if not rows.up[unit_rows].all():
-        _node_problems(facts, rows, placed, row_of, problems)
-    ordered = [text for _, text in sorted(problems, key=lambda p: p[0])]
+        _node_problems(facts, rows, placed, row_of, problems, rules)
+    ordered = timing + [text for _, text in sorted(problems, key=lambda p: p[0])]
+    if "capacity" in rules:
+        ordered.extend(_over_capacity(rows, node_ids, unit_rows, requests, units))
+    return ordered
 
-    # Usage of every node the decision touches: running allocations plus the started units.
+
+def _start_problems(start: JobStart, job: QueuedJob, rules: Collection[str]) -> list[str]:
+    """What is wrong with one start of queued job `job` by itself: its number of units, what
+    each unit holds, its d_i."""
+    problems = []
+    if "units" in rules and len(start.nodes) != job.units:
+        problems.append(f"job {job.id!r} asks for {job.units} units but "
+                        f"{len(start.nodes)} were placed")
+    if "amounts" in rules and start.unit_amounts is not None:
+        request = _nonzero(job.unit_request)
+        if len(start.unit_amounts) != len(start.nodes):
+            problems.append(f"job {job.id!r} has {len(start.nodes)} units placed but "
+                            f"{len(start.unit_amounts)} units' amounts")
+        for unit, amounts in enumerate(start.unit_amounts):
+            if _nonzero(amounts) != request:
+                problems.append(f"job {job.id!r} unit {unit} holds {dict(amounts)} where its "
+                                f"per-unit request is {dict(job.unit_request)}")
+                break  # one unit named is enough
+    if "duration" in rules and not (
+            1 <= start.expected_duration <= max(job.requested_time, 1)):
+        problems.append(f"job {job.id!r} expected_duration {start.expected_duration} s is not "
+                        f"within 1 .. its requested time {job.requested_time} s")
+    return problems
+
+
+def _nonzero(amounts: Mapping[str, int]) -> dict[str, int]:
+    """`amounts` without its zero entries (a type held at 0 is a type not held)."""
+    return {r: a for r, a in amounts.items() if a}
+
+
+def _over_capacity(
+    rows: NodeRows, node_ids: Sequence[str], unit_rows: npt.NDArray[np.int64],
+    requests: Sequence[Mapping[str, int]], units: Sequence[int],
+) -> list[str]:
+    """Every (node, resource type) the decision takes over capacity: what the running work
+    holds plus the started units' requests (one array sum), node by node, types by name."""
     extra = set().union(*requests).difference(rows.resources)
     resources = rows.resources + tuple(sorted(extra))
     capacity, held = rows.capacity, rows.held
@@ -166,25 +224,25 @@ def check_decision_against(facts: ClusterFacts, decision: Decision) -> list[str]
     total = held.copy()
     np.add.at(total, unit_rows, np.repeat(asked, units, axis=0))
     over = (total > capacity) & rows.known[:, None]
-    # Node by node, resource types by name (whatever the columns' order).
-    for i, j in sorted(zip(*np.nonzero(over), strict=True),
-                       key=lambda cell: (cell[0], resources[cell[1]])):
-        ordered.append(f"node {node_ids[i]!r} over capacity on {resources[j]!r}: "
-                       f"{int(total[i, j])} > {int(capacity[i, j])}")
-    return ordered
+    return [f"node {node_ids[i]!r} over capacity on {resources[j]!r}: "
+            f"{int(total[i, j])} > {int(capacity[i, j])}"
+            for i, j in sorted(zip(*np.nonzero(over), strict=True),
+                               key=lambda cell: (cell[0], resources[cell[1]]))]
 
 
 def _node_problems(
     facts: ClusterFacts, rows: NodeRows, placed: list[tuple[int, JobStart]],
-    row_of: Mapping[str, int], problems: list[tuple[int, str]],
+    row_of: Mapping[str, int], problems: list[tuple[int, str]], rules: Collection[str],
 ) -> None:
     """Units of placed starts on unknown nodes or nodes not up."""
     for at, start in placed:
         for node_id in start.nodes:
             row = row_of[node_id]
             if not rows.known[row]:
-                problems.append((at, f"job {start.job_id!r} placed on unknown node {node_id!r}"))
-            elif not rows.up[row]:
+                if "known_node" in rules:
+                    problems.append(
+                        (at, f"job {start.job_id!r} placed on unknown node {node_id!r}"))
+            elif not rows.up[row] and "up_node" in rules:
                 state = facts.known_nodes([node_id])[node_id].state
                 problems.append(
                     (at, f"job {start.job_id!r} placed on {state.value} node {node_id!r}"))

@@ -55,6 +55,7 @@ def queued_job_from_pb(j: pb.QueuedJob) -> QueuedJob:
         requested_time=j.requested_time,
         actual_duration=j.actual_duration if j.HasField("actual_duration") else None,
         promised_start=j.promised_start if j.HasField("promised_start") else None,
+        promise_token=j.promise_token,
     )
 
 
@@ -112,6 +113,8 @@ def add_queued_jobs(jobs: RepeatedCompositeFieldContainer[pb.QueuedJob],
             qmsg.actual_duration = q.actual_duration
         if q.promised_start is not None:
             qmsg.promised_start = q.promised_start
+        if q.promise_token:
+            qmsg.promise_token = q.promise_token
 
 
 def add_starts(
@@ -143,7 +146,8 @@ def decision_from_pb(response: pb.DispatchResponse) -> Decision:
     return Decision(
         time=response.time,
         starts=[
-            JobStart(s.job_id, tuple(u.node_id for u in s.units), s.expected_duration)
+            JobStart(s.job_id, tuple(u.node_id for u in s.units), s.expected_duration,
+                     tuple(u.amounts for u in s.units))  # the answer's maps, not copied
             for s in response.starts
         ],
     )

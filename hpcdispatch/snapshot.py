@@ -55,6 +55,7 @@ class QueuedJob:
     requested_time: int
     actual_duration: int | None = None  # simulation only (oracle)
     promised_start: int | None = None  # a promise an earlier answer gave (the promise book)
+    promise_token: str = ""  # the token that promise came with (ExpectedStart.promise_token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +72,10 @@ class JobStart:
 
     job_id: str
     nodes: tuple[str, ...]  # one node id per unit
-    expected_duration: int = 0
+    expected_duration: int = 0  # d_i the decision used, seconds (a valid decision's: >= 1)
+    # What each unit holds, as an answer on the wire says (`UnitPlacement.amounts`); None for a
+    # decision made in this process, whose units hold their job's request by construction.
+    unit_amounts: tuple[Resources, ...] | None = field(default=None, compare=False)
 
 
 @dataclass(slots=True)

@@ -8,17 +8,18 @@ The sources are the registered built-ins (pyproject.toml's entry points, in enum
 class's own table attributes, the server's defaults (`ServerConfig`) and the profiles
 (`PROFILES`):
 
-  dispatcher class  `summary` (README's *Dispatchers*: what it does), `model_size` (its model
-                    size column; "–" when absent), and for a backfilling baseline
-                    (docs/configuration.md's *Backfilling baselines*) `head` (its head
-                    reservation), `backfill` (its backfill order), `parameter` ("–" when absent);
-                    its module is the table's module column.
+  dispatcher class  `table`, a TableRow (server/dispatchers/table_row.py): `summary` (README's
+                    *Dispatchers*: what it does), `model_size` (its model size column; "–" when
+                    None), and for a backfilling baseline (docs/configuration.md's *Backfilling
+                    baselines*, the rows with a `backfill`) `head` (its head reservation),
+                    `backfill` (its backfill order), `parameter` ("–" when None); its module is
+                    the table's module column.
   predictor class   `summary` (README's *Duration predictors*: what it predicts).
 
-Only a class's own attributes count (never inherited ones: `easy-sjbf` is EASY's subclass, not
-EASY), and a built-in without its own `summary` fails. Rows that differ only in the name are
-written as one (`easy-sjf`, `easy-wfp3`, ...). --check fails when a page differs from what the
-code says, so CI notices a dispatcher added without regenerating.
+Only a class's own attribute counts (never an inherited one: `easy-sjbf` is EASY's subclass,
+not EASY), and a built-in without its own `table` (a predictor: `summary`) fails. Rows that
+differ only in the name are written as one (`easy-sjf`, `easy-wfp3`, ...). --check fails when a
+page differs from what the code says, so CI notices a dispatcher added without regenerating.
 """
 
 from __future__ import annotations
@@ -38,11 +39,22 @@ NONE = "–"
 Named = Sequence[tuple[str, type]]  # (registered name, class), in table order
 
 
-def _own(cls: type, attribute: str, default: str | None = None) -> str:
+def _own(cls: type, attribute: str) -> Any:
     """`cls`'s own table attribute (a subclass's inherited one says what its parent does)."""
-    value = vars(cls).get(attribute, default)
+    value = vars(cls).get(attribute)
     if value is None:
         raise SystemExit(f"{cls.__module__}.{cls.__qualname__}: no `{attribute}` of its own; "
+                         "the built-ins' tables are made from it (scripts/gen_tables.py)")
+    return value
+
+
+def _cell(cls: type, cell: str, default: str | None = None) -> str:
+    """One cell of a dispatcher class's own `table` row (`default` where the row has None)."""
+    value = getattr(_own(cls, "table"), cell)
+    if value is None:
+        value = default
+    if value is None:
+        raise SystemExit(f"{cls.__module__}.{cls.__qualname__}: its `table` has no `{cell}`; "
                          "the built-ins' tables are made from it (scripts/gen_tables.py)")
     return str(value)
 
@@ -75,16 +87,16 @@ def _in_order(dispatchers: Named, cp: Collection[str]) -> Named:
 def dispatcher_table(dispatchers: Named, default: str, cp: Collection[str]) -> str:
     """README's *Dispatchers*."""
     rows = [(f"`{name}`" + (" (default)" if name == default else ""),
-             [_own(cls, "summary"), _own(cls, "model_size", NONE)])
+             [_cell(cls, "summary"), _cell(cls, "model_size", NONE)])
             for name, cls in _in_order(dispatchers, cp)]
     return _table(("name", "what it does", "model size"), rows)
 
 
 def baseline_table(dispatchers: Named) -> str:
     """docs/configuration.md's *Backfilling baselines*: the dispatchers that state a backfill."""
-    rows = [(f"`{name}`", [f"`{cls.__module__.rsplit('.', 1)[-1]}.py`", _own(cls, "head"),
-                           _own(cls, "backfill"), _own(cls, "parameter", NONE)])
-            for name, cls in dispatchers if "backfill" in vars(cls)]
+    rows = [(f"`{name}`", [f"`{cls.__module__.rsplit('.', 1)[-1]}.py`", _cell(cls, "head"),
+                           _cell(cls, "backfill"), _cell(cls, "parameter", NONE)])
+            for name, cls in dispatchers if _own(cls, "table").backfill is not None]
     return _table(("dispatcher", "module", "head reservation", "backfill", "parameter"), rows)
 
 

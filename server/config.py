@@ -82,6 +82,13 @@ class ServerConfig:
     # one identity, whose bound is max_sessions.
     max_sessions_per_identity: int = 4
     session_idle_seconds: float = 900.0  # a session unused this long is forgotten, seconds
+    # The promise book's tokens (ExpectedStart.promise_token, server/intake/promise_tokens.py):
+    # a file whose first key line is the key this server signs promises with, the further lines
+    # keys it still accepts (rotation); None: a random key of this process, which accepts only
+    # the promises it made itself. Replicas that share promises share this file.
+    promise_key_file: str | None = None
+    # A promise token is accepted until its promised start + this many seconds (caller's clock).
+    promise_token_ttl_seconds: int = 86_400
 
     def knowledge_base_limits(self) -> KnowledgeBaseLimits:
         """What the predictors' knowledge base keeps at most (the knowledge_base_* keys)."""
@@ -197,6 +204,13 @@ def _check_limits(config: ServerConfig, check: Check) -> None:
           f"must be > 0 seconds, got {config.session_idle_seconds}")
     check("grace_seconds", math.isfinite(config.grace_seconds) and config.grace_seconds >= 0,
           f"must be >= 0 seconds, got {config.grace_seconds}")
+    check("promise_token_ttl_seconds", config.promise_token_ttl_seconds >= 0,
+          f"must be >= 0 seconds, got {config.promise_token_ttl_seconds}")
+    if config.promise_key_file:
+        try:
+            read_promise_keys(config.promise_key_file)
+        except ValueError as exc:
+            check("promise_key_file", False, str(exc))
 
 
 def _check_names(config: ServerConfig, check: Check) -> None:
@@ -242,6 +256,27 @@ def _check_security(config: ServerConfig, check: Check) -> None:
         check("metrics_basic_auth_password_hash",
               password_hash.startswith(("$2a$", "$2b$", "$2y$")) and len(password_hash) == 60,
               "must be a bcrypt hash ($2b$..., 60 characters), e.g. from `htpasswd -nBC 10 USER`")
+
+
+# A promise key line (promise_key_file): at least this many characters of a random text.
+MIN_PROMISE_KEY_CHARS = 32
+
+
+def read_promise_keys(path: str) -> tuple[bytes, ...]:
+    """The keys of a promise key file, one per line (blank and # lines skipped), the signing
+    key first; ValueError saying what is wrong with the file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read it ({exc})") from exc
+    keys = [k for k in (line.strip() for line in text.splitlines()) if k and not k.startswith("#")]
+    if not keys:
+        raise ValueError(f"{path}: holds no key (one key per line, the first signs)")
+    short = [n for n, key in enumerate(keys, 1) if len(key) < MIN_PROMISE_KEY_CHARS]
+    if short:
+        raise ValueError(f"{path}: key {short[0]} has fewer than {MIN_PROMISE_KEY_CHARS} "
+                         "characters (e.g. `openssl rand -hex 32`)")
+    return tuple(key.encode("utf-8") for key in keys)
 
 
 def validate_config(config: ServerConfig, sources: Mapping[str, str] | None = None) -> None:

@@ -31,6 +31,7 @@ from hpcdispatch.snapshot import JobCompletion, QueuedJob, RunningJob
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .config import ServerConfig, load_config
+from .core_wire import solve_status_to_pb
 from .domain.duration_predictor import depends_on_job_only
 from .domain.profiles import DEFAULT_PROFILE, PROFILES
 from .intake.decision_options import DecisionOptions
@@ -71,6 +72,11 @@ class InProcessDecision:
     predictor: int  # pb.Predictor
     profile: str
     seconds: float  # wall time of the decision
+
+    @property
+    def status(self) -> int:
+        """The decision's status as the answer's report says it (pb.SolveStatus)."""
+        return solve_status_to_pb(self.result.outcome.status)
 
 
 class InProcessService:

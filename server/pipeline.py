@@ -26,18 +26,18 @@ from __future__ import annotations
 import dataclasses
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 import structlog
 
-from hpcdispatch.catalog import dispatcher_name
+from hpcdispatch.catalog import DISPATCHER_NAMES, dispatcher_name
 from hpcdispatch.decision_check import ClusterFacts, SnapshotFacts, check_decision_against
 from hpcdispatch.registrations import Registrations
 from hpcdispatch.snapshot import Decision, JobStart, QueuedJob, RunningJob, Snapshot
-from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .dispatchers import BY_NAME, DISPATCHERS
 from .dispatchers import REGISTRY as DISPATCHER_REGISTRY
@@ -48,9 +48,12 @@ from .dispatchers.planning.problem import Problem, build_problem
 from .domain.duration_predictor import Completion, DurationPredictor, JobFacts, predict_many
 from .domain.node_index import NodeIndex
 from .domain.occupancy import Occupancy
+from .domain.outcome_kinds import SolveStatus
+from .domain.repeated_failures import RepeatedFailures
 from .domain.search_control import SearchControl
 from .domain.search_settings import SearchSettings
 from .predictors.completion_store import StoreUnavailable
+from .predictors.guard import predictions_until
 from .predictors.knowledge_base import KnowledgeBaseLimits
 from .predictors.registry import FallbackListener, PredictorRegistry
 from .predictors.walltime import WalltimePredictor
@@ -59,11 +62,12 @@ from .predictors.walltime import WalltimePredictor
 # `server/domain/` and reach the core (`dispatchers/`, `predictors/`) only through what is
 # defined here (pyproject.toml's contracts).
 __all__ = [
-    "FALLBACK_CHECK_FAILED", "FALLBACK_DISPATCHER_ERROR", "FALLBACK_MIN_SECONDS", "STAGES",
-    "CompletionsNotStored", "DecisionAbandoned", "DecisionResult", "Durations", "FinishedJob",
-    "Predictors", "Situation", "completion_of", "corrected_duration", "decide_on",
-    "decision_of", "dispatcher_registrations", "learn_completions", "load_dispatcher_plugins",
-    "model_variables", "open_predictors", "predict_durations", "queued_facts", "run_decision",
+    "FALLBACK_CHECK_FAILED", "FALLBACK_DISPATCHER_ERROR", "FALLBACK_MIN_SECONDS",
+    "PREDICTION_SHARE", "STAGES", "CompletionsNotStored", "DecisionAbandoned", "DecisionResult",
+    "Durations", "FinishedJob", "Predictors", "Situation", "completion_of",
+    "corrected_duration", "decide_on", "decision_of", "dispatcher_registrations",
+    "learn_completions", "load_dispatcher_plugins", "model_variables", "open_predictors",
+    "predict_durations", "predictions_within", "queued_facts", "run_decision",
     "running_facts", "unavailable_dispatchers",
 ]
 
@@ -82,6 +86,13 @@ _FAILURE_TEXT = {
 }
 # Time the fallback (EASY) gets at least, whatever the dispatcher before it left.
 FALLBACK_MIN_SECONDS = 0.5
+# The fallback's kind (the registry's number of the name `easy`).
+_FALLBACK_KIND = DISPATCHER_NAMES["easy"]
+# The share of the time a decision has left that a plugin's predictions may take
+# (predictors/guard.py): the rest stays the dispatcher's.
+PREDICTION_SHARE = 0.5
+# Dispatcher failures by (dispatcher, reason), for their log lines (`_log_failure`).
+_FAILURES = RepeatedFailures()
 
 
 # The stages, as named in logs, metrics (label `stage`) and errors.
@@ -324,6 +335,15 @@ def model_variables(snapshot: Snapshot, dispatcher: str, settings: SearchSetting
     return cp_model_variables(problem, BY_NAME[dispatcher], dispatcher, settings)
 
 
+@contextmanager
+def predictions_within(control: SearchControl) -> Iterator[None]:
+    """Within the block, a plugin's predictions are waited for PREDICTION_SHARE of the time
+    `control` has left at most, and not once its caller is gone (predictors/guard.py)."""
+    left = max(control.remaining(), 0.0)
+    with predictions_until(time.monotonic() + PREDICTION_SHARE * left, control.cancelled):
+        yield
+
+
 def _give_up_if_stopped(control: SearchControl, stage: str) -> None:
     if control.cancelled():
         raise DecisionAbandoned(stage, cancelled=True)
@@ -366,9 +386,10 @@ def run_decision(
 
     _give_up_if_stopped(control, "predict")
     assert occupancy is None or nodes is not None, "an occupancy is indexed by its nodes"
-    durations = predict_durations(
-        snapshot, predictor, running=occupancy is None,
-        queued=None if queued_durations is None else queued_durations())
+    with predictions_within(control):
+        durations = predict_durations(
+            snapshot, predictor, running=occupancy is None,
+            queued=None if queued_durations is None else queued_durations())
     lap("predict")
     _give_up_if_stopped(control, "problem")
     problem = build_problem(snapshot, durations.queued, durations.running, nodes, occupancy)
@@ -391,6 +412,39 @@ def decide_on(
                         queued_durations=situation.queued_durations)
 
 
+def _dispatched(
+    problem: Problem, kind: int, name: str, control: SearchControl,
+    dispatchers: Mapping[int, Dispatcher],
+) -> tuple[Outcome | None, str, str]:
+    """Stage 3: (the dispatcher's outcome, "", "") or, when it failed, (None, the fallback's
+    reason, its FALLBACK_* code), the failure logged."""
+    try:
+        return dispatchers[kind].decide(problem, control), "", ""
+    except PluginFailure as failure:  # a plugin that failed to load, overran, or answered junk
+        code = failure.fallback_code
+        _log_failure("dispatcher failed", name, code, error=failure.detail, reason=code)
+        return None, f"{_FAILURE_TEXT[code]} ({name}): {failure.detail}", code
+    except Exception as exc:  # a dispatcher bug must not cost the caller a decision
+        code = FALLBACK_DISPATCHER_ERROR
+        _log_failure("dispatcher failed", name, code, error=repr(exc),
+                     trace=traceback.format_exc())
+        return None, f"dispatcher error ({name}): {exc!r}", code
+
+
+def _log_failure(event: str, name: str, code: str, trace: str = "", **fields: object) -> None:
+    """Log a dispatcher's failure: the first of its kind (dispatcher, reason) in full, with its
+    traceback; then only the 10th, 100th, ... with the count so far (the fallback counter of
+    the metrics counts every one)."""
+    seen = _FAILURES.count((name, code))
+    if not RepeatedFailures.worth_a_line(seen):
+        return
+    if seen == 1:
+        log.error(event, dispatcher=name, **fields, **({"trace": trace} if trace else {}))
+    else:
+        log.error(event, dispatcher=name, **fields, failures_so_far=seen,
+                  note="the same failure again; only the 1st, 10th, 100th, ... are logged")
+
+
 def _dispatch_and_check(
     problem: Problem, facts: ClusterFacts, kind: int, control: SearchControl,
     dispatchers: Mapping[int, Dispatcher],
@@ -398,19 +452,7 @@ def _dispatch_and_check(
     """Stages 3-4: the dispatcher's decision if it passes the check, else the fallback's."""
     check_failures: list[int] = []
     name = dispatcher_name(kind) or str(kind)
-    try:
-        outcome: Outcome | None = dispatchers[kind].decide(problem, control)
-    except PluginFailure as failure:  # a plugin that failed to load, overran, or answered junk
-        log.error("dispatcher failed", dispatcher=name, error=failure.detail,
-                  reason=failure.fallback_code)
-        outcome = None
-        reason = f"{_FAILURE_TEXT[failure.fallback_code]} ({name}): {failure.detail}"
-        code = failure.fallback_code
-    except Exception as exc:  # a dispatcher bug must not cost the caller a decision
-        log.error("dispatcher failed", dispatcher=name, error=repr(exc),
-                  trace=traceback.format_exc())
-        outcome = None
-        reason, code = f"dispatcher error ({name}): {exc!r}", FALLBACK_DISPATCHER_ERROR
+    outcome, reason, code = _dispatched(problem, kind, name, control, dispatchers)
     if outcome is not None:
         if control.cancelled():  # nobody waits for this decision: do not check it
             raise DecisionAbandoned("check", cancelled=True)
@@ -418,22 +460,22 @@ def _dispatch_and_check(
         problems = check_decision_against(facts, decision)
         if not problems:
             return DecisionResult(problem, outcome, decision)
-        log.error("decision failed the independent check", dispatcher=name,
-                  problems=problems[:10])
-        reason = f"decision failed the check ({name}): {problems[0]}"
         code = FALLBACK_CHECK_FAILED
+        _log_failure("decision failed the independent check", name, code,
+                     problems=problems[:10])
+        reason = f"decision failed the check ({name}): {problems[0]}"
         check_failures.append(kind)
     # The fallback is the safety net: it gets at least FALLBACK_MIN_SECONDS even when the
     # dispatcher used up the budget (EASY stops placing jobs once its control says stop).
     fallback_control = dataclasses.replace(
         control, deadline=time.monotonic() + max(control.remaining(), FALLBACK_MIN_SECONDS)
     )
-    fallback = dispatchers[pb.DISPATCHER_EASY].decide(problem, fallback_control)
-    fallback.status = pb.SOLVE_STATUS_FALLBACK
+    fallback = dispatchers[_FALLBACK_KIND].decide(problem, fallback_control)
+    fallback.status = SolveStatus.FALLBACK
     decision = decision_of(problem, fallback)
     if check_decision_against(facts, decision):
         log.critical("fallback decision failed the check; starting nothing")
-        check_failures.append(pb.DISPATCHER_EASY)
+        check_failures.append(_FALLBACK_KIND)
         fallback.placements = {}
         decision = Decision(problem.t)
     return DecisionResult(problem, fallback, decision, reason, code, check_failures)

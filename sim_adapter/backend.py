@@ -15,6 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from hpcdispatch.catalog import (
+    CP_DISPATCHER_NAMES,
+    DISPATCHER_NAMES,
+    reported_dispatcher,
+    reported_predictor,
+)
 from hpcdispatch.snapshot import Decision, JobCompletion, QueuedJob, RunningJob, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
@@ -82,12 +88,15 @@ class AnswerReport:
            fallback_reason: str, dispatcher_name: str = "",
            predictor_name: str = "") -> AnswerReport:
         """The report from the contract's enum values (pb.Dispatcher, pb.Predictor,
-        pb.SolveStatus); a plugin's dispatcher or predictor (enum value 0) by its name."""
+        pb.SolveStatus) and names: the dispatcher and predictor by their registered names
+        (`data-driven`, `easy-sjf`, a plugin's), the enum value's name from a server older
+        than names; the profile only for a dispatcher that uses one (a baseline ignores it)."""
+        dispatcher_text = reported_dispatcher(dispatcher, dispatcher_name) or str(dispatcher)
+        uses_profile = dispatcher_text in CP_DISPATCHER_NAMES or \
+            dispatcher_text not in DISPATCHER_NAMES
         return AnswerReport(
-            enum_name(pb.Dispatcher, dispatcher, "DISPATCHER_") if dispatcher
-            else dispatcher_name,
-            enum_name(pb.Predictor, predictor, "PREDICTOR_") if predictor
-            else predictor_name, profile, attempts,
+            dispatcher_text, reported_predictor(predictor, predictor_name) or str(predictor),
+            profile if uses_profile else "", attempts,
             enum_name(pb.SolveStatus, status, "SOLVE_STATUS_"), variables, constraints,
             decision_seconds, fallback_reason)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import csv
+import re
 import shlex
 import shutil
 import sys
@@ -133,7 +135,10 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit-jobs", type=int, help="replay only the first N cleaned jobs")
     p.add_argument("--records", metavar="FIRST:LAST",
                    help="replay only job records FIRST .. LAST-1 (0-based over the trace's job "
-                   "lines, as a Python slice)")
+                   "lines, as a Python slice; a window past the last record is refused)")
+    # argparse takes "-5:10" for an option ("expected one argument"): counted as a negative
+    # number, it reaches --records, whose check names what is wrong with it.
+    p._negative_number_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-\d*:-?\d*$")
     p.add_argument("--sequences", type=int, metavar="N",
                    help="RLScheduler's protocol: replay N sequences of --sequence-length jobs, "
                    "start indices drawn as its evaluation script draws them (--seed), each on "
@@ -204,6 +209,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.sequences is not None and predictor == DEFAULT:
         predictor = "walltime"  # RLScheduler's heuristics order and reserve by requested time
     summaries: list[dict[str, Any]] = []
+    unmeasured: list[str] = []  # runs whose every decision was the fallback's
     try:
         selections = _selections(args, trace)
         # The system the trace makes, before any service starts: a header that cannot make
@@ -231,6 +237,8 @@ def run_simulate(args: argparse.Namespace) -> int:
                               f"{summary['jobs']} jobs, {summary['decisions']} decisions, "
                               f"{summary['replay_seconds']:.1f} s -> {run_dir}",
                               file=sys.stderr)
+                        if summary.get("fallback_decisions"):
+                            unmeasured.extend(_fallback_warning(summary, run_dir))
     except (SwfFormatError, ValueError, FileNotFoundError) as exc:
         print(f"hpcdispatch simulate: {exc}", file=sys.stderr)
         return 2
@@ -241,7 +249,28 @@ def run_simulate(args: argparse.Namespace) -> int:
         print(f"hpcdispatch simulate: {exc}", file=sys.stderr)
         return 1
     _print_results(args, trace.name, summaries, out)
+    if unmeasured:
+        print(f"hpcdispatch simulate: every decision of {', '.join(unmeasured)} was the "
+              "fallback's (EASY): those rows measure EASY, not the dispatcher asked for",
+              file=sys.stderr)
+        return 1
     return 0
+
+
+def _fallback_warning(summary: dict[str, Any], run_dir: Path) -> list[str]:
+    """Warn that some of a run's decisions were the fallback's, with the first reason
+    (decisions.csv); [the run's label] when all of them were, else []."""
+    reason = "(see fallback_reason in decisions.csv)"
+    decisions_csv = run_dir / "decisions.csv"
+    if decisions_csv.exists():
+        with decisions_csv.open(newline="", encoding="utf-8") as rows:
+            reason = next((row["fallback_reason"] for row in csv.DictReader(rows)
+                           if row.get("fallback_reason")), reason)
+    fallbacks, decisions = summary["fallback_decisions"], summary["decisions"]
+    print(f"hpcdispatch simulate: warning: {summary['label']}: {fallbacks:,} of "
+          f"{decisions:,} decisions were answered by the fallback (EASY); the first because: "
+          f"{reason}", file=sys.stderr)
+    return [summary["label"]] if fallbacks == decisions else []
 
 
 def _wrong_options(args: argparse.Namespace) -> str | None:
@@ -332,11 +361,12 @@ def _replay_or_clean_up(replay: Any, spec: Any, target: Any, run_dir: Path) -> d
 
 def _check_profile(profile: str, dispatchers: list[str], target: Any,
                    timeout: float) -> str | None:
-    """Why `--profile` cannot be used (not one of the server's profiles), or None; warns when
-    no dispatcher of the run uses a profile (the baselines ignore it)."""
+    """Why `--profile` cannot be used (not one of the server's profiles, or no dispatcher of
+    the run uses a profile: the baselines ignore it), or None; warns when some dispatchers of
+    the run ignore it (their runs record no profile)."""
     if not profile:
         return None
-    from hpcdispatch.catalog import CP_DISPATCHER_NAMES
+    from hpcdispatch.catalog import CP_DISPATCHER_NAMES, DISPATCHER_NAMES
 
     from .replay import describe_target
 
@@ -348,11 +378,15 @@ def _check_profile(profile: str, dispatchers: list[str], target: Any,
                 f"one of {', '.join(sorted(names))}")
     default = described.default_dispatcher
     resolved = [default if d == DEFAULT else d for d in dispatchers]
-    ignoring = [d for d in resolved if d not in CP_DISPATCHER_NAMES]
+    # The built-in baselines; a plugin may read the profile's settings from its control.
+    ignoring = [d for d in resolved if d in DISPATCHER_NAMES and d not in CP_DISPATCHER_NAMES]
+    applies = (f"--profile {profile} applies to the CP dispatchers "
+               f"({', '.join(CP_DISPATCHER_NAMES)}) only; "
+               f"{', '.join(ignoring)} ignore{'s' if len(ignoring) == 1 else ''} it")
+    if len(ignoring) == len(resolved):
+        return f"{applies}: drop --profile, or add a CP dispatcher"
     if ignoring:
-        print(f"hpcdispatch simulate: warning: --profile {profile} applies to the CP "
-              f"dispatchers ({', '.join(CP_DISPATCHER_NAMES)}) only; "
-              f"{', '.join(ignoring)} ignore{'s' if len(ignoring) == 1 else ''} it",
+        print(f"hpcdispatch simulate: warning: {applies} (their runs record no profile)",
               file=sys.stderr)
     return None
 
@@ -361,11 +395,11 @@ def _selections(
     args: argparse.Namespace, trace: Path
 ) -> list[tuple[str, Collection[int] | None, dict[str, int] | None]]:
     """(run name suffix, records to replay, sequence description) per replay of a dispatcher."""
-    from .record_window import parse_window
+    from .record_window import check_window, parse_window
     from .sequences import draw_sequences
 
     if args.records is not None:
-        return [("", parse_window(args.records), None)]
+        return [("", check_window(trace, parse_window(args.records)), None)]
     if args.sequences is None:
         return [("", None, None)]
     drawn = draw_sequences(trace, args.sequences, args.sequence_length, args.seed)

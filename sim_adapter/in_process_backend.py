@@ -84,7 +84,7 @@ def _answer(decided: InProcessDecision) -> Answer:
         result.decision,
         AnswerReport.of(enum_value(decided.dispatcher, pb.Dispatcher),
                         enum_value(decided.predictor, pb.Predictor), decided.profile,
-                        len(outcome.attempts), outcome.status, outcome.variables,
+                        len(outcome.attempts), decided.status, outcome.variables,
                         outcome.constraints, decided.seconds, result.fallback_reason,
                         dispatcher_name(decided.dispatcher) or "",
                         predictor_name(decided.predictor) or ""),

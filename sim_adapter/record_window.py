@@ -2,7 +2,8 @@
 
 Records are counted from 0 over the job lines of the file in order (comments and blank lines
 do not count), and a window is half-open, as a Python slice: `--records 1000:2024` replays
-the 1,024 records 1000 .. 2023. Selected records are cleaned as every replay cleans them
+the 1,024 records 1000 .. 2023. A window that ends past the trace's last record is refused
+(`check_window`), not cut short. Selected records are cleaned as every replay cleans them
 (`swf.clean_record`), and their drops are counted in the same CleaningStats.
 """
 
@@ -32,6 +33,19 @@ def parse_window(text: str) -> range:
     if window.start < 0 or not window:
         raise ValueError(f"record window {text!r}: need 0 <= FIRST < LAST")
     return window
+
+
+def check_window(path: str | Path, window: range) -> range:
+    """`window` if the trace at `path` has its records (read up to the window's end), else
+    ValueError naming how many it has: a window past the last record is refused, not cut."""
+    count = 0
+    for count, _ in enumerate(iter_records(path), start=1):
+        if count >= window.stop:
+            return window
+    where = "none of them in the window" if window.start >= count else \
+        "the window ends past them"
+    raise ValueError(f"record window {window.start}:{window.stop}: {path} has {count:,} job "
+                     f"records (0:{count}), {where}")
 
 
 def describe(records: Collection[int]) -> dict[str, int]:

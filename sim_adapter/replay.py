@@ -196,6 +196,8 @@ def _replay(
     cleaning = CleaningStats()
     dispatcher, predictor = _resolved(spec.settings, described)
     profile = spec.settings.profile or described.default_profile
+    if dispatcher in DISPATCHER_NAMES and dispatcher not in CP_DISPATCHER_NAMES:
+        profile = ""  # a baseline searches nothing: no profile applies, none is recorded
     label = run_label(spec, dispatcher, predictor, profile)
     # A knowledge base of its own per run: runs on one server do not share history.
     cluster = f"replay-{safe_dirname(label)}-{uuid.uuid4().hex[:8]}"

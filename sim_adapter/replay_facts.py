@@ -23,6 +23,7 @@ class ReplayFacts:
 
     def __init__(self, nodes: Sequence[Node], queued_job: Callable[[str], QueuedJob | None]
                  ) -> None:
+        self.time = 0  # t of the decision to check (the simulator sets it)
         self._nodes = {n.id: n for n in nodes}
         self._held: dict[str, Counter[str]] = {}
         self._queued_job = queued_job

@@ -18,6 +18,7 @@ spaced on a continuous map).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,15 +190,17 @@ def time_bin(span_seconds: float) -> tuple[float, str]:
 def binned_queue(times: Sequence[float], queue: Sequence[int],
                  bin_seconds: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(bin starts in seconds since the first decision, time-weighted mean, min, max) of the
-    queue length, which holds from one decision to the next: sampled 60 times per bin."""
+    queue length, which holds from one decision to the next: sampled 60 times per bin, the
+    last bin (up to the last decision, often a part of a bin) over the time it covers."""
     t = np.asarray(times, dtype=float) - times[0]
     q = np.asarray(queue, dtype=float)
-    samples = np.arange(0.0, max(t[-1], bin_seconds), bin_seconds / 60)
+    span = float(t[-1])
+    bins = max(1, math.ceil(span / bin_seconds))
+    starts = np.arange(bins) * bin_seconds
+    widths = np.minimum(starts + bin_seconds, max(span, 0.0)) - starts  # the last: a part
+    samples = starts[:, None] + widths[:, None] * (np.arange(60) / 60)[None, :]
     values = q[np.searchsorted(t, samples, side="right") - 1]
-    bins = len(samples) // 60
-    shaped = values[: bins * 60].reshape(bins, 60)
-    return (np.arange(bins) * bin_seconds, shaped.mean(axis=1), shaped.min(axis=1),
-            shaped.max(axis=1))
+    return starts, values.mean(axis=1), values.min(axis=1), values.max(axis=1)
 
 
 def queue_figure(series: Sequence[Series], path: Path) -> Path:

@@ -11,6 +11,7 @@ from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.server.dispatchers.base import Outcome, SearchControl, SearchSettings
 from hpcdispatch.server.dispatchers.fcfs import FcfsDispatcher
 from hpcdispatch.server.dispatchers.planning.problem import Problem, build_problem
+from hpcdispatch.server.domain.outcome_kinds import SolveStatus
 from hpcdispatch.server.pipeline import predict_durations, run_decision
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
 from hpcdispatch.snapshot import (
@@ -81,7 +82,7 @@ class OverAllocating:
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         return Outcome(placements={j.index: [0] * j.units for j in problem.jobs},
-                       status=pb.SOLVE_STATUS_HEURISTIC)
+                       status=SolveStatus.HEURISTIC)
 
 
 class Crashing:

@@ -27,10 +27,24 @@ BROKEN_PREDICTORS = {
     "predictor-missing": "load_failed",
     "predictor-raises": "raised",
     "predictor-invalid": "invalid",
+    "predictor-hangs": "deadline_passed",  # never answers until RELEASE is set
+}
+# Dispatchers that change the problem they are given, then fail (issue #43): the fallback must
+# decide as EASY on the untouched snapshot. Registered name -> fallback reason label.
+MUTATING_DISPATCHERS = {
+    "takes-the-pool": "dispatcher_error",  # places units on problem.free_now itself, raises
+    "clears-the-queue": "dispatcher_error",  # empties problem.jobs, moves t, raises
+    "rewrites-the-running-work": "check_failed",  # running work ends never, answers junk
+}
+# Plugins that end the process (os._exit(7)) in their first call; name -> (group, call).
+PROCESS_ENDING = {
+    "ends-process": ("dispatcher", "decide"),
+    "predictor-ends-process": ("predictor", "predict_many"),
 }
 
 _BROKEN_SOURCE = '''"""Dispatchers and predictors that fail every way a plugin can."""
 
+import os
 import sys
 import threading
 
@@ -68,6 +82,37 @@ class Hangs:
         return Outcome(placements={}, status=HEURISTIC)
 
 
+class TakesThePool:
+    """Every job it can, placed on the problem's own free pool (not a copy); then a bug."""
+
+    def decide(self, problem, control):
+        for job in problem.jobs:
+            problem.free_now.place(job.req, job.units, True)
+        raise RuntimeError("placed on the problem's own pool")
+
+
+class ClearsTheQueue:
+    def decide(self, problem, control):
+        problem.jobs.clear()
+        problem.t += 3600
+        raise RuntimeError("cleared the queue")
+
+
+class RewritesTheRunningWork:
+    """The running work made to hold everything for ever; then every job on node 0."""
+
+    def decide(self, problem, control):
+        problem.running.ends[:] = 10**9
+        problem.running.amounts[:] = 10**6
+        placements = {job.index: [0] * job.units for job in problem.jobs}
+        return Outcome(placements=placements, status=HEURISTIC)
+
+
+class EndsProcess:
+    def decide(self, problem, control):
+        os._exit(7)
+
+
 def not_a_dispatcher():
     return 42
 
@@ -86,6 +131,23 @@ class PredictorInvalid:
 
     def predict_many(self, jobs):
         return [-5.0 for _ in jobs]
+
+
+class PredictorHangs:
+    def __init__(self, history):
+        pass
+
+    def predict_many(self, jobs):
+        RELEASE.wait()
+        return [1 for _ in jobs]
+
+
+class PredictorEndsProcess:
+    def __init__(self, history):
+        pass
+
+    def predict_many(self, jobs):
+        os._exit(7)
 '''
 
 _BROKEN_ENTRY_POINTS = f"""[hpcdispatch.dispatchers]
@@ -96,11 +158,17 @@ exits = {BROKEN_MODULE}:Exits
 over-allocates = {BROKEN_MODULE}:OverAllocates
 malformed = {BROKEN_MODULE}:Malformed
 hangs = {BROKEN_MODULE}:Hangs
+takes-the-pool = {BROKEN_MODULE}:TakesThePool
+clears-the-queue = {BROKEN_MODULE}:ClearsTheQueue
+rewrites-the-running-work = {BROKEN_MODULE}:RewritesTheRunningWork
+ends-process = {BROKEN_MODULE}:EndsProcess
 
 [hpcdispatch.predictors]
 predictor-missing = {BROKEN_MODULE}_nowhere:Nothing
 predictor-raises = {BROKEN_MODULE}:PredictorRaises
 predictor-invalid = {BROKEN_MODULE}:PredictorInvalid
+predictor-hangs = {BROKEN_MODULE}:PredictorHangs
+predictor-ends-process = {BROKEN_MODULE}:PredictorEndsProcess
 """
 
 

@@ -11,6 +11,7 @@ requested times stand in for predictions.
 from __future__ import annotations
 
 from hpcdispatch.proto_convert import snapshot_from_pb
+from hpcdispatch.server.core_wire import search_request_from_pb
 from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE, resolve_settings
 from hpcdispatch.server.pipeline import model_variables as model_variables_of
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -18,5 +19,5 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 def model_variables(request: pb.DispatchRequest, name: str) -> int:
     """Variables of CP dispatcher `name`'s model on `request` (0: no job would enter one)."""
-    settings = resolve_settings(request.search, DEFAULT_PROFILE)
+    settings = resolve_settings(search_request_from_pb(request.search), DEFAULT_PROFILE)
     return model_variables_of(snapshot_from_pb(request), name, settings)

@@ -12,8 +12,10 @@ point group `hpcdispatch.dispatchers` as a class (or callable) that makes it wit
   fits);
 - `SearchControl`: the decision's deadline (`remaining()`, `should_stop()`) and the allocator
   asked for (`first_fit`);
-- `Outcome`: what starts now, `placements` {job index: [node index of each unit]}, and a
-  `status` (`HEURISTIC` for a rule, as EASY's);
+- `Outcome`: what starts now, `placements` {job index: [node index of each unit]}, a
+  `status`, a `SolveStatus` (`SolveStatus.HEURISTIC`, also named `HEURISTIC`, for a rule, as
+  EASY's), and optionally `skipped`, (job index, `SkipReason`) of the jobs left waiting: the
+  server's own types, which it converts to the answer's report (a plugin never sees the wire);
 - `FreePool.place(req, units, first_fit)` takes units from the pool (None when they do not fit);
   `reserve_head(problem, free_now, head, started)` gives the head job EASY's reservation at the
   earliest time it fits given what starts now; `place_around(free_now, reservation, job,
@@ -28,13 +30,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..domain.free_pool import FreePool
+from ..domain.outcome_kinds import SkipReason, SolveStatus
 from .base import HEURISTIC, Outcome, SearchControl
 from .planning.problem import Job, Problem
 from .planning.reservation import Reservation, place_around_reservation, reserve
 
 __all__ = [
     "HEURISTIC", "FreePool", "Job", "Outcome", "Problem", "Reservation", "SearchControl",
-    "place_around", "reserve_head",
+    "SkipReason", "SolveStatus", "place_around", "reserve_head",
 ]
 
 

@@ -23,8 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
+from ..domain.outcome_kinds import SkipReason
 from .base import HEURISTIC, Outcome
 from .planning.job_selection import never_fits
 from .planning.node_profile import NodeProfile
@@ -287,7 +286,7 @@ def outcome_of(problem: Problem, plan: BackfillPlan, promised: bool = False) -> 
     and its reservation, if it holds one, as its expected start (`promised`: the reservations
     are kept between decisions and only move earlier, as conservative's)."""
     outcome = Outcome(placements={}, status=HEURISTIC)
-    outcome.skipped.extend((i, pb.SKIP_REASON_NEVER_FITS) for i in plan.never)
+    outcome.skipped.extend((i, SkipReason.NEVER_FITS) for i in plan.never)
     waiting = [i for i, (start, _) in plan.reservations.items() if start > 0] + plan.waiting
     for i, (start, nodes) in plan.reservations.items():
         if start == 0:
@@ -299,7 +298,7 @@ def outcome_of(problem: Problem, plan: BackfillPlan, promised: bool = False) -> 
         job = problem.jobs[i]
         fits_now = problem.free_now.units_fit(job.req, job.units) >= job.units
         # Fits what is free now, but only by taking what a reservation before it needs.
-        reason = pb.SKIP_REASON_BLOCKED if fits_now else pb.SKIP_REASON_CANNOT_FIT_NOW
+        reason = SkipReason.BLOCKED if fits_now else SkipReason.CANNOT_FIT_NOW
         outcome.skipped.append((i, reason))
-    outcome.skipped.extend((i, pb.SKIP_REASON_BLOCKED) for i in plan.unplanned)
+    outcome.skipped.extend((i, SkipReason.BLOCKED) for i in plan.unplanned)
     return outcome

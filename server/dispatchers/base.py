@@ -5,21 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from ..domain.caller_scope import CallerScope
+from ..domain.outcome_kinds import AttemptEnd, SkipReason, SolveStatus
 from ..domain.search_control import SearchControl
 from ..domain.search_settings import SearchSettings
 from .planning.problem import Problem
 
 __all__ = [
     "HEURISTIC",
+    "AttemptEnd",
     "AttemptRecord",
     "CallerScope",
     "Dispatcher",
     "Outcome",
     "SearchControl",
     "SearchSettings",
+    "SkipReason",
+    "SolveStatus",
 ]
 
 
@@ -28,11 +30,11 @@ class AttemptRecord:
     """One solver attempt as the decision report shows it."""
 
     time_limit_ms: int  # wall-clock or deterministic milliseconds (SearchSettings.deterministic)
-    status: int  # pb.SolveStatus
+    status: SolveStatus
     wall_seconds: float
     objective: float | None
     deadline_cut: bool = False  # a deterministic attempt stopped by the wall-clock deadline
-    ended_by: int = pb.ATTEMPT_END_UNSPECIFIED  # pb.AttemptEnd: why it ended
+    ended_by: AttemptEnd = AttemptEnd.UNSPECIFIED  # why it ended
 
 
 @dataclass(slots=True)
@@ -40,9 +42,9 @@ class Outcome:
     """What a dispatcher decided at t and how."""
 
     placements: dict[int, list[int]]  # job index -> node index of each unit, jobs started at t
-    status: int  # pb.SolveStatus
+    status: SolveStatus
     considered: list[int] = field(default_factory=list)  # job indices in the model
-    skipped: list[tuple[int, int]] = field(default_factory=list)  # (job index, pb.SkipReason)
+    skipped: list[tuple[int, SkipReason]] = field(default_factory=list)  # (job index, why)
     attempts: list[AttemptRecord] = field(default_factory=list)
     variables: int = 0
     constraints: int = 0
@@ -59,10 +61,10 @@ class Outcome:
 
 class Dispatcher(Protocol):
     """What the pipeline calls: a decision on `problem` under `control`. The built-ins also
-    carry their registered `name` and their `kind` (the pb.Dispatcher value) as class
-    attributes; a plugin needs only `decide` (its name is the one it is registered under)."""
+    carry their registered `name` as a class attribute; a plugin needs only `decide` (its name
+    is the one it is registered under)."""
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome: ...
 
 
-HEURISTIC = pb.SOLVE_STATUS_HEURISTIC
+HEURISTIC = SolveStatus.HEURISTIC

@@ -45,14 +45,13 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import ClassVar
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from .backfill import UNLIMITED, BackfillPlan, outcome_of, plan_backfill
 from .base import Outcome, SearchControl
 from .planning.caller_scope import BookKey, book_key
 from .planning.job_orders import fcfs
 from .planning.problem import Problem
 from .planning.stopping import StopCheck, never
+from .table_row import TableRow
 
 JobKey = tuple[str, int]  # (job id, q_i)
 Held = dict[JobKey, tuple[int, list[int]]]  # absolute start, node index of each unit
@@ -106,15 +105,13 @@ class ReservationBook:
 
 class ConservativeDispatcher:
     name: ClassVar[str] = "conservative"
-    kind: ClassVar[int] = pb.DISPATCHER_CONSERVATIVE
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
-    summary: ClassVar[str] = (
-        "conservative backfilling: every queued job gets a node-level reservation when it "
-        "arrives, kept between decisions (per caller and cluster) and only ever moved earlier, "
-        "so no job starts later than its reservation at arrival")
-    head: ClassVar[str] = (
-        "every queued job holds one, kept between decisions and only ever moved earlier")
-    backfill: ClassVar[str] = "submit order"
+    table: ClassVar[TableRow] = TableRow(
+        summary="conservative backfilling: every queued job gets a node-level reservation when "
+        "it arrives, kept between decisions (per caller and cluster) and only ever moved "
+        "earlier, so no job starts later than its reservation at arrival",
+        head="every queued job holds one, kept between decisions and only ever moved earlier",
+        backfill="submit order")
 
     def __init__(self) -> None:
         self.book = ReservationBook()

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from ..domain.free_pool import FreePool
+from ..domain.outcome_kinds import SkipReason
 from .base import HEURISTIC, Outcome, SearchControl
 from .planning.job_orders import fcfs
 from .planning.problem import Job, Problem
@@ -27,19 +26,18 @@ from .planning.reservation import (
     reserve,
 )
 from .planning.stopping import StopCheck, Stopped, every_few
+from .table_row import TableRow
 
 
 class EasyDispatcher:
     name: ClassVar[str] = "easy"
-    kind: ClassVar[int] = pb.DISPATCHER_EASY
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py); a subclass
-    # states its own (the script reads a class's own attributes, never inherited ones).
-    summary: ClassVar[str] = (
-        "EASY backfilling: the first blocked job gets a node-level reservation at the earliest "
-        "time it fits; later jobs start now only if they end before it or use only what the "
-        "reservation leaves free")
-    head: ClassVar[str] = "first job in submit order that does not fit"
-    backfill: ClassVar[str] = "submit order"
+    # states its own (the script reads a class's own row, never an inherited one).
+    table: ClassVar[TableRow] = TableRow(
+        summary="EASY backfilling: the first blocked job gets a node-level reservation at the "
+        "earliest time it fits; later jobs start now only if they end before it or use only "
+        "what the reservation leaves free",
+        head="first job in submit order that does not fit", backfill="submit order")
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         outcome = Outcome(placements={}, status=HEURISTIC)
@@ -76,7 +74,7 @@ class EasyDispatcher:
             # that, so none is made (the outcome is the one backfill_around would give).
             outcome.considered.append(head.index)
             outcome.skipped.extend(
-                (job.index, pb.SKIP_REASON_CANNOT_FIT_NOW) for job in self.backfill_order(
+                (job.index, SkipReason.CANNOT_FIT_NOW) for job in self.backfill_order(
                     problem, rest))
             return outcome
         try:
@@ -100,7 +98,7 @@ class EasyDispatcher:
 
     @staticmethod
     def _stopped(outcome: Outcome, waiting: list[Job]) -> Outcome:
-        outcome.skipped.extend((job.index, pb.SKIP_REASON_BLOCKED) for job in waiting)
+        outcome.skipped.extend((job.index, SkipReason.BLOCKED) for job in waiting)
         return outcome
 
     def _may_fit(self, problem: Problem, outcome: Outcome) -> list[Job]:
@@ -109,7 +107,7 @@ class EasyDispatcher:
         fit_empty = problem.units_fit_empty  # never_fits, for each job
         for job in self.queue_order(problem):
             if fit_empty(job.req) < job.units:
-                outcome.skipped.append((job.index, pb.SKIP_REASON_NEVER_FITS))
+                outcome.skipped.append((job.index, SkipReason.NEVER_FITS))
             else:
                 queue.append(job)
         return queue
@@ -152,12 +150,12 @@ def backfill_around(
     as blocked."""
     for rank, job in enumerate(jobs):
         if should_stop():
-            outcome.skipped.extend((j.index, pb.SKIP_REASON_BLOCKED) for j in jobs[rank:])
+            outcome.skipped.extend((j.index, SkipReason.BLOCKED) for j in jobs[rank:])
             return outcome
         nodes = place_around_reservation(free_now, reservation, job, first_fit)
         if nodes is None:
             fits_now = free_now.units_fit(job.req, job.units) >= job.units
-            reason = pb.SKIP_REASON_BLOCKED if fits_now else pb.SKIP_REASON_CANNOT_FIT_NOW
+            reason = SkipReason.BLOCKED if fits_now else SkipReason.CANNOT_FIT_NOW
             outcome.skipped.append((job.index, reason))
             continue
         outcome.placements[job.index] = nodes

@@ -15,25 +15,23 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from .backfill import outcome_of
 from .base import Outcome, SearchControl
 from .kept_plan import KeptPlan
 from .planning.job_orders import fcfs
 from .planning.problem import Problem
+from .table_row import TableRow
 
 
 class EasyKDispatcher:
     name: ClassVar[str] = "easy-k"
-    kind: ClassVar[int] = pb.DISPATCHER_EASY_K
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
-    summary: ClassVar[str] = (
-        "EASY with reservations for the first `reservation_depth` blocked jobs (64; 1 is "
-        "EASY), as flux-sched's queue policies")
-    head: ClassVar[str] = "the first k blocked jobs in submit order each hold one"
-    backfill: ClassVar[str] = "submit order, delaying none of the k"
-    parameter: ClassVar[str] = "`reservation_depth` = k (64)"
+    table: ClassVar[TableRow] = TableRow(
+        summary="EASY with reservations for the first `reservation_depth` blocked jobs (64; 1 "
+        "is EASY), as flux-sched's queue policies",
+        head="the first k blocked jobs in submit order each hold one",
+        backfill="submit order, delaying none of the k",
+        parameter="`reservation_depth` = k (64)")
 
     def __init__(self) -> None:
         self.kept = KeptPlan()

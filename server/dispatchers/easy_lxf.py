@@ -12,23 +12,20 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from .easy import EasyDispatcher
 from .planning.job_orders import sort_by, xfactor_score
 from .planning.problem import Job, Problem
+from .table_row import TableRow
 
 
 class EasyLxfDispatcher(EasyDispatcher):
     name: ClassVar[str] = "easy-lxf"
-    kind: ClassVar[int] = pb.DISPATCHER_EASY_LXF
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
-    summary: ClassVar[str] = (
-        "EASY's head in submit order, backfilling largest expansion factor (w_i + d_i) / d_i "
-        "first (Maui / Moab's XFactor)")
-    head: ClassVar[str] = "submit order"
-    backfill: ClassVar[str] = (
-        "largest expansion factor (w_i + d_i) / d_i first (Maui / Moab's XFactor)")
+    table: ClassVar[TableRow] = TableRow(
+        summary="EASY's head in submit order, backfilling largest expansion factor (w_i + d_i) "
+        "/ d_i first (Maui / Moab's XFactor)",
+        head="submit order",
+        backfill="largest expansion factor (w_i + d_i) / d_i first (Maui / Moab's XFactor)")
 
     def backfill_order(self, problem: Problem, rest: list[Job]) -> list[Job]:
         return sort_by(rest, xfactor_score(problem))

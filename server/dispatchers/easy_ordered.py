@@ -10,27 +10,26 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from .easy import EasyDispatcher
 from .planning import job_orders
 from .planning.problem import Job, Problem
+from .table_row import TableRow
 
-# The tables of README.md and docs/configuration.md (scripts/gen_tables.py), the same for each.
-_HEAD = "first job of the order that does not fit"
-_BACKFILL = "the same order"
+
+def _ordered_row(summary: str) -> TableRow:
+    """The tables of README.md and docs/configuration.md (scripts/gen_tables.py): the head and
+    the backfill order are the same for each."""
+    return TableRow(summary, head="first job of the order that does not fit",
+                    backfill="the same order")
 
 
 class EasySjfDispatcher(EasyDispatcher):
     """Shortest predicted duration d_i first."""
 
     name: ClassVar[str] = "easy-sjf"
-    kind: ClassVar[int] = pb.DISPATCHER_EASY_SJF
-    summary: ClassVar[str] = (
+    table: ClassVar[TableRow] = _ordered_row(
         "EASY backfilling with SJF, a queue order RLScheduler compares with: "
         "shortest d_i first")
-    head: ClassVar[str] = _HEAD
-    backfill: ClassVar[str] = _BACKFILL
 
     def queue_order(self, problem: Problem) -> list[Job]:
         return job_orders.sjf(problem)
@@ -40,12 +39,9 @@ class EasyWfp3Dispatcher(EasyDispatcher):
     """Largest (w_i / d_i)^3 x n_i first."""
 
     name: ClassVar[str] = "easy-wfp3"
-    kind: ClassVar[int] = pb.DISPATCHER_EASY_WFP3
-    summary: ClassVar[str] = (
+    table: ClassVar[TableRow] = _ordered_row(
         "EASY backfilling with WFP3, a queue order RLScheduler compares with: "
         "largest (w_i / d_i)³ · n_i first")
-    head: ClassVar[str] = _HEAD
-    backfill: ClassVar[str] = _BACKFILL
 
     def queue_order(self, problem: Problem) -> list[Job]:
         return job_orders.wfp3(problem)
@@ -55,12 +51,9 @@ class EasyUnicefDispatcher(EasyDispatcher):
     """Largest w_i / (log2(n_i) x d_i) first."""
 
     name: ClassVar[str] = "easy-unicef"
-    kind: ClassVar[int] = pb.DISPATCHER_EASY_UNICEF
-    summary: ClassVar[str] = (
+    table: ClassVar[TableRow] = _ordered_row(
         "EASY backfilling with UNICEF, a queue order RLScheduler compares with: "
         "largest w_i / (log₂ n_i · d_i) first")
-    head: ClassVar[str] = _HEAD
-    backfill: ClassVar[str] = _BACKFILL
 
     def queue_order(self, problem: Problem) -> list[Job]:
         return job_orders.unicef(problem)
@@ -70,12 +63,9 @@ class EasyF1Dispatcher(EasyDispatcher):
     """Smallest log10(d_i) x n_i + 870 x log10(q_i) first."""
 
     name: ClassVar[str] = "easy-f1"
-    kind: ClassVar[int] = pb.DISPATCHER_EASY_F1
-    summary: ClassVar[str] = (
+    table: ClassVar[TableRow] = _ordered_row(
         "EASY backfilling with F1, a queue order RLScheduler compares with: "
         "smallest log₁₀ d_i · n_i + 870 · log₁₀ q_i first")
-    head: ClassVar[str] = _HEAD
-    backfill: ClassVar[str] = _BACKFILL
 
     def queue_order(self, problem: Problem) -> list[Job]:
         return job_orders.f1(problem)

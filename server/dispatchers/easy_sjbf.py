@@ -10,21 +10,19 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from .easy import EasyDispatcher
 from .planning.job_orders import sjf_score, sort_by
 from .planning.problem import Job, Problem
+from .table_row import TableRow
 
 
 class EasySjbfDispatcher(EasyDispatcher):
     name: ClassVar[str] = "easy-sjbf"
-    kind: ClassVar[int] = pb.DISPATCHER_EASY_SJBF
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
-    summary: ClassVar[str] = (
-        "EASY's head in submit order, backfilling shortest estimate first (Tsafrir et al. 2007)")
-    head: ClassVar[str] = "submit order"
-    backfill: ClassVar[str] = "shortest d_i first (Tsafrir, Etsion & Feitelson 2007)"
+    table: ClassVar[TableRow] = TableRow(
+        summary="EASY's head in submit order, backfilling shortest estimate first (Tsafrir et "
+        "al. 2007)",
+        head="submit order", backfill="shortest d_i first (Tsafrir, Etsion & Feitelson 2007)")
 
     def backfill_order(self, problem: Problem, rest: list[Job]) -> list[Job]:
         return sort_by(rest, sjf_score(problem))

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
+from ..domain.outcome_kinds import SkipReason
 from .base import HEURISTIC, Outcome, SearchControl
 from .planning.job_selection import never_fits, submit_order
 from .planning.problem import Problem
+from .table_row import TableRow
 
 
 class FcfsDispatcher:
     name: ClassVar[str] = "fcfs"
-    kind: ClassVar[int] = pb.DISPATCHER_FCFS
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
-    summary: ClassVar[str] = "submit order; stops at the first job that does not fit"
+    table: ClassVar[TableRow] = TableRow(
+        summary="submit order; stops at the first job that does not fit")
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         """Past the deadline, or once the caller is gone, the jobs placed so far are the
@@ -27,16 +27,16 @@ class FcfsDispatcher:
             if not blocked and control.should_stop():
                 blocked = True
             if blocked:
-                outcome.skipped.append((job.index, pb.SKIP_REASON_BLOCKED))
+                outcome.skipped.append((job.index, SkipReason.BLOCKED))
                 continue
             if never_fits(problem, job):
                 # A job no set of up nodes can ever hold must not block the queue forever.
-                outcome.skipped.append((job.index, pb.SKIP_REASON_NEVER_FITS))
+                outcome.skipped.append((job.index, SkipReason.NEVER_FITS))
                 continue
             nodes = pool.place(job.req, job.units, control.first_fit)
             if nodes is None:
                 blocked = True
-                outcome.skipped.append((job.index, pb.SKIP_REASON_CANNOT_FIT_NOW))
+                outcome.skipped.append((job.index, SkipReason.CANNOT_FIT_NOW))
                 continue
             outcome.considered.append(job.index)
             outcome.placements[job.index] = nodes

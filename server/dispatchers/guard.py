@@ -4,14 +4,19 @@ down with it.
 A dispatcher registered by another package than hpcdispatch (a plugin, docs/plugins.md) is
 made behind `Guarded`:
 
-- it decides in a thread of its own, and the decision waits for it until the search control's
-  deadline or until the caller is gone. Past the deadline the decision goes on without it
-  (`RanPastDeadline`); while such an overrun still runs, the plugin is not started again
-  (`StillRunning`), so a plugin stuck in a loop holds one thread, not one per call;
+- it decides on its own copy of the problem (`own_copy`): whatever it changes there, the
+  fallback and the check read the problem as the snapshot made it;
+- it decides in a thread of its own, recorded as a plugin call (`domain/plugin_calls.py`: a
+  plugin that ends the process is named in the log first), and the decision waits for it
+  until the search control's deadline or until the caller is gone. Past the deadline the
+  decision goes on without it (`RanPastDeadline`); while such an overrun still runs, the
+  plugin is not started again (`StillRunning`), so a plugin stuck in a loop holds one thread,
+  not one per call;
 - what it returns is checked for shape before anything reads it (`outcome_problem`: an
-  Outcome, placements of the problem's jobs on its nodes, the contract's statuses and skip
-  reasons; `MalformedOutcome` otherwise). Whether the decision is *valid* (capacity, units,
-  nodes that are up) is the independent check's, in the pipeline, as for every built-in.
+  Outcome, placements of the problem's jobs on its nodes, the domain's statuses and skip
+  reasons, `domain.outcome_kinds`; `MalformedOutcome` otherwise). Whether the decision is
+  *valid* (capacity, units, nodes that are up) is the independent check's, in the pipeline, as
+  for every built-in.
 
 Each failure carries the name of the plugin and `fallback_code`, the reason label the pipeline
 answers the fallback under; one that raises in `decide` is re-raised as it is (the pipeline's
@@ -26,13 +31,17 @@ import threading
 from numbers import Integral, Real
 from typing import Any
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
+from ..domain.occupancy import RunningTable
+from ..domain.outcome_kinds import SkipReason, SolveStatus
+from ..domain.plugin_calls import plugin_call, watch_process_exits
 from .base import AttemptRecord, Outcome, SearchControl
 from .planning.problem import Problem
 
 # How often a decision waiting for a plugin looks whether its caller is still there, seconds.
 CANCEL_POLL_SECONDS = 0.05
+# What an outcome may say: the domain's values (a plain int equal to one reads as it).
+_STATUSES = frozenset(SolveStatus)
+_SKIP_REASONS = frozenset(SkipReason)
 
 
 class PluginFailure(Exception):
@@ -78,6 +87,7 @@ class Guarded:
         self.kind = kind
         self._overruns: list[threading.Thread] = []  # decisions past their deadline
         self._lock = threading.Lock()
+        watch_process_exits()
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         with self._lock:
@@ -87,10 +97,12 @@ class Guarded:
                                    "still runs; not started again until it ends")
         answer: list[Any] = []  # the outcome, or the exception, once the thread is done
         done = threading.Event()
+        own = own_copy(problem)
 
         def run() -> None:
             try:
-                answer.append(self.inner.decide(problem, control))
+                with plugin_call("dispatcher", self.name, "decide"):
+                    answer.append(self.inner.decide(own, control))
             except BaseException as exc:  # handed to the deciding thread below
                 answer.append(exc)
             finally:
@@ -100,7 +112,7 @@ class Guarded:
         thread.start()
         while not done.wait(min(max(control.remaining(), 0.0), CANCEL_POLL_SECONDS)):
             if control.cancelled():  # nobody waits: the pipeline abandons the decision
-                return Outcome(placements={}, status=pb.SOLVE_STATUS_HEURISTIC)
+                return Outcome(placements={}, status=SolveStatus.HEURISTIC)
             if control.remaining() <= 0:
                 with self._lock:
                     self._overruns.append(thread)
@@ -114,6 +126,23 @@ class Guarded:
         if problem_text is not None:
             raise MalformedOutcome(self.name, problem_text)
         return result
+
+
+def own_copy(problem: Problem) -> Problem:
+    """`problem` as a plugin may change it without changing `problem`: its own queue list,
+    free pool (copy on write, its list of eligible nodes its own) and running table (arrays
+    copied); the rest is immutable (tuples, frozen jobs) or made again on first use (the
+    caches)."""
+    free = problem.free_now.copy()
+    free.eligible = list(free.eligible)
+    running = problem.running
+    return Problem(
+        t=problem.t, resources=tuple(problem.resources), node_ids=tuple(problem.node_ids),
+        capacity=tuple(problem.capacity), eligible=tuple(problem.eligible), free_now=free,
+        running=RunningTable(nodes=running.nodes.copy(), amounts=running.amounts.copy(),
+                             ends=running.ends.copy(), up=running.up.copy()),
+        jobs=list(problem.jobs), up_capacity=tuple(problem.up_capacity),
+    )
 
 
 def _index(value: object, size: int) -> bool:
@@ -142,14 +171,14 @@ def outcome_problem(outcome: object, problem: Problem) -> str | None:
             return f"placements: {i!r} is not a job index of the problem (0..{jobs - 1})"
         if not isinstance(units, list | tuple) or not all(_index(n, nodes) for n in units):
             return f"placements[{i}]: not a list of node indices of the problem (0..{nodes - 1})"
-    if not (_count(outcome.status) and outcome.status in pb.SolveStatus.values()):
+    if not (_count(outcome.status) and outcome.status in _STATUSES):
         return f"status: {outcome.status!r} is not a SolveStatus value"
     if not isinstance(outcome.considered, list) or not all(
             _index(i, jobs) for i in outcome.considered):
         return "considered: not a list of job indices of the problem"
     if not isinstance(outcome.skipped, list) or not all(
             isinstance(s, tuple) and len(s) == 2 and _index(s[0], jobs)
-            and s[1] in pb.SkipReason.values() for s in outcome.skipped):
+            and s[1] in _SKIP_REASONS for s in outcome.skipped):
         return "skipped: not a list of (job index, SkipReason value)"
     return _report_problem(outcome, jobs)
 

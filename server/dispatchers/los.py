@@ -19,28 +19,26 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from ..domain.free_pool import FreePool
+from ..domain.outcome_kinds import SkipReason
 from .base import Outcome, SearchControl
 from .easy import EasyDispatcher, backfill_around, reserve_for_head
 from .planning.problem import Job, Problem
 from .planning.processor_packing import most_processors_now
 from .planning.stopping import Stopped
+from .table_row import TableRow
 
 
 class LosDispatcher(EasyDispatcher):
     name: ClassVar[str] = "los"
-    kind: ClassVar[int] = pb.DISPATCHER_LOS
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
-    summary: ClassVar[str] = (
-        "EASY's head, and of the next `lookahead_depth` jobs (50) the set that starts the most "
-        "processors now without delaying it (Shmueli & Feitelson 2005)")
-    head: ClassVar[str] = "submit order"
-    backfill: ClassVar[str] = (
-        "of the next `lookahead_depth` jobs, the set with the most processors now that does not "
-        "delay the head (Shmueli & Feitelson 2005, dynamic programme)")
-    parameter: ClassVar[str] = "`lookahead_depth` (50)"
+    table: ClassVar[TableRow] = TableRow(
+        summary="EASY's head, and of the next `lookahead_depth` jobs (50) the set that starts "
+        "the most processors now without delaying it (Shmueli & Feitelson 2005)",
+        head="submit order",
+        backfill="of the next `lookahead_depth` jobs, the set with the most processors now that "
+        "does not delay the head (Shmueli & Feitelson 2005, dynamic programme)",
+        parameter="`lookahead_depth` (50)")
 
     def around_the_head(
         self, problem: Problem, control: SearchControl, outcome: Outcome, free_now: FreePool,
@@ -55,7 +53,7 @@ class LosDispatcher(EasyDispatcher):
         outcome.considered.append(head.index)
         depth = max(1, control.settings.lookahead_depth)
         window = rest[:depth]
-        outcome.skipped.extend((j.index, pb.SKIP_REASON_OUTSIDE_WINDOW) for j in rest[depth:])
+        outcome.skipped.extend((j.index, SkipReason.OUTSIDE_WINDOW) for j in rest[depth:])
         chosen = most_processors_now(problem, free_now, reservation, window)
         picked = set(chosen)
         tried = [window[k] for k in chosen] + [

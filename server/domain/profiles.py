@@ -5,9 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
-from .search_settings import SearchSettings
+from .search_settings import SearchRequest, SearchSettings
 
 PROFILES: dict[str, tuple[SearchSettings, str]] = {
     "qos": (
@@ -72,14 +70,13 @@ PROFILES: dict[str, tuple[SearchSettings, str]] = {
 DEFAULT_PROFILE = "qos"
 
 
-def resolve_settings(search: pb.SearchParameters, default_profile: str) -> SearchSettings:
+def resolve_settings(search: SearchRequest, default_profile: str) -> SearchSettings:
     """The named profile (or the default), with the request's explicit overrides: each
-    SearchSettings field the request sets (same name in SearchParameters) replaces the
-    profile's."""
+    SearchSettings field the request sets replaces the profile's."""
     base, _ = PROFILES[search.profile or default_profile]
     names = {f.name for f in dataclasses.fields(base)} - {"profile"}
     overrides: dict[str, Any] = {
-        field.name: value for field, value in search.ListFields() if field.name in names
+        name: value for name, value in search.overrides.items() if name in names
     }
     if "delta_max_ms" not in overrides:  # δ <= δmax: a larger δ raises the profile's δmax
         overrides["delta_max_ms"] = max(base.delta_max_ms, overrides.get("delta_ms", 0))

@@ -1,10 +1,12 @@
 """What a decision's search may do: the restart policy's δ, δmax, k, the window m, and the
 profile's service-level steps; and the two parameters of the backfilling baselines (EASY-k's
-reservation depth, LOS's lookahead). Named profiles of these settings are in `profiles.py`."""
+reservation depth, LOS's lookahead). Named profiles of these settings are in `profiles.py`;
+what a request asks of them is a `SearchRequest`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,3 +57,13 @@ class SearchSettings:
     # only ever moved earlier; the jobs without one start around every promise, the most
     # processors first, then the papers' priority. -1 = off (no promises).
     promise_after_s: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """What a request asks of the search: a named profile ("" = the default) and the settings
+    it sets explicitly, by SearchSettings field name; the others come from the profile
+    (`profiles.resolve_settings`)."""
+
+    profile: str = ""
+    overrides: Mapping[str, int | bool] = field(default_factory=dict)

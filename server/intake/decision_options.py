@@ -18,6 +18,7 @@ from hpcdispatch.registrations import Registrations
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
+from ..core_wire import search_request_from_pb
 from ..domain.caller_scope import CallerScope
 from ..domain.profiles import PROFILES, resolve_settings
 from ..domain.search_control import SearchControl
@@ -105,7 +106,7 @@ def check_options(
     if search.profile and search.profile not in PROFILES:
         return None
     # δ <= δmax once the profile's defaults fill what the request leaves unset.
-    resolved = resolve_settings(search, default_profile)
+    resolved = resolve_settings(search_request_from_pb(search), default_profile)
     if resolved.delta_max_ms < resolved.delta_ms:
         out.add("search.delta_max_ms", f"δmax {resolved.delta_max_ms} ms is below "
                 f"δ {resolved.delta_ms} ms")

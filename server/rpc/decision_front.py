@@ -25,15 +25,24 @@ from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
+from ..core_wire import attempt_end_to_pb, skip_reason_to_pb, solve_status_to_pb
 from ..domain.duration_predictor import DurationPredictor
 from ..domain.profiles import PROFILES
 from ..domain.search_control import SearchControl
 from ..domain.search_settings import SearchSettings
 from ..intake.decision_options import DecisionOptions
-from ..pipeline import DecisionAbandoned, DecisionResult, Predictors, Situation, decide_on
+from ..pipeline import (
+    DecisionAbandoned,
+    DecisionResult,
+    Predictors,
+    Situation,
+    decide_on,
+    predictions_within,
+)
 from .admission import DecisionAdmission, Refused
 from .message_context import MessageContext
 from .metrics import ServiceMetrics
+from .promise_watch import PromiseWatch
 from .tls import caller_identity
 
 log = structlog.get_logger("hpcdispatch.server")
@@ -128,6 +137,7 @@ class DecisionFront:
             min(config.decision_concurrency or cpu_count(), self.decision_threads)
         )
         metrics.decisions_waiting.set_function(lambda: self.admission.waiting)
+        self.promises = PromiseWatch(config, metrics)  # verified in, signed out, counted
 
     @contextmanager
     def slot(
@@ -216,11 +226,13 @@ class DecisionFront:
         control = self.control(options, slot)
         predictor = self.predictors.predictor(options.cluster, predictor_kind_, slot.identity)
         built = time.monotonic()
-        situation = build(predictor_kind_, predictor)
+        with predictions_within(control):  # a plugin predictor's share of the deadline
+            situation = build(predictor_kind_, predictor)
         situation_seconds = time.monotonic() - built
         result = decide_on(situation, kind, predictor, control)
         response = self.answer(situation.snapshot, result, kind, predictor_kind_,
                                control.settings, options.cluster, received)
+        self.promises.answered(response, situation.snapshot, control.scope)
         return Decided(response, result, situation, predictor_kind_, control.settings,
                        situation_seconds)
 
@@ -259,15 +271,15 @@ def _report(
     report.dispatcher_name = dispatcher_name(kind)
     report.predictor_name = predictor_name(predictor)
     report.profile = settings.profile
-    report.status = pb.SolveStatus.ValueType(outcome.status)
+    report.status = solve_status_to_pb(outcome.status)
     report.model_variables = outcome.variables
     report.model_constraints = outcome.constraints
     report.build_seconds = outcome.build_seconds
     report.solve_seconds = outcome.solve_seconds
     for a in outcome.attempts:
         attempt = report.attempts.add(
-            time_limit_ms=a.time_limit_ms, status=a.status, wall_seconds=a.wall_seconds,
-            ended_by=a.ended_by,
+            time_limit_ms=a.time_limit_ms, status=solve_status_to_pb(a.status),
+            wall_seconds=a.wall_seconds, ended_by=attempt_end_to_pb(a.ended_by),
         )
         if a.objective is not None:
             attempt.objective = a.objective
@@ -275,7 +287,7 @@ def _report(
         report.objective = outcome.objective
     report.considered_job_ids.extend(problem.jobs[i].id for i in outcome.considered)
     for i, reason in outcome.skipped:
-        report.skipped_jobs.add(job_id=problem.jobs[i].id, reason=reason)
+        report.skipped_jobs.add(job_id=problem.jobs[i].id, reason=skip_reason_to_pb(reason))
     for i, (start, promised) in outcome.expected_starts.items():
         report.expected_starts.add(
             job_id=problem.jobs[i].id, start_time=problem.t + start, promised=promised,

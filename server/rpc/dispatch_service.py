@@ -11,6 +11,7 @@ import structlog
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 
+from ..domain.caller_scope import CallerScope
 from ..intake.decision_options import asked_dispatcher
 from ..intake.interruption import Interruption
 from ..intake.shown import clipped
@@ -59,12 +60,15 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
         if violations:
             log.warning("invalid snapshot", time=request.time, violations=len(violations),
                         first=violations[0].field)
-            abort_invalid_argument(context, f"invalid snapshot: {len(violations)} problem(s), "
+            abort_invalid_argument(context, f"invalid request: {len(violations)} problem(s), "
                                    f"first: {violations[0].field}: {violations[0].description}",
                                    violations)
         assert intake.snapshot is not None and intake.nodes is not None
         assert intake.options is not None
-        decided = self.front.decide(Situation(intake.snapshot, intake.nodes), intake.options,
+        snapshot = self.front.promises.verified_snapshot(  # only the promises it signed
+            intake.snapshot, CallerScope(slot.identity, intake.options.cluster),
+            Interruption(slot.deadline, slot.cancelled))
+        decided = self.front.decide(Situation(snapshot, intake.nodes), intake.options,
                                     slot, received)
         response, result, settings = decided.response, decided.result, decided.settings
         outcome, report = result.outcome, response.report

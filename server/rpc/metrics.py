@@ -40,6 +40,9 @@ ATTEMPT_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 8, 10, 16, 32)
 MODEL_SIZE_BUCKETS = (10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000)
 # Predictor error, seconds: 1 s .. 2 days.
 ERROR_BUCKETS = (1, 10, 60, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400, 172800)
+# How much later a promise moved, seconds: 1 min .. 2 weeks.
+PROMISE_BUCKETS = (60, 300, 900, 1800, 3600, 7200, 14400, 28800, 43200, 86400, 172800, 345600,
+                   604800, 1209600)
 # Started jobs whose predicted duration is kept until their completion is reported.
 DEFAULT_PREDICTION_MEMORY = 100_000
 
@@ -82,6 +85,7 @@ class ServiceMetrics:
         self._admission_metrics(self.registry)
         self._predictor_metrics(self.registry)
         self._session_metrics(self.registry)
+        self._promise_metrics(self.registry)
         self._memory = prediction_memory
         self._predictions: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
         self._lock = threading.Lock()
@@ -230,6 +234,31 @@ class ServiceMetrics:
             "hpcdispatch_session_decision_seconds",
             "Time from request to answer of a session call that decides (delta, decision).",
             d, buckets=SECONDS_BUCKETS, registry=r)
+
+    def _promise_metrics(self, r: CollectorRegistry) -> None:
+        """The promise book's promises: kept, moved later, pending, and those refused
+        (server/rpc/promise_watch.py records them)."""
+        d = ("dispatcher",)
+        self.promised_starts = Counter(
+            "hpcdispatch_promised_starts_total",
+            "Jobs holding a promise that started (outcome: kept = no later than the first start "
+            "this server promised them or they brought with a valid token, late = later).",
+            (*d, "outcome"), registry=r)
+        self.promise_moved_later = Histogram(
+            "hpcdispatch_promise_moved_later_seconds",
+            "How much later a promise moved when it could not be kept (a running job outlived "
+            "its expected end, a node went down), one observation per move.", d,
+            buckets=PROMISE_BUCKETS, registry=r)
+        self.promises_pending = Gauge(
+            "hpcdispatch_promises_pending",
+            "Waiting jobs holding a promise, as the latest decision of each caller and "
+            "cluster reported them.", registry=r)
+        self.promises_refused = Counter(
+            "hpcdispatch_promises_refused_total",
+            "Promised starts sent back that were not believed, their jobs treated as holding "
+            "no promise (reason: missing = no token, malformed = not a token of this service "
+            "or no start, expired = past the token's expiry, invalid = not signed by a key of "
+            "this server for this job, cluster, caller and start).", ("reason",), registry=r)
 
     # -- decisions ----------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from google.rpc import error_details_pb2
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 
+from ..domain.caller_scope import CallerScope
 from ..intake.decision_options import DecisionOptions
 from ..intake.interruption import Interruption
 from ..intake.snapshot_intake import SnapshotIntake
@@ -140,6 +141,12 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
             ])
         snapshot, nodes, options = intake.snapshot, intake.nodes, intake.options
         assert snapshot is not None and nodes is not None and options is not None
+        try:  # only the promises it signed
+            snapshot = self.front.promises.verified_snapshot(
+                snapshot, CallerScope(caller_identity(context), options.cluster),
+                interruption_of(context, received))
+        except DecisionAbandoned as abandoned:
+            abort_abandoned(context, abandoned)
         state = SessionState(options.cluster, snapshot, nodes)
         response = pb.OpenSessionResponse(sequence=0)
         if request.decide:
@@ -214,6 +221,12 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
             self._fail(context, checked.failure.reason, checked.failure.message, session.id)
         if checked.violations:
             self._reject(context, "invalid delta", checked.violations)
+        try:  # only the promises it signed
+            checked.submitted = self.front.promises.verified(
+                checked.submitted, CallerScope(caller_identity(context), state.cluster),
+                request.time, interruption_of(context, received))
+        except DecisionAbandoned as abandoned:
+            abort_abandoned(context, abandoned)
         digest = delta_digest(request)
         if not request.decide:
             apply_checked(state, request, checked)
@@ -281,6 +294,8 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
 
         decided = self.front.decide_built(state.situation, options, slot, received)
         response, result, snapshot = decided.response, decided.result, decided.situation.snapshot
+        state.hold_promises((e.job_id, e.start_time, e.promise_token)  # the session keeps them
+                            for e in response.report.expected_starts if e.promised)
         report, kind = response.report, slot.kind
         self.metrics.session_decision_seconds.labels(dispatcher_label(kind)).observe(
             report.total_seconds)

@@ -274,6 +274,17 @@ class SessionState:
         if self._rows is not None:
             self._rows.start(jobs)
 
+    def hold_promises(self, promised: Iterable[tuple[str, int, str]]) -> None:
+        """Keep with their jobs the promises a decision on the state reported (job id, start,
+        token), as a caller sending them back would: the next decision finds each job's
+        latest promise, never the one it was submitted with once the promise has moved."""
+        queued = self.queued
+        for job_id, start, token in promised:
+            job = queued.get(job_id)
+            if job is not None and (job.promised_start, job.promise_token) != (start, token):
+                queued[job_id] = dataclasses.replace(job, promised_start=start,
+                                                     promise_token=token)
+
     def _forget_queued(self, job_id: str) -> None:
         """Drop what was kept of a queued job that left the queue (or was replaced)."""
         self._queued_facts.pop(job_id, None)

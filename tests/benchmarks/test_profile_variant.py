@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.qos.profile_variant import register
 from hpcdispatch.server.domain import profiles
-from hpcdispatch.v1 import dispatcher_pb2 as pb
+from hpcdispatch.server.domain.search_settings import SearchRequest
 from tests.paths import ROOT
 
 
@@ -33,7 +33,7 @@ def test_a_variant_replaces_only_the_fields_it_names(own_profiles: dict[str, obj
         base.easy_head, base.delta_ms, base.window)
     assert "promises with" in text
     # A request naming the variant resolves to it, as a named profile does.
-    resolved = profiles.resolve_settings(pb.SearchParameters(profile=name), "qos")
+    resolved = profiles.resolve_settings(SearchRequest(name), "qos")
     assert resolved.easy_head_depth == 2 and resolved.profile == name
 
 

@@ -4,6 +4,8 @@ code, a warning for a flag that does nothing, the subcommand's own usage."""
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 import re
 import shlex
@@ -124,12 +126,33 @@ def test_dispatch_help_names_the_bundled_example() -> None:
     assert "hpcdispatch/examples/eurora_snapshot.json" in text
 
 
-def test_a_profile_for_baselines_only_is_warned_about(tmp_path: Path) -> None:
+def test_a_profile_for_baselines_only_is_refused(tmp_path: Path) -> None:
+    """Issue #43: `easy --profile fast` replayed EASY and recorded the profile as if it
+    applied."""
     done = run("simulate", "--profile", "fast", "--dispatcher", "easy", "--limit-jobs", "20",
-               "--out", str(tmp_path / "out"), "--no-progress")
+               "--out", str(tmp_path / "out"), "--no-progress", "--in-process")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "hpcdispatch simulate: --profile fast applies to the CP dispatchers (hcp19, pcp19, "
+        "pcp20) only; easy ignores it: drop --profile, or add a CP dispatcher")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_profile_beside_a_baseline_is_warned_about_and_recorded_for_the_cp_run_only(
+        tmp_path: Path) -> None:
+    done = run("simulate", "--profile", "fast", "--dispatcher", "easy", "--dispatcher", "pcp20",
+               "--limit-jobs", "20", "--out", str(tmp_path / "out"), "--no-progress",
+               "--in-process")
     assert done.returncode == 0, done.stderr
     assert ("warning: --profile fast applies to the CP dispatchers (hcp19, pcp19, pcp20) only; "
-            "easy ignores it") in done.stderr
+            "easy ignores it (their runs record no profile)") in done.stderr
+    recorded = {}
+    for run_dir in sorted((tmp_path / "out").iterdir()):
+        summary = json.loads((run_dir / "summary.json").read_text())
+        with (run_dir / "decisions.csv").open(newline="") as rows:
+            profiles = {row["profile"] for row in csv.DictReader(rows)}
+        recorded[summary["dispatcher"]] = (summary["profile"], profiles)
+    assert recorded == {"easy": ("", {""}), "pcp20": ("fast", {"fast"})}
 
 
 @pytest.mark.parametrize(("command", "required"), [

@@ -6,6 +6,7 @@ there."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -155,3 +156,38 @@ def test_main_sh_from_another_folder_prints_paths_that_work_there(tmp_path: Path
         assert again.returncode == 0, again.stderr
     finally:  # where main.sh wrote before it ran where it is started
         shutil.rmtree(ROOT / out, ignore_errors=True)
+
+
+# -- issue #43's first hour --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("records", ["0:9999999", "2999:3001"])
+def test_a_record_window_past_the_trace_is_refused(tmp_path: Path, records: str) -> None:
+    """The docs say so; it replayed what there was."""
+    done = simulate("--records", records, "--dispatcher", "fcfs", "--no-progress",
+                    "--out", str(tmp_path / "runs"))
+    error = one_error_line(done, "simulate")
+    assert re.fullmatch(rf"hpcdispatch simulate: record window {records}: \S+{SLICE}\.swf\.xz "
+                        r"has 3,000 job records \(0:3000\), the window ends past them", error)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_negative_record_window_is_refused_by_what_is_wrong_with_it(tmp_path: Path) -> None:
+    """It read argparse's "expected one argument"."""
+    done = simulate("--records", "-5:10", "--dispatcher", "fcfs", "--out", str(tmp_path))
+    assert one_error_line(done, "simulate") == (
+        "hpcdispatch simulate: record window '-5:10': need 0 <= FIRST < LAST")
+
+
+def test_decisions_name_the_dispatcher_and_predictor_by_their_registered_names(
+        tmp_path: Path) -> None:
+    """decisions.csv wrote `data_driven` and `easy_sjf` (the enum's names)."""
+    done = simulate("--records", "0:40", "--dispatcher", "easy-sjf", "--predictor",
+                    "data-driven", "--no-progress", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = tmp_path.iterdir()
+    with (run_dir / "decisions.csv").open(newline="") as rows:
+        named = {(row["dispatcher"], row["predictor"]) for row in csv.DictReader(rows)}
+    assert named == {("easy-sjf", "data-driven")}
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["dispatcher"], summary["predictor"]) == ("easy-sjf", "data-driven")

@@ -9,6 +9,7 @@ import dataclasses
 import re
 
 from hpcdispatch.client import DispatcherClient
+from hpcdispatch.server.core_wire import search_request_from_pb
 from hpcdispatch.server.domain.profiles import PROFILES, resolve_settings
 from hpcdispatch.server.domain.search_settings import SearchSettings
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -49,7 +50,7 @@ def test_describe_service_shows_every_knob_of_every_profile(client: DispatcherCl
         for knob in FLAT:
             assert getattr(profile, knob) == getattr(settings, knob), (name, knob)
         # Sent back as a request's search, the settings ask for exactly the profile.
-        assert resolve_settings(profile.settings, "qos") == settings, name
+        assert resolve_settings(search_request_from_pb(profile.settings), "qos") == settings, name
 
 
 def test_a_new_knob_shows_in_settings_without_a_profile_field() -> None:

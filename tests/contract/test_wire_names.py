@@ -76,6 +76,23 @@ def test_a_name_the_server_cannot_take_is_invalid_argument_naming_the_field(
     assert words in violations[field]
 
 
+@pytest.mark.parametrize(("field", "group"), [("dispatcher_name", DISPATCHER_NAMES),
+                                              ("predictor_name", PREDICTOR_NAMES)])
+def test_an_unknown_name_reads_as_the_field_and_the_names_offered(
+    client: DispatcherClient, field: str, group: dict[str, int],
+) -> None:
+    """Issue #43: the message read "invalid snapshot: ..." for a request whose snapshot was
+    fine."""
+    request = small_request()
+    setattr(request, field, "nowhere")
+    with pytest.raises(grpc.RpcError) as info:
+        client.dispatch(request)
+    what = field.removesuffix("_name")
+    assert info.value.details() == (  # type: ignore[attr-defined]
+        f"invalid request: 1 problem(s), first: {field}: unknown {what} 'nowhere'; this server "
+        f"offers {', '.join(group)}")
+
+
 def test_sessions_take_names_in_the_snapshot_and_in_deltas(client: DispatcherClient) -> None:
     session = client.session()
     request = small_request()

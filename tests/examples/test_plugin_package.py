@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from tests.plugin_packages import (
     BROKEN_DISPATCHERS,
     BROKEN_PREDICTORS,
     EXAMPLE,
+    PROCESS_ENDING,
     ROOT,
     install_example,
     write_broken_plugins,
@@ -229,6 +231,119 @@ def test_broken_plugins_are_reported_by_name_and_the_server_serves_on(tmp_path: 
                     else "decision failed the independent check"
                     if BROKEN_DISPATCHERS[name] == "check_failed" else "dispatcher failed")
         assert (expected, name) in failed, name
+
+
+def _dispatch_retrying(client: DispatcherClient, request: pb.DispatchRequest
+                       ) -> pb.DispatchResponse:
+    """The answer to `request`, asked again (a tenth of a second apart) while the server says
+    RESOURCE_EXHAUSTED (every decision thread busy), for 120 s at most."""
+    give_up = time.monotonic() + 120
+    while True:
+        try:
+            return client.dispatch(request)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or time.monotonic() > give_up:
+                raise
+            time.sleep(0.1)
+
+
+@pytest.mark.timeout(600)
+def test_a_hanging_plugin_predictor_leaves_the_decision_threads_to_the_others(
+    tmp_path: Path,
+) -> None:
+    """Issue #43: two decisions asking for a predictor that never answers took both decision
+    threads for good, and even a plain EASY Dispatch was refused. Now each waits a share of its
+    deadline at most (the requested times answer), and the EASY decisions beside them are
+    answered."""
+    site = write_broken_plugins(tmp_path / "site")
+    metrics_port = free_port()
+    config = tmp_path / "server.yaml"
+    config.write_text(f"default_dispatcher: easy\nmetrics_port: {metrics_port}\n"
+                      "max_decision_seconds: 4\nworkers: 3\n")  # two decision threads
+    served = Served(config, _env(site))
+    try:
+        with DispatcherClient(served.target, timeout=300) as client:
+            hanging = small_request()
+            hanging.predictor_name = "predictor-hangs"
+            answers: list[pb.DispatchResponse] = []
+            callers = [threading.Thread(target=lambda: answers.append(client.dispatch(hanging)))
+                       for _ in range(2)]
+            for caller in callers:
+                caller.start()
+            easy = [_dispatch_retrying(client, small_request(seed=seed)) for seed in range(5)]
+            for caller in callers:
+                caller.join(300)
+            text = scrape_text(metrics_port)
+        with grpc.insecure_channel(served.target) as channel:
+            health = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=60)
+    finally:
+        served.stop()
+    assert all(answer.starts and not answer.report.fallback_reason for answer in easy)
+    assert len(answers) == 2
+    requested = {q.id: q.requested_time for q in hanging.queued_jobs}
+    for answer in answers:  # the plugin's batch answered with the requested times
+        assert answer.starts and answer.report.predictor_name == "predictor-hangs"
+        assert all(s.expected_duration == requested[s.job_id] for s in answer.starts)
+    assert value(text, "hpcdispatch_predictor_failures_total", predictor="predictor-hangs",
+                 reason="deadline_passed") >= 2
+    assert health.status == health_pb2.HealthCheckResponse.SERVING
+
+
+@pytest.mark.parametrize("name", sorted(PROCESS_ENDING))
+def test_a_plugin_that_ends_the_process_is_named_in_the_log_first(
+    tmp_path: Path, name: str,
+) -> None:
+    """A plugin calling os._exit ends the server (nothing in a process can stop that), but the
+    log's last line names it (issue #43: it ended without a line naming it)."""
+    site = write_broken_plugins(tmp_path / "site")
+    config = tmp_path / "server.yaml"
+    config.write_text("default_dispatcher: easy\n")
+    served = Served(config, _env(site))
+    group, call = PROCESS_ENDING[name]
+    try:
+        request = small_request()
+        setattr(request, f"{group}_name", name)
+        with DispatcherClient(served.target, timeout=120) as client, \
+                pytest.raises(grpc.RpcError):
+            client.dispatch(request)
+        assert served.proc.wait(120) == 7
+        served._reader.join(60)
+    finally:
+        served.stop()
+    ended = [line for line in served.logged() if line.get("event") == "plugin ended the process"]
+    assert len(ended) == 1, served.lines[-5:]
+    assert {k: ended[0].get(k) for k in ("plugin", "group", "call", "how", "level")} == {
+        "plugin": name, "group": group, "call": call, "how": "os._exit(7)",
+        "level": "critical"}
+
+
+def test_a_replay_of_a_raising_plugin_logs_its_first_failure_and_fails_loudly(
+    tmp_path: Path,
+) -> None:
+    """Issue #43: a plugin raising at each of a 300-job replay's 506 decisions wrote 506 JSON
+    tracebacks (520 KB), and the replay, which measured the fallback only, exited 0. Now the
+    first failure is logged with its traceback, then the 10th and 100th with the count, and
+    the replay says that its decisions were all the fallback's, exit 1."""
+    site = write_broken_plugins(tmp_path / "site")
+    done = subprocess.run(
+        [sys.executable, "-m", "hpcdispatch", "simulate", "--records", "0:300", "--dispatcher",
+         "raises", "--no-progress", "--out", str(tmp_path / "runs")],
+        env=_env(site), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stderr[-2000:]
+    logged = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    failed = [line for line in logged if line.get("event") == "dispatcher failed"]
+    assert [line.get("failures_so_far") for line in failed] == [None, 10, 100]
+    assert "Traceback" in str(failed[0]["trace"])
+    assert not any("trace" in line for line in failed[1:])
+    assert len(done.stderr) < 20_000
+    lines = done.stderr.strip().splitlines()
+    assert "raises-data-driven: 506 of 506 decisions were answered by the fallback (EASY); " \
+        "the first because: dispatcher error (raises): RuntimeError('boom from a plugin')" \
+        in done.stderr
+    assert lines[-1] == ("hpcdispatch simulate: every decision of raises-data-driven was the "
+                         "fallback's (EASY): those rows measure EASY, not the dispatcher asked "
+                         "for")
 
 
 def test_campaigns_and_qos_targets_run_every_registered_dispatcher(

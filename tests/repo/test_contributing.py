@@ -42,3 +42,27 @@ def test_the_entry_point_groups_it_names_are_the_registrations() -> None:
 
     assert f'[project.entry-points."{DISPATCHER_GROUP}"]' in TEXT
     assert f'[project.entry-points."{PREDICTOR_GROUP}"]' in TEXT
+
+
+def section(title: str) -> str:
+    """The text of CONTRIBUTING.md's section `## title`, up to the next section."""
+    start = TEXT.index(f"\n## {title}\n")
+    end = TEXT.find("\n## ", start + 1)
+    return TEXT[start:end if end >= 0 else len(TEXT)]
+
+
+def test_the_recipes_name_the_steps_a_new_contributor_missed() -> None:
+    """Issue #43's first hour: the built-in recipes omitted regenerating the proto (a replay
+    whose decisions all fell back) and the entry points' order (a listed test failed); the CP
+    model recipe named `decide()` where a model is a Formulation and a short dispatcher; the
+    RPC recipe omitted the intake's check and the stream path."""
+    for kind in ("A dispatcher", "A predictor"):
+        recipe = section(kind)
+        assert ".venv/bin/python scripts/gen_proto.py" in recipe, kind
+        assert "in the\n   enum's order" in recipe or "in the enum's order" in recipe, kind
+    dispatcher = section("A dispatcher")
+    assert "`Formulation`" in dispatcher and "`CpDispatcher`" in dispatcher
+    assert "every decision of ... was the fallback's" in dispatcher
+    rpc = section("An RPC")
+    assert "`server/intake/validation.py`" in rpc
+    assert "the stream path" in rpc and "`server/rpc/session_stream.py` `StreamCalls`" in rpc

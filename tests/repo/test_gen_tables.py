@@ -15,6 +15,7 @@ import pytest
 from hpcdispatch.catalog import CP_DISPATCHER_NAMES
 from hpcdispatch.server.dispatchers.easy import EasyDispatcher
 from hpcdispatch.server.dispatchers.fcfs import FcfsDispatcher
+from hpcdispatch.server.dispatchers.table_row import TableRow
 from tests.paths import ROOT
 
 SCRIPT = ROOT / "scripts" / "gen_tables.py"
@@ -46,11 +47,9 @@ def test_every_built_in_is_in_the_pages() -> None:
 
 class _FreshDispatcher(EasyDispatcher):
     name: ClassVar[str] = "easy-fresh"
-    kind: ClassVar[int] = 999
-    summary: ClassVar[str] = "EASY with a fresh idea"
-    head: ClassVar[str] = "the freshest job"
-    backfill: ClassVar[str] = "fresh first"
-    parameter: ClassVar[str] = "`freshness` (1)"
+    table: ClassVar[TableRow] = TableRow(
+        summary="EASY with a fresh idea", head="the freshest job", backfill="fresh first",
+        parameter="`freshness` (1)")
 
 
 def test_a_fresh_dispatcher_class_shows_up_in_every_table() -> None:
@@ -71,23 +70,33 @@ def test_rows_that_differ_only_in_the_name_are_one() -> None:
     gen = _script()
 
     class Twin(_FreshDispatcher):
-        summary: ClassVar[str] = "twin"
-        head: ClassVar[str] = "the freshest job"
-        backfill: ClassVar[str] = "fresh first"
-        parameter: ClassVar[str] = "`freshness` (1)"
+        table: ClassVar[TableRow] = TableRow(
+            summary="twin", head="the freshest job", backfill="fresh first",
+            parameter="`freshness` (1)")
 
     rows = gen.baseline_table([("easy-fresh", _FreshDispatcher), ("easy-twin", Twin)])
     assert "| `easy-fresh`, `easy-twin` | `test_gen_tables.py` |" in rows
 
 
-def test_a_class_without_its_own_summary_fails_by_name() -> None:
+def test_a_class_without_its_own_table_row_fails_by_name() -> None:
     gen = _script()
 
-    class Inherits(EasyDispatcher):  # EASY's summary is EASY's, not this class's
+    class Inherits(EasyDispatcher):  # EASY's row is EASY's, not this class's
         name: ClassVar[str] = "easy-inherits"
 
-    with pytest.raises(SystemExit, match="Inherits: no `summary` of its own"):
+    with pytest.raises(SystemExit, match="Inherits: no `table` of its own"):
         gen.dispatcher_table([("easy-inherits", Inherits)], "pcp20", CP_DISPATCHER_NAMES)
+
+
+def test_a_baseline_row_without_its_head_fails_by_name() -> None:
+    gen = _script()
+
+    class Headless(EasyDispatcher):
+        name: ClassVar[str] = "easy-headless"
+        table: ClassVar[TableRow] = TableRow(summary="no head", backfill="any order")
+
+    with pytest.raises(SystemExit, match="Headless: its `table` has no `head`"):
+        gen.baseline_table([("easy-headless", Headless)])
 
 
 def test_a_stale_page_is_found_and_rewritten() -> None:

@@ -17,7 +17,7 @@ from hpcdispatch.cli import main
 from hpcdispatch.sim_adapter.outputs import DECISION_COLUMNS, JOB_COLUMNS, RunRecorder
 from hpcdispatch.sim_adapter.records import JobRecord
 from hpcdispatch.sim_adapter.report import comparison_table, find_runs, write_plots
-from hpcdispatch.sim_adapter.report_plots import series_of
+from hpcdispatch.sim_adapter.report_plots import binned_queue, series_of
 from hpcdispatch.sim_adapter.sequences import aggregate_table
 
 HOUR = 3600
@@ -190,3 +190,17 @@ def test_a_replay_summary_carries_the_percentiles_of_wait_and_bounded_slowdown()
         assert summary["wait_seconds"][f"p{q}"] == pytest.approx(np.percentile(waits, q))
         assert summary["bounded_slowdown"][f"p{q}"] == pytest.approx(np.percentile(slowdowns, q))
     assert summary["wait_seconds"]["max"] == 90_000
+
+
+def test_the_queue_length_plot_keeps_the_last_partial_bin() -> None:
+    """Issue #43: decisions over 2.5 hours in hour bins made two bins, the last half hour
+    (here its largest queue) dropped."""
+    hour = 3600.0
+    times = [0.0, 0.5 * hour, 2.0 * hour, 2.25 * hour, 2.5 * hour]
+    queue = [10, 30, 50, 70, 0]
+    starts, mean, low, high = binned_queue(times, queue, hour)
+    assert starts.tolist() == [0.0, hour, 2 * hour]
+    assert mean.tolist() == [20.0, 30.0, 60.0]  # the last bin: 50 then 70, a quarter hour each
+    assert (low.tolist(), high.tolist()) == ([10.0, 30.0, 50.0], [30.0, 30.0, 70.0])
+    one = binned_queue([5.0], [4], hour)  # a single decision: one bin of its queue
+    assert [a.tolist() for a in one] == [[0.0], [4.0], [4.0], [4.0]]

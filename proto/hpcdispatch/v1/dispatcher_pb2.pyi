@@ -575,6 +575,7 @@ class QueuedJob(_message.Message):
     REQUESTED_TIME_FIELD_NUMBER: _builtins.int
     ACTUAL_DURATION_FIELD_NUMBER: _builtins.int
     PROMISED_START_FIELD_NUMBER: _builtins.int
+    PROMISE_TOKEN_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """unique among running and queued jobs"""
     user: _builtins.str
@@ -597,7 +598,19 @@ class QueuedJob(_message.Message):
     """The start this job was promised by an earlier answer (an ExpectedStart with promised =
     true), seconds on the caller's clock, sent back so that whichever replica answers keeps it
     (the promise book, e.g. profile "book"). Unset: the answering server's own book, if it
-    holds one. Ignored by dispatchers without a promise book.
+    holds one. Ignored by dispatchers without a promise book. Trust boundary: the service
+    believes a promised start only with the `promise_token` it was issued with (below);
+    without one, or with one that does not match, the job is treated as holding no promise
+    from the caller (counted in hpcdispatch_promises_refused_total, logged), never refused.
+    """
+    promise_token: _builtins.str
+    """ExpectedStart.promise_token of the answer that promised `promised_start`, sent back
+    unchanged (opaque text, at most 64 characters). The service accepts the promise only if
+    it, or a replica configured with the same promise key (docs/configuration.md,
+    promise_key_file), issued this token for this job id and submit time, this cluster, this
+    caller (the mTLS client identity; "" without client certificates) and this exact start,
+    and the request's time t is not past the token's expiry (the promised start +
+    promise_token_ttl_seconds). A token without `promised_start` is ignored too.
     """
     @_builtins.property
     def unit_request(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
@@ -616,10 +629,11 @@ class QueuedJob(_message.Message):
         requested_time: _builtins.int = ...,
         actual_duration: _builtins.int | None = ...,
         promised_start: _builtins.int | None = ...,
+        promise_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_actual_duration", b"_actual_duration", "_promised_start", b"_promised_start", "actual_duration", b"actual_duration", "promised_start", b"promised_start"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_actual_duration", b"_actual_duration", "_promised_start", b"_promised_start", "actual_duration", b"actual_duration", "id", b"id", "name", b"name", "promised_start", b"promised_start", "queue", b"queue", "requested_time", b"requested_time", "submit_time", b"submit_time", "unit_request", b"unit_request", "units", b"units", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_actual_duration", b"_actual_duration", "_promised_start", b"_promised_start", "actual_duration", b"actual_duration", "id", b"id", "name", b"name", "promise_token", b"promise_token", "promised_start", b"promised_start", "queue", b"queue", "requested_time", b"requested_time", "submit_time", b"submit_time", "unit_request", b"unit_request", "units", b"units", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__actual_duration: _TypeAlias = _typing.Literal["actual_duration"]  # noqa: Y015
     _WhichOneofArgType__actual_duration: _TypeAlias = _typing.Literal["_actual_duration", b"_actual_duration"]  # noqa: Y015
@@ -1057,6 +1071,7 @@ class ExpectedStart(_message.Message):
     START_TIME_FIELD_NUMBER: _builtins.int
     PROMISED_FIELD_NUMBER: _builtins.int
     MOVED_LATER_SECONDS_FIELD_NUMBER: _builtins.int
+    PROMISE_TOKEN_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     start_time: _builtins.int
     """seconds, on the caller's clock (> t: the job waits)"""
@@ -1070,6 +1085,14 @@ class ExpectedStart(_message.Message):
     down, d_i grew) and moved later by this many seconds, the least possible given the
     promises made before it. 0: kept, or moved earlier.
     """
+    promise_token: _builtins.str
+    """Set when `promised`: the service's signature of this promise (an HMAC over the job id and
+    submit time, the cluster, the caller's identity, start_time and an expiry, seconds on the
+    caller's clock, start_time + promise_token_ttl_seconds), opaque text of at most 64
+    characters. Send it back in QueuedJob.promise_token beside QueuedJob.promised_start =
+    start_time so that any replica sharing the promise key keeps the promise; the same
+    promise gets the same token at every decision. Empty for estimates.
+    """
     def __init__(
         self,
         *,
@@ -1077,10 +1100,11 @@ class ExpectedStart(_message.Message):
         start_time: _builtins.int = ...,
         promised: _builtins.bool = ...,
         moved_later_seconds: _builtins.int = ...,
+        promise_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "moved_later_seconds", b"moved_later_seconds", "promised", b"promised", "start_time", b"start_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "moved_later_seconds", b"moved_later_seconds", "promise_token", b"promise_token", "promised", b"promised", "start_time", b"start_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

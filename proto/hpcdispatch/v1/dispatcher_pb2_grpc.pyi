@@ -145,6 +145,10 @@ class SessionServiceStub:
         to replace it;
       * the order of the session's lists is the order of a full snapshot: nodes in the order
         first seen (added nodes go last), queued and running jobs in the order they entered;
+      * the promises a decision reports (ExpectedStart with `promised`) are kept by the session
+        with their jobs, as if the caller had sent them back: deltas need not carry them; a
+        caller sends promises (QueuedJob.promised_start with its promise_token, checked as
+        Dispatch checks them) in the snapshot that opens a session, e.g. a resync on a replica;
       * calls on one session are answered one at a time, and never wait for each other: a call
         on a session another call holds (its delta being checked, waiting for a decision slot,
         or decided) is answered at once ABORTED, with a google.rpc.ErrorInfo of reason
@@ -222,6 +226,10 @@ class SessionServiceAsyncStub(SessionServiceStub):
         to replace it;
       * the order of the session's lists is the order of a full snapshot: nodes in the order
         first seen (added nodes go last), queued and running jobs in the order they entered;
+      * the promises a decision reports (ExpectedStart with `promised`) are kept by the session
+        with their jobs, as if the caller had sent them back: deltas need not carry them; a
+        caller sends promises (QueuedJob.promised_start with its promise_token, checked as
+        Dispatch checks them) in the snapshot that opens a session, e.g. a resync on a replica;
       * calls on one session are answered one at a time, and never wait for each other: a call
         on a session another call holds (its delta being checked, waiting for a decision slot,
         or decided) is answered at once ABORTED, with a google.rpc.ErrorInfo of reason
@@ -295,6 +303,10 @@ class SessionServiceServicer(metaclass=_abc_1.ABCMeta):
         to replace it;
       * the order of the session's lists is the order of a full snapshot: nodes in the order
         first seen (added nodes go last), queued and running jobs in the order they entered;
+      * the promises a decision reports (ExpectedStart with `promised`) are kept by the session
+        with their jobs, as if the caller had sent them back: deltas need not carry them; a
+        caller sends promises (QueuedJob.promised_start with its promise_token, checked as
+        Dispatch checks them) in the snapshot that opens a session, e.g. a resync on a replica;
       * calls on one session are answered one at a time, and never wait for each other: a call
         on a session another call holds (its delta being checked, waiting for a decision slot,
         or decided) is answered at once ABORTED, with a google.rpc.ErrorInfo of reason

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
+from ...domain.outcome_kinds import SkipReason
 from ..base import Outcome, SearchControl, SearchSettings
 from ..planning.greedy_schedule import best_list_schedule
 from ..planning.job_selection import Selection
@@ -34,7 +33,6 @@ class CpDispatcher:
     """Base of the CP dispatchers; subclasses say which formulation they build."""
 
     name: ClassVar[str]
-    kind: ClassVar[int]
     # The model of the window at t (`formulation`): built by `formulate`, the same for all.
     formulation: ClassVar[type[Formulation]]
     # Whether the heuristic plan places jobs on nodes at t (exact-allocation models).
@@ -98,7 +96,7 @@ class CpDispatcher:
         if not (settings.protect_head or settings.easy_head):
             return None
         blocked = {
-            i for i, why in selection.skipped if why == pb.SKIP_REASON_CANNOT_FIT_NOW
+            i for i, why in selection.skipped if why == SkipReason.CANNOT_FIT_NOW
         }
         if not blocked:
             return None

@@ -32,8 +32,7 @@ from typing import TypeVar
 
 from ortools.sat.python import cp_model
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
+from ...domain.outcome_kinds import AttemptEnd, SolveStatus
 from .restart_policy import AttemptResult
 
 S = TypeVar("S")
@@ -50,11 +49,11 @@ DETERMINISTIC_SEED = 1
 _PROVEN = (cp_model.OPTIMAL, cp_model.INFEASIBLE, cp_model.MODEL_INVALID)
 
 _STATUS = {
-    cp_model.OPTIMAL: pb.SOLVE_STATUS_OPTIMAL,
-    cp_model.FEASIBLE: pb.SOLVE_STATUS_FEASIBLE,
-    cp_model.INFEASIBLE: pb.SOLVE_STATUS_INFEASIBLE,
-    cp_model.UNKNOWN: pb.SOLVE_STATUS_UNKNOWN,
-    cp_model.MODEL_INVALID: pb.SOLVE_STATUS_MODEL_INVALID,
+    cp_model.OPTIMAL: SolveStatus.OPTIMAL,
+    cp_model.FEASIBLE: SolveStatus.FEASIBLE,
+    cp_model.INFEASIBLE: SolveStatus.INFEASIBLE,
+    cp_model.UNKNOWN: SolveStatus.UNKNOWN,
+    cp_model.MODEL_INVALID: SolveStatus.MODEL_INVALID,
 }
 
 
@@ -95,7 +94,7 @@ class _StopReason:
     """Why the watchdog stopped the search (None: it did not; the solver returned by itself)."""
 
     def __init__(self) -> None:
-        self.reason: int | None = None
+        self.reason: AttemptEnd | None = None
 
 
 def _watch(
@@ -118,11 +117,11 @@ def _watch(
         current = time.monotonic()
         if stopped.reason is None:
             if cancelled():
-                stopped.reason = pb.ATTEMPT_END_CALLER_GONE
+                stopped.reason = AttemptEnd.CALLER_GONE
             elif current >= hard_stop:  # the attempt's end time (its limit, or the deadline)
-                stopped.reason = pb.ATTEMPT_END_LIMIT
+                stopped.reason = AttemptEnd.LIMIT
             elif stall is not None and clock.last is not None and current - clock.last >= stall:
-                stopped.reason = pb.ATTEMPT_END_STALL
+                stopped.reason = AttemptEnd.STALL
         if stopped.reason is not None:
             solver.stop_search()
             done.wait(poll if poll is not None else CANCEL_POLL_SECONDS)
@@ -156,8 +155,8 @@ def solve_attempt(
     With `deterministic_limit` (deterministic seconds) the search is reproducible: one worker,
     a fixed seed, no stall rule; `stop_at` then only caps it."""
     if cancelled is not None and cancelled():  # gone before the search began: no search
-        return AttemptResult(pb.SOLVE_STATUS_UNKNOWN, None, None,
-                             ended_by=pb.ATTEMPT_END_CALLER_GONE)
+        return AttemptResult(SolveStatus.UNKNOWN, None, None,
+                             ended_by=AttemptEnd.CALLER_GONE)
     if hint is not None:
         set_hints(model, hint)
     deterministic = deterministic_limit is not None
@@ -182,7 +181,7 @@ def solve_attempt(
     finally:
         done.set()
         watchdog.join()
-    mapped = _STATUS.get(status, pb.SOLVE_STATUS_UNKNOWN)
+    mapped = _STATUS.get(status, SolveStatus.UNKNOWN)
     # Stopped by the wall clock before its deterministic limit, and before any proof. The
     # solver's own account says which limit ended it: CP-SAT's wall-clock limit can fire a few
     # ms before `stop_at` by our clock, while a deterministic limit is reported as reached.
@@ -214,16 +213,17 @@ def _solver(stop_at: float, workers: int, deterministic_limit: float | None) -> 
     return solver
 
 
-def _ended_by(status: cp_model.CpSolverStatus, watchdog: int | None, cut: bool) -> int:
-    """Why an attempt ended (pb.AttemptEnd): a proof, else the caller gone or a stall (seen by
+def _ended_by(status: cp_model.CpSolverStatus, watchdog: AttemptEnd | None, cut: bool
+              ) -> AttemptEnd:
+    """Why an attempt ended: a proof, else the caller gone or a stall (seen by
     the watchdog), else its end time: the deadline when that stopped a deterministic attempt
     short of its deterministic limit, its own limit otherwise (the restart policy knows when
     a wall-clock limit was the time left)."""
     if status in _PROVEN:
-        return pb.ATTEMPT_END_PROOF
-    if watchdog in (pb.ATTEMPT_END_CALLER_GONE, pb.ATTEMPT_END_STALL):
+        return AttemptEnd.PROOF
+    if watchdog in (AttemptEnd.CALLER_GONE, AttemptEnd.STALL):
         return watchdog
-    return pb.ATTEMPT_END_DEADLINE if cut else pb.ATTEMPT_END_LIMIT
+    return AttemptEnd.DEADLINE if cut else AttemptEnd.LIMIT
 
 
 def model_size(model: cp_model.CpModel) -> tuple[int, int]:

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
+from ...domain.outcome_kinds import SolveStatus
 from ..base import Outcome, SearchControl, SearchSettings
 from ..planning.job_selection import Selection
 from ..planning.plan import Plan
@@ -101,7 +100,7 @@ class Decision:
     problem: Problem
     control: SearchControl
     outcome: Outcome = field(
-        default_factory=lambda: Outcome(placements={}, status=pb.SOLVE_STATUS_EMPTY)
+        default_factory=lambda: Outcome(placements={}, status=SolveStatus.EMPTY)
     )
     selection: Selection = field(default_factory=Selection)
     guarded: Guarded | None = None  # the starvation guard's job, if any
@@ -154,7 +153,7 @@ class Decision:
         """The outcome of an abandoned decision: no placements (nobody will read it)."""
         self.stop_build_clock()
         self.outcome.placements = {}
-        self.outcome.status = pb.SOLVE_STATUS_UNKNOWN
+        self.outcome.status = SolveStatus.UNKNOWN
         return self.outcome
 
     def with_started_first(self) -> Outcome:
@@ -163,6 +162,6 @@ class Decision:
             outcome = self.outcome
             outcome.placements = {**self.started_first, **outcome.placements}
             outcome.considered = [*self.started_first, *outcome.considered]
-            if outcome.status == pb.SOLVE_STATUS_EMPTY:
-                outcome.status = pb.SOLVE_STATUS_HEURISTIC
+            if outcome.status == SolveStatus.EMPTY:
+                outcome.status = SolveStatus.HEURISTIC
         return self.outcome

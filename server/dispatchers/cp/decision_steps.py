@@ -41,8 +41,7 @@ from typing import TypeVar
 
 import structlog
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
+from ...domain.outcome_kinds import SolveStatus
 from ..planning.greedy_schedule import best_list_schedule, greedy_schedule, total_slowdown
 from ..planning.job_orders import processors
 from ..planning.job_selection import select_for_model
@@ -217,7 +216,7 @@ def take_a_plan_that_starts_all_now(d: Decision) -> Next:
     if any(heuristic.start_offsets[j.index] != 0 for j in d.jobs):
         return Next.GO_ON
     d.stop_build_clock()
-    d.outcome.status, d.outcome.objective = pb.SOLVE_STATUS_OPTIMAL, d.heuristic_objective
+    d.outcome.status, d.outcome.objective = SolveStatus.OPTIMAL, d.heuristic_objective
     d.decide_with(heuristic, heuristic.placements())
     return Next.GO_ON
 
@@ -240,7 +239,7 @@ def build_the_model(d: Decision) -> Next:
         if d.settings.deterministic:
             log.warning("deterministic search cut by the deadline before the model was "
                         "built: decision not reproducible", dispatcher=d.dispatcher.name)
-        d.outcome.status, d.outcome.objective = pb.SOLVE_STATUS_HEURISTIC, d.heuristic_objective
+        d.outcome.status, d.outcome.objective = SolveStatus.HEURISTIC, d.heuristic_objective
         d.decide_with(heuristic, heuristic.placements())
         return Next.GO_ON
     d.outcome.variables, d.outcome.constraints = model_size(d.formulation.model)
@@ -327,21 +326,21 @@ def choose_the_plan(d: Decision) -> Next:
     not compare), else the heuristic plan; a proof of infeasibility of a model the heuristic
     plan is no solution of means the jobs wait."""
     policy, heuristic = _known(d.policy, "search"), _known(d.heuristic, "heuristic plan")
-    if policy.status == pb.SOLVE_STATUS_INFEASIBLE and not d.comparable:
-        d.outcome.status = pb.SOLVE_STATUS_INFEASIBLE
+    if policy.status == SolveStatus.INFEASIBLE and not d.comparable:
+        d.outcome.status = SolveStatus.INFEASIBLE
         return Next.DONE
-    if policy.status in (pb.SOLVE_STATUS_INFEASIBLE, pb.SOLVE_STATUS_MODEL_INVALID):
+    if policy.status in (SolveStatus.INFEASIBLE, SolveStatus.MODEL_INVALID):
         # The heuristic plan is a solution of this model, so the model is wrong: say so
         # (logged and counted under this status) and decide with the heuristic plan.
         log.error("CP model rejected a known solution", dispatcher=d.dispatcher.name,
-                  status=pb.SolveStatus.Name(pb.SolveStatus.ValueType(policy.status)))
+                  status=policy.status.name.lower())
         d.plan, d.outcome.status = heuristic, policy.status
     elif policy.best is not None and policy.objective is not None and (
         not d.comparable or policy.objective <= d.heuristic_objective + 1e-9
     ):
         d.plan, d.outcome.status = policy.best, policy.status
     else:  # the solver found nothing better: decide with the heuristic plan
-        d.plan, d.outcome.status = heuristic, pb.SOLVE_STATUS_HEURISTIC
+        d.plan, d.outcome.status = heuristic, SolveStatus.HEURISTIC
     return Next.GO_ON
 
 

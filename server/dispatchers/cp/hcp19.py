@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from ..planning.plan import Plan
 from ..planning.protected_room import place_now
+from ..table_row import TableRow
 from .cp_dispatch import CpDispatcher
 from .formulation import Formulation
 
@@ -41,12 +40,11 @@ class Hcp19Formulation(Formulation):
 
 class Hcp19Dispatcher(CpDispatcher):
     name: ClassVar[str] = "hcp19"
-    kind: ClassVar[int] = pb.DISPATCHER_HCP19
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
-    summary: ClassVar[str] = (
-        "CP schedule on pooled capacity (one cumulative per resource type), then best-fit "
-        "allocation of the jobs that start now")
-    model_size: ClassVar[str] = "independent of nodes"
+    table: ClassVar[TableRow] = TableRow(
+        summary="CP schedule on pooled capacity (one cumulative per resource type), then "
+        "best-fit allocation of the jobs that start now",
+        model_size="independent of nodes")
     exact_allocation_now: ClassVar[bool] = False
 
     formulation: ClassVar[type[Formulation]] = Hcp19Formulation

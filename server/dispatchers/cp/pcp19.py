@@ -20,8 +20,6 @@ from typing import ClassVar
 
 from ortools.sat.python import cp_model
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from ...domain.free_pool import units_per_node
 from ..planning.greedy_schedule import total_slowdown
 from ..planning.job_selection import submit_order
@@ -30,6 +28,7 @@ from ..planning.plan import Plan
 from ..planning.problem import Job
 from ..planning.protected_room import NodeBlock
 from ..planning.stopping import Stopped, stop_if
+from ..table_row import TableRow
 from .cp_dispatch import CpDispatcher
 from .cpsat_attempt import SolutionValues
 from .formulation import Formulation, ModelInputs
@@ -137,11 +136,10 @@ class Pcp19Formulation(Formulation):
 
 class Pcp19Dispatcher(CpDispatcher):
     name: ClassVar[str] = "pcp19"
-    kind: ClassVar[int] = pb.DISPATCHER_PCP19
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
-    summary: ClassVar[str] = (
-        "CP with node-level allocation (one cumulative per node × resource type)")
-    model_size: ClassVar[str] = "grows with nodes"
+    table: ClassVar[TableRow] = TableRow(
+        summary="CP with node-level allocation (one cumulative per node × resource type)",
+        model_size="grows with nodes")
     heuristic_in_model: ClassVar[bool] = False
     protects_head: ClassVar[bool] = False  # the papers' node-level model, unchanged
     formulation: ClassVar[type[Formulation]] = Pcp19Formulation

@@ -35,12 +35,11 @@ import numpy as np
 import numpy.typing as npt
 from ortools.sat.python import cp_model
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
 from ...domain.free_pool import FreePool, units_per_node
 from ..planning.plan import Plan
 from ..planning.problem import Job, Problem
 from ..planning.stopping import stop_if
+from ..table_row import TableRow
 from .cp_dispatch import CpDispatcher
 from .cpsat_attempt import SolutionValues
 from .formulation import Formulation, ModelInputs
@@ -319,12 +318,11 @@ class Pcp20Formulation(Formulation):
 
 class Pcp20Dispatcher(CpDispatcher):
     name: ClassVar[str] = "pcp20"
-    kind: ClassVar[int] = pb.DISPATCHER_PCP20
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
-    summary: ClassVar[str] = (
-        "CP with system-size-independent allocation: one position per unit and resource type "
-        "on a line of all units, no two boxes overlapping at t")
-    model_size: ClassVar[str] = "independent of nodes"
+    table: ClassVar[TableRow] = TableRow(
+        summary="CP with system-size-independent allocation: one position per unit and "
+        "resource type on a line of all units, no two boxes overlapping at t",
+        model_size="independent of nodes")
     # Positions are per unit: beyond this many units CP-SAT spends longer loading the model
     # than a decision may take (it ignores stop requests while loading).
     max_model_units: ClassVar[int | None] = 1024

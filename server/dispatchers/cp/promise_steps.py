@@ -27,8 +27,7 @@ d_i hold. The book's steps wrap the selected model's own (HCP'19, PCP'19, PCP'20
 
 from __future__ import annotations
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
+from ...domain.outcome_kinds import SkipReason, SolveStatus
 from ..planning.job_orders import fcfs
 from ..planning.job_selection import Selection, never_fits
 from ..planning.oldest_first import with_started
@@ -49,19 +48,20 @@ def keep_the_promises(d: Decision) -> Next:
     never = {j.index for j in problem.jobs if never_fits(problem, j)}
     held = {i: kept for i, kept in recalled.held.items() if i not in never}
     freed = recalled.room_freed
-    for job in problem.jobs:  # a promise the caller sends back wins over the book's
+    for job in problem.jobs:  # a promise the caller sends back (its token checked at the
+        # edge), where this book holds none or a later one: the earlier of the two is kept
         if job.promised is not None and job.index not in never:
             kept = held.get(job.index)
-            if kept is None or kept[0] != job.promised - t:  # not the book's: placed anew
+            if kept is None or kept[0] > job.promised - t:  # not the book's: placed anew
                 held[job.index], freed = (job.promised - t, []), True
     d.promised = state = PromiseState(problem, recalled, never)
     waiting = [j for j in fcfs(problem) if j.index not in never]
     if not held:
         every = _all_start_now(problem, waiting, control.first_fit)
         if every is not None:  # no promise to keep or make: every job starts, as EASY's would
-            d.outcome.skipped = [(i, pb.SKIP_REASON_NEVER_FITS) for i in sorted(never)]
+            d.outcome.skipped = [(i, SkipReason.NEVER_FITS) for i in sorted(never)]
             d.outcome.placements, d.outcome.considered = every, list(every)
-            d.outcome.status = pb.SOLVE_STATUS_HEURISTIC if every else pb.SOLVE_STATUS_EMPTY
+            d.outcome.status = SolveStatus.HEURISTIC if every else SolveStatus.EMPTY
             book.record(problem, recalled, {}, every)
             return Next.DONE
     after = control.settings.promise_after_s
@@ -109,7 +109,7 @@ def reduce_to_the_window_around_the_promises(d: Decision) -> Next:
     assert state is not None
     window, max_units = d.settings.window, d.dispatcher.max_model_units
     selection = Selection()
-    selection.skipped.extend((i, pb.SKIP_REASON_NEVER_FITS) for i in sorted(state.never))
+    selection.skipped.extend((i, SkipReason.NEVER_FITS) for i in sorted(state.never))
     units = 0
     check = every_few(d.control.should_stop)
     units_fit = d.problem.free_now.units_fit  # what is free now bounds what the room leaves
@@ -119,11 +119,11 @@ def reduce_to_the_window_around_the_promises(d: Decision) -> Next:
         if check():
             raise Abandoned
         if units_fit(job.req, job.units) < job.units or not room.fits(job):
-            selection.skipped.append((job.index, pb.SKIP_REASON_CANNOT_FIT_NOW))
+            selection.skipped.append((job.index, SkipReason.CANNOT_FIT_NOW))
         elif len(selection.considered) >= window or (
             max_units is not None and units + job.units > max_units and selection.considered
         ):
-            selection.skipped.append((job.index, pb.SKIP_REASON_OUTSIDE_WINDOW))
+            selection.skipped.append((job.index, SkipReason.OUTSIDE_WINDOW))
         else:
             selection.considered.append(job)
             units += job.units
@@ -151,7 +151,7 @@ def keep_every_promises_room(d: Decision) -> Next:
         if moved is not None:
             kept[i] = moved
         else:
-            d.outcome.skipped.append((i, pb.SKIP_REASON_BLOCKED))
+            d.outcome.skipped.append((i, SkipReason.BLOCKED))
     d.outcome.placements = kept
     return Next.GO_ON
 

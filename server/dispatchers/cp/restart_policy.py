@@ -35,8 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
+from ...domain.outcome_kinds import AttemptEnd, SolveStatus
 from ...domain.search_settings import SearchSettings
 from ..base import AttemptRecord
 
@@ -57,12 +56,12 @@ MIN_ATTEMPT_SECONDS = 0.005
 class AttemptResult(Generic[S]):
     """What one attempt found."""
 
-    status: int  # pb.SolveStatus of this attempt
+    status: SolveStatus  # of this attempt
     solution: S | None
     objective: float | None  # total slowdown of `solution`
     # A deterministic attempt that the wall-clock deadline stopped before its own limit.
     deadline_cut: bool = False
-    ended_by: int = pb.ATTEMPT_END_LIMIT  # pb.AttemptEnd: why the attempt ended
+    ended_by: AttemptEnd = AttemptEnd.LIMIT  # why the attempt ended
 
 
 @dataclass(slots=True)
@@ -70,7 +69,7 @@ class PolicyResult(Generic[S]):
     attempts: list[AttemptRecord] = field(default_factory=list)
     best: S | None = None
     objective: float | None = None
-    status: int = pb.SOLVE_STATUS_UNKNOWN  # final status
+    status: SolveStatus = SolveStatus.UNKNOWN  # final status
     solve_seconds: float = 0.0
     # The deadline prevented a restart, or stopped a deterministic attempt before its limit:
     # with deterministic limits, the result is then no longer reproducible.
@@ -108,11 +107,11 @@ def run_restart_policy(
         started = time.monotonic()
         outcome = attempt(limit_s, result.best)
         _record(result, outcome, limit_s, limit_ms, time.monotonic() - started)
-        if outcome.status == pb.SOLVE_STATUS_INFEASIBLE:
-            result.status = pb.SOLVE_STATUS_INFEASIBLE
+        if outcome.status == SolveStatus.INFEASIBLE:
+            result.status = SolveStatus.INFEASIBLE
             return result
-        if outcome.status == pb.SOLVE_STATUS_MODEL_INVALID:
-            result.status = pb.SOLVE_STATUS_MODEL_INVALID
+        if outcome.status == SolveStatus.MODEL_INVALID:
+            result.status = SolveStatus.MODEL_INVALID
             return result
         improved = outcome.solution is not None and (
             result.objective is None
@@ -124,10 +123,10 @@ def run_restart_policy(
             unchanged = 1
         elif result.best is not None:
             unchanged += 1
-        if outcome.status == pb.SOLVE_STATUS_OPTIMAL:
+        if outcome.status == SolveStatus.OPTIMAL:
             if outcome.solution is not None and not improved and result.best is not None:
                 # Proven optimal at the best solution's value: that solution is optimal too.
-                result.status = pb.SOLVE_STATUS_OPTIMAL
+                result.status = SolveStatus.OPTIMAL
             return result
         if result.best is not None and unchanged >= settings.k:
             return result
@@ -141,8 +140,8 @@ def _record(result: PolicyResult[S], outcome: AttemptResult[S], limit_s: float, 
     result.solve_seconds += wall
     result.deadline_cut |= outcome.deadline_cut
     ended_by = outcome.ended_by
-    if ended_by == pb.ATTEMPT_END_LIMIT and limit_s < limit_ms / 1000.0:
-        ended_by = pb.ATTEMPT_END_DEADLINE  # its wall-clock limit was the time left
+    if ended_by == AttemptEnd.LIMIT and limit_s < limit_ms / 1000.0:
+        ended_by = AttemptEnd.DEADLINE  # its wall-clock limit was the time left
     result.attempts.append(
         AttemptRecord(round(limit_s * 1000), outcome.status, wall, outcome.objective,
                       outcome.deadline_cut, ended_by)

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
+from ...domain.outcome_kinds import SkipReason
 from .problem import Job, Problem, slowdown_rank
 from .stopping import StopCheck, Stopped, every_few, never
 
@@ -33,7 +32,7 @@ def never_fits(problem: Problem, job: Job) -> bool:
 @dataclass(slots=True)
 class Selection:
     considered: list[Job] = field(default_factory=list)  # priority order
-    skipped: list[tuple[int, int]] = field(default_factory=list)  # (job index, pb.SkipReason)
+    skipped: list[tuple[int, SkipReason]] = field(default_factory=list)  # (job index, why)
 
 
 def select_for_model(
@@ -55,14 +54,14 @@ def select_for_model(
             raise Stopped("job selection")
         if units_fit(job.req, job.units) < job.units:
             reason = (
-                pb.SKIP_REASON_NEVER_FITS if never_fits(problem, job)
-                else pb.SKIP_REASON_CANNOT_FIT_NOW
+                SkipReason.NEVER_FITS if never_fits(problem, job)
+                else SkipReason.CANNOT_FIT_NOW
             )
             skipped.append((job.index, reason))
         elif len(considered) >= window or (
             max_units is not None and units + job.units > max_units and considered
         ):
-            skipped.append((job.index, pb.SKIP_REASON_OUTSIDE_WINDOW))
+            skipped.append((job.index, SkipReason.OUTSIDE_WINDOW))
         else:
             considered.append(job)
             units += job.units

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hpcdispatch.v1 import dispatcher_pb2 as pb
-
+from ...domain.outcome_kinds import SkipReason
 from .job_selection import Selection, never_fits
 from .problem import Job, Problem
 
@@ -40,14 +39,14 @@ def guarded_job(problem: Problem, selection: Selection, wait_bound_s: int) -> Gu
     ever run on the up nodes; None otherwise or with the guard off (`wait_bound_s` = 0)."""
     if wait_bound_s <= 0 or not problem.jobs:
         return None
-    never = {i for i, why in selection.skipped if why == pb.SKIP_REASON_NEVER_FITS}
+    never = {i for i, why in selection.skipped if why == SkipReason.NEVER_FITS}
     waiting = [j for j in problem.jobs if j.index not in never]
     if not waiting:
         return None
     oldest = min(waiting, key=lambda j: (j.submit, j.index))
     if problem.t - oldest.submit < wait_bound_s or never_fits(problem, oldest):
         return None
-    blocked = {i for i, why in selection.skipped if why == pb.SKIP_REASON_CANNOT_FIT_NOW}
+    blocked = {i for i, why in selection.skipped if why == SkipReason.CANNOT_FIT_NOW}
     return Guarded(oldest, oldest.index not in blocked)
 
 

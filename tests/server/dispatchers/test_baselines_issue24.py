@@ -28,6 +28,7 @@ from hpcdispatch.server.dispatchers.conservative import (
 from hpcdispatch.server.dispatchers.planning.job_orders import fcfs
 from hpcdispatch.server.dispatchers.planning.problem import Problem
 from hpcdispatch.server.dispatchers.planning.processor_packing import pack
+from hpcdispatch.server.domain.outcome_kinds import SkipReason
 from hpcdispatch.server.intake.validation import validate_dispatch_request
 from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -40,7 +41,7 @@ NEW = ("easy-sjbf", "easy-lxf", "los", "easy-k")
 def test_the_new_baselines_are_registered_by_their_contract_names() -> None:
     for name in NEW:
         assert BY_NAME[name].name == name
-        assert DISPATCHERS[DISPATCHER_NAMES[name]].kind == DISPATCHER_NAMES[name]
+        assert DISPATCHERS[DISPATCHER_NAMES[name]] is BY_NAME[name]
 
 
 # One node of 4 cores; r holds 3 of them until t + 100, so 1 core is free now. The head A
@@ -125,7 +126,7 @@ def test_los_lookahead_depth_bounds_the_jobs_considered() -> None:
     outcome, los = decide("los", LOS_PACK, one)
     assert started(los) == {"B"}  # only B is looked at
     ids = {problem_of(LOS_PACK).jobs[i].id: r for i, r in outcome.skipped}
-    assert ids["C"] == ids["D"] == pb.SKIP_REASON_OUTSIDE_WINDOW
+    assert ids["C"] == ids["D"] == SkipReason.OUTSIDE_WINDOW
 
 
 @pytest.mark.parametrize(

@@ -110,4 +110,4 @@ def test_the_check_catches_what_it_must() -> None:
     for expected, starts in cases.items():
         problems = check_decision(snap, Decision(T, starts))
         assert any(expected in p for p in problems), (expected, problems)
-    assert check_decision(snap, Decision(T, [JobStart("b", ("n1",))])) == []
+    assert check_decision(snap, Decision(T, [JobStart("b", ("n1",), 5)])) == []

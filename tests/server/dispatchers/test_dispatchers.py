@@ -16,9 +16,10 @@ from hpcdispatch.server.dispatchers.cp.cpsat_attempt import SolutionValues, mode
 from hpcdispatch.server.dispatchers.planning.greedy_schedule import greedy_schedule
 from hpcdispatch.server.dispatchers.planning.problem import later_start_bounds
 from hpcdispatch.server.dispatchers.planning.stopping import never
+from hpcdispatch.server.domain.outcome_kinds import SkipReason, SolveStatus
 from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE, PROFILES, resolve_settings
+from hpcdispatch.server.domain.search_settings import SearchRequest
 from hpcdispatch.snapshot import NodeState, Snapshot
-from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.instances import FAST, T, decide, node, problem_of, queued, running, started
 
 ALL = sorted(DISPATCHER_NAMES)
@@ -45,7 +46,7 @@ def test_easy_backfills_a_job_that_ends_before_the_reservation() -> None:
     outcome, decision = decide("easy", snap)
     assert started(decision) == {"short"}  # "long" would delay the head's reservation
     reasons = {snap.queued[i].id: r for i, r in outcome.skipped}
-    assert reasons["long"] == pb.SKIP_REASON_BLOCKED
+    assert reasons["long"] == SkipReason.BLOCKED
     assert check_decision(snap, decision) == []
 
 
@@ -102,8 +103,8 @@ def test_nothing_fits_at_t(name: str) -> None:
     assert decision.starts == []
     reasons = dict(outcome.skipped)
     if name in CP:
-        assert outcome.status == pb.SOLVE_STATUS_EMPTY
-        assert set(reasons.values()) == {pb.SKIP_REASON_CANNOT_FIT_NOW}
+        assert outcome.status == SolveStatus.EMPTY
+        assert set(reasons.values()) == {SkipReason.CANNOT_FIT_NOW}
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -114,7 +115,7 @@ def test_a_job_larger_than_the_system_is_reported_and_does_not_block(name: str) 
     )
     outcome, decision = decide(name, snap)
     assert started(decision) == {"small"}
-    assert (0, pb.SKIP_REASON_NEVER_FITS) in outcome.skipped
+    assert (0, SkipReason.NEVER_FITS) in outcome.skipped
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -152,7 +153,7 @@ def test_exact_allocation_models_see_fragmentation(name: str) -> None:
     )
     outcome, decision = decide(name, snap)
     assert len(decision.starts) == 2
-    assert outcome.status in (pb.SOLVE_STATUS_OPTIMAL, pb.SOLVE_STATUS_FEASIBLE)
+    assert outcome.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
 
 
 @pytest.mark.parametrize("name", ["hcp19", "pcp20"])
@@ -169,7 +170,7 @@ def test_protect_head_keeps_the_oldest_blocked_jobs_reservation(name: str) -> No
     protected_settings = dataclasses.replace(FAST, protect_head=True)
     outcome, protected = decide(name, snap, protected_settings)
     assert started(protected) == {"short"}
-    assert outcome.status in (pb.SOLVE_STATUS_OPTIMAL, pb.SOLVE_STATUS_FEASIBLE)
+    assert outcome.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
     assert check_decision(snap, protected) == []
 
 
@@ -227,7 +228,7 @@ def test_many_distinct_release_times_with_a_protected_head(name: str) -> None:
     )
     outcome, decision = decide(name, snap, dataclasses.replace(FAST, protect_head=True))
     assert started(decision) == {"short"}
-    assert outcome.status != pb.SOLVE_STATUS_INFEASIBLE
+    assert outcome.status != SolveStatus.INFEASIBLE
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -310,7 +311,7 @@ def test_a_window_that_all_starts_now_needs_no_search(name: str) -> None:
     # On 80 idle nodes all 12 jobs start at t: each s_i is at its lower bound, so the list
     # schedule is optimal and no model is built (most decisions on a lightly loaded system).
     outcome, decision = decide(name, _idle_system(80))
-    assert len(decision.starts) == 12 and outcome.status == pb.SOLVE_STATUS_OPTIMAL
+    assert len(decision.starts) == 12 and outcome.status == SolveStatus.OPTIMAL
     assert outcome.attempts == [] and outcome.variables == 0
     assert check_decision(_idle_system(80), decision) == []
     # On 8 nodes they do not all fit: the model is built and searched.
@@ -350,8 +351,8 @@ def test_the_default_profile_guards_a_starving_job_the_papers_objective_passes_o
     outcome, decision = decide(name, snap, PROFILES[DEFAULT_PROFILE][0])
     assert started(decision) == {"long"}
     assert check_decision(snap, decision) == []
-    assert outcome.status in (pb.SOLVE_STATUS_OPTIMAL, pb.SOLVE_STATUS_FEASIBLE,
-                              pb.SOLVE_STATUS_HEURISTIC)
+    assert outcome.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE,
+                              SolveStatus.HEURISTIC)
 
 
 def test_the_papers_profile_keeps_the_papers_objective() -> None:
@@ -360,19 +361,21 @@ def test_the_papers_profile_keeps_the_papers_objective() -> None:
     papers = PROFILES["papers"][0]
     assert not (papers.protect_head or papers.starvation_wait_s or papers.more_orders
                 or papers.work_conserving)
-    assert resolve_settings(pb.SearchParameters(profile="papers"), DEFAULT_PROFILE) == papers
+    assert resolve_settings(SearchRequest("papers"), DEFAULT_PROFILE) == papers
     fast = PROFILES["fast"][0]
     assert fast.protect_head and not (fast.starvation_wait_s or fast.more_orders
                                       or fast.work_conserving)
 
 
 def test_search_parameters_override_the_new_knobs() -> None:
-    search = pb.SearchParameters(starvation_wait_s=3_600, more_orders=True, work_conserving=False)
+    search = SearchRequest(overrides={"starvation_wait_s": 3_600, "more_orders": True,
+                                      "work_conserving": False})
     settings = resolve_settings(search, "qos")
     assert (settings.starvation_wait_s, settings.more_orders, settings.work_conserving) == (
         3_600, True, False)
-    assert resolve_settings(pb.SearchParameters(starvation_wait_s=-5), "qos").starvation_wait_s == 0
-    qos = resolve_settings(pb.SearchParameters(), "qos")
+    negative = SearchRequest(overrides={"starvation_wait_s": -5})
+    assert resolve_settings(negative, "qos").starvation_wait_s == 0
+    qos = resolve_settings(SearchRequest(), "qos")
     assert qos == PROFILES["qos"][0]
 
 

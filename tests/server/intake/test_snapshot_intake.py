@@ -15,6 +15,7 @@ import pytest
 
 from hpcdispatch.proto_convert import snapshot_from_pb, snapshot_to_pb
 from hpcdispatch.server.config import ServerConfig
+from hpcdispatch.server.core_wire import search_request_from_pb
 from hpcdispatch.server.dispatchers.base import SearchControl
 from hpcdispatch.server.domain.profiles import resolve_settings
 from hpcdispatch.server.intake import decision_options, snapshot_intake
@@ -233,7 +234,8 @@ def test_a_snapshot_taken_in_carries_its_node_index_and_decision_options() -> No
     assert got.nodes is intake.tables.get(request).index
     assert got.options == DecisionOptions(
         dispatcher=pb.DISPATCHER_UNSPECIFIED, predictor=pb.PREDICTOR_WALLTIME, first_fit=True,
-        settings=resolve_settings(request.search, CONFIG.default_profile), cluster="east")
+        settings=resolve_settings(search_request_from_pb(request.search),
+                                  CONFIG.default_profile), cluster="east")
     assert got.options.settings.k == 3
     request.ClearField("cluster")
     got = take_in(request, CONFIG, KINDS, intake.tables, None)

@@ -14,6 +14,7 @@ from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.server.dispatchers.base import Outcome, SearchControl
 from hpcdispatch.server.dispatchers.planning.problem import Problem
 from hpcdispatch.server.domain.duration_predictor import Completion, JobFacts
+from hpcdispatch.server.domain.outcome_kinds import SolveStatus
 from hpcdispatch.server.pipeline import (
     FALLBACK_CHECK_FAILED,
     FALLBACK_DISPATCHER_ERROR,
@@ -99,7 +100,7 @@ def test_a_wrong_or_crashing_dispatcher_is_replaced_by_the_checked_fallback(
     result = run_decision(snapshot, kind, WalltimePredictor(), _control(),
                           dispatchers=dispatchers)  # type: ignore[arg-type]
     assert result.fallback_code == code and result.fallback_reason
-    assert result.outcome.status == pb.SOLVE_STATUS_FALLBACK
+    assert result.outcome.status == SolveStatus.FALLBACK
     assert result.decision.starts and check_decision(snapshot, result.decision) == []
     assert result.check_failures == ([kind] if code == FALLBACK_CHECK_FAILED else [])
 

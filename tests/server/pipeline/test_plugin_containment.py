@@ -1,5 +1,7 @@
 """A plugin that fails to load, raises, runs past the deadline or answers an invalid decision is
 reported by name and answered by the checked EASY fallback (issue #35), in the pipeline itself;
+one that changes the problem it is given leaves the fallback the snapshot's, and a predictor
+that never answers costs one decision a share of its time (issue #43);
 tests/examples/test_plugin_package.py runs the same plugins in a served process."""
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from hpcdispatch.decision_check import check_decision
 from hpcdispatch.registrations import DISPATCHER_GROUP, PREDICTOR_GROUP, read_group
 from hpcdispatch.server.dispatchers import Registry
 from hpcdispatch.server.domain.duration_predictor import JobFacts
+from hpcdispatch.server.domain.outcome_kinds import SolveStatus
 from hpcdispatch.server.domain.profiles import resolve_settings
 from hpcdispatch.server.domain.search_control import SearchControl
+from hpcdispatch.server.domain.search_settings import SearchRequest
 from hpcdispatch.server.pipeline import predict_durations, run_decision
 from hpcdispatch.server.predictors.registry import PredictorRegistry
 from hpcdispatch.server.predictors.walltime import WalltimePredictor
@@ -31,10 +35,11 @@ from tests.plugin_packages import (
     BROKEN_DISPATCHERS,
     BROKEN_MODULE,
     BROKEN_PREDICTORS,
+    MUTATING_DISPATCHERS,
     write_broken_plugins,
 )
 
-SETTINGS = resolve_settings(pb.SearchParameters(), "qos")
+SETTINGS = resolve_settings(SearchRequest(), "qos")
 
 
 @pytest.fixture
@@ -78,7 +83,7 @@ def test_a_failing_plugin_is_named_and_answered_by_the_fallback(
 ) -> None:
     code, reason, _, status = decide(plugins, name)
     assert code == BROKEN_DISPATCHERS[name]
-    assert f"({name})" in reason and status == pb.SOLVE_STATUS_FALLBACK
+    assert f"({name})" in reason and status == SolveStatus.FALLBACK
 
 
 def test_a_plugin_that_fails_to_load_is_remembered_with_its_error(plugins: Registry) -> None:
@@ -104,7 +109,7 @@ def test_a_plugin_past_the_deadline_is_left_running_and_not_started_again(
         assert time.monotonic() < give_up, "the released plugin never ended"
         time.sleep(0.01)
     code, reason, _, status = decide(plugins, "hangs")  # it answers now: its own decision
-    assert (code, reason, status) == ("", "", pb.SOLVE_STATUS_HEURISTIC)
+    assert (code, reason, status) == ("", "", SolveStatus.HEURISTIC)
 
 
 def test_the_guard_passes_a_good_plugins_decision_unchanged(plugins: Registry) -> None:
@@ -138,3 +143,48 @@ def test_a_failing_plugin_predictor_costs_its_batch_the_requested_times(
         job = JobFacts("u", "n", "", 1, {"core": 1}, requested_time=50)
         assert registry.predictor("other", catalog.predictor_kind("predictor-raises")).predict(
             job) == 50
+
+
+@pytest.mark.parametrize("name", sorted(MUTATING_DISPATCHERS))
+def test_a_plugin_that_changes_its_problem_leaves_the_fallback_the_snapshot(
+    plugins: Registry, name: str,
+) -> None:
+    """The fallback's decision is EASY's on the snapshot, whatever the plugin changed."""
+    snap = snapshot()
+    control = SearchControl(settings=SETTINGS, deadline=time.monotonic() + 60)
+    easy = run_decision(snap, pb.DISPATCHER_EASY, WalltimePredictor(), control,
+                        dispatchers=plugins)
+    assert len(easy.decision.starts) >= 2 and not easy.fallback_code
+    result = run_decision(snap, catalog.dispatcher_kind(name), WalltimePredictor(), control,
+                          dispatchers=plugins)
+    assert result.fallback_code == MUTATING_DISPATCHERS[name], result.fallback_reason
+    assert result.decision == easy.decision
+    assert check_decision(snap, result.decision) == []
+
+
+@pytest.mark.timeout(120)  # on a server without the guard, the first decision never ends
+def test_a_hanging_plugin_predictor_costs_one_decision_a_share_of_its_time(
+    plugins: Registry,
+) -> None:
+    """The first decision waits PREDICTION_SHARE of its time, then goes on with the requested
+    times; while the plugin still hangs, the next decisions do not wait for it at all, and it
+    holds one thread, not one per call."""
+    failures: list[tuple[str, str, str]] = []
+    with PredictorRegistry(on_predictor_failure=lambda *f: failures.append(f),
+                           registrations=catalog.registered_predictors()) as registry:
+        predictor = registry.predictor("default", catalog.predictor_kind("predictor-hangs"))
+        snap = snapshot()
+        requested = {q.id: q.requested_time for q in snap.queued}
+        for seconds in (1.0, 600.0):  # the second would wait 300 s if it waited at all
+            control = SearchControl(settings=SETTINGS, deadline=time.monotonic() + seconds)
+            result = run_decision(snap, pb.DISPATCHER_EASY, predictor, control,
+                                  dispatchers=plugins)
+            assert not result.fallback_code and result.decision.starts
+            assert {s.job_id: s.expected_duration for s in result.decision.starts} == {
+                s.job_id: requested[s.job_id] for s in result.decision.starts}
+        # Each decision predicts its queued jobs and its running jobs: two batches.
+        assert [f[:2] for f in failures] == [("predictor-hangs", "deadline_passed")] * 4
+        assert "no answer by the decision's deadline" in failures[0][2]
+        assert all("still runs" in f[2] for f in failures[1:])
+        hung = [t for t in threading.enumerate() if t.name == "plugin-predictor-predictor-hangs"]
+        assert len(hung) == 1

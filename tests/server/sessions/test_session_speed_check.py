@@ -92,7 +92,7 @@ def random_decision(rng: random.Random, snapshot: Snapshot, valid_ids: bool) -> 
         job_id = rng.choice(job_ids) if job_ids else "nobody"
         job = next((q for q in queued if q.id == job_id), None)
         units = job.units if job is not None and rng.random() < 0.8 else rng.randint(1, 3)
-        starts.append(JobStart(job_id, tuple(rng.choice(node_ids) for _ in range(units))))
+        starts.append(JobStart(job_id, tuple(rng.choice(node_ids) for _ in range(units)), 1))
     return Decision(snapshot.time, starts)
 
 
@@ -119,9 +119,9 @@ def test_a_hand_made_decision_over_capacity_fails_the_session_check() -> None:
     held = RunningJob("r", "u", "", 0, 100, None, (UnitAllocation("n1", {"core": 4}),))
     jobs = tuple(QueuedJob(j, "u", "", "", 0, 1, {"core": 3}, 100) for j in ("a", "b"))
     state = SessionState("c", Snapshot(10, (node,), (held,), jobs))
-    fits = Decision(10, [JobStart("a", ("n1",))])
+    fits = Decision(10, [JobStart("a", ("n1",), 5)])
     assert check_decision_against(state, fits) == []
-    over = Decision(10, [JobStart("a", ("n1",)), JobStart("b", ("n1",))])
+    over = Decision(10, [JobStart("a", ("n1",), 5), JobStart("b", ("n1",), 5)])
     assert check_decision_against(state, over) == ["node 'n1' over capacity on 'core': 10 > 8"]
     state.end(["r"])  # what the ended job held is free again
     assert check_decision_against(state, over) == []
@@ -132,11 +132,11 @@ def test_a_hand_made_decision_over_capacity_fails_the_session_check() -> None:
     state.set_node("n2", NodeState.UP, {"core": 4, "gpu": 1})  # a new node, a new type
     state.submit([QueuedJob("g", "u", "", "", 0, 2, {"gpu": 1}, 100),
                   QueuedJob("h", "u", "", "", 0, 1, {"gpu": 1}, 100)])
-    gpus = Decision(10, [JobStart("g", ("n2", "n2")), JobStart("h", ("n1",))])
+    gpus = Decision(10, [JobStart("g", ("n2", "n2"), 5), JobStart("h", ("n1",), 5)])
     assert check_decision_against(state, gpus) == [
         "node 'n2' over capacity on 'gpu': 2 > 1", "node 'n1' over capacity on 'gpu': 1 > 0"]
     state.submit([QueuedJob("x", "u", "", "", 0, 1, {"fpga": 1}, 100)])
-    assert check_decision_against(state, Decision(10, [JobStart("x", ("n2",))])) == [
+    assert check_decision_against(state, Decision(10, [JobStart("x", ("n2",), 5)])) == [
         "node 'n2' over capacity on 'fpga': 1 > 0"]
 
 

@@ -10,10 +10,12 @@ written against the public interface only, `hpcdispatch.server.dispatchers.api`.
 from __future__ import annotations
 
 from hpcdispatch.server.dispatchers.api import (
-    HEURISTIC,
+    Job,
     Outcome,
     Problem,
     SearchControl,
+    SkipReason,
+    SolveStatus,
     place_around,
     reserve_head,
 )
@@ -23,11 +25,16 @@ class SjfBackfill:
     """Registered as `sjf-backfill` (pyproject.toml, group `hpcdispatch.dispatchers`)."""
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
-        outcome = Outcome(placements={}, status=HEURISTIC)
+        outcome = Outcome(placements={}, status=SolveStatus.HEURISTIC)  # decided by a rule
         free = problem.free_now.copy()  # what is free now, less what this decision starts
-        # The queue in submit order, without the jobs larger than the whole machine.
-        queue = [job for job in sorted(problem.jobs, key=lambda j: (j.submit, j.index))
-                 if problem.units_fit_empty(job.req) >= job.units]
+        # The queue in submit order, without the jobs larger than the whole machine (the
+        # decision's report says why they wait).
+        queue: list[Job] = []
+        for job in sorted(problem.jobs, key=lambda j: (j.submit, j.index)):
+            if problem.units_fit_empty(job.req) >= job.units:
+                queue.append(job)
+            else:
+                outcome.skipped.append((job.index, SkipReason.NEVER_FITS))
         # The oldest jobs, while they fit.
         position = 0
         while position < len(queue):

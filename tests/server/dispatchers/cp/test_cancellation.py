@@ -18,11 +18,11 @@ from hpcdispatch.server.dispatchers.planning.plan import Plan
 from hpcdispatch.server.dispatchers.planning.problem import Job, Problem
 from hpcdispatch.server.dispatchers.planning.reservation import Reservation
 from hpcdispatch.server.dispatchers.planning.stopping import StopCheck
+from hpcdispatch.server.domain.outcome_kinds import AttemptEnd, SolveStatus
 from hpcdispatch.server.domain.profiles import PROFILES
 from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS
-from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.instances import T, node, problem_of, queued
 
 PAPERS = PROFILES["papers"][0]  # δ = 1 s: an attempt nobody stops runs for a whole second
@@ -52,7 +52,7 @@ def test_the_restart_policy_starts_no_attempt_once_the_caller_is_gone() -> None:
     def attempt(limit: float, best_so_far: str | None) -> AttemptResult[str]:
         limits.append(limit)
         cancelled.value = True  # the caller leaves during the first attempt
-        return AttemptResult(pb.SOLVE_STATUS_UNKNOWN, None, None)
+        return AttemptResult(SolveStatus.UNKNOWN, None, None)
 
     settings = SearchSettings("t", delta_ms=10, delta_max_ms=160, k=2, window=100)
     result = run_restart_policy(attempt, settings, time.monotonic() + 1e9, cancelled)
@@ -92,7 +92,7 @@ def test_the_watchdog_stops_the_search_when_the_caller_leaves(
     assert len(outcome.attempts) == 1  # papers: k = 2, so at least two attempts otherwise
     [attempt] = outcome.attempts
     assert attempt.time_limit_ms == 1000
-    assert attempt.ended_by == pb.ATTEMPT_END_CALLER_GONE
+    assert attempt.ended_by == AttemptEnd.CALLER_GONE
     assert outcome.placements == {}
 
 
@@ -107,8 +107,8 @@ def test_a_caller_gone_before_the_solve_gets_no_search() -> None:
         return "solution", 0.0
 
     result = solve_attempt(model, time.monotonic() + 60, None, extract, cancelled=lambda: True)
-    assert result.status == pb.SOLVE_STATUS_UNKNOWN and solved == []
-    assert result.ended_by == pb.ATTEMPT_END_CALLER_GONE
+    assert result.status == SolveStatus.UNKNOWN and solved == []
+    assert result.ended_by == AttemptEnd.CALLER_GONE
 
 
 class _SlowHints:

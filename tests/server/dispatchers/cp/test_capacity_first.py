@@ -22,8 +22,8 @@ from hpcdispatch.server.dispatchers.planning.processor_packing import (
 )
 from hpcdispatch.server.dispatchers.planning.reservation import reserve
 from hpcdispatch.server.domain.profiles import resolve_settings
+from hpcdispatch.server.domain.search_settings import SearchRequest
 from hpcdispatch.snapshot import Decision, Snapshot
-from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.instances import FAST, T, decide, node, problem_of, queued, running
 from tests.server.dispatchers.cp.test_easy_head import EASY_HEAD, assert_easys_head_promise
 from tests.server.dispatchers.cp.test_later_reservations import after_prefix
@@ -182,11 +182,11 @@ def test_a_packed_job_that_runs_past_the_heads_start_is_placed_first() -> None:
 
 def test_search_parameters_carry_capacity_first() -> None:
     # The request's field reaches the settings of the profile it names.
-    search = pb.SearchParameters(profile="promises", capacity_first=True)
+    search = SearchRequest("promises", {"capacity_first": True})
     assert resolve_settings(search, "qos").capacity_first
-    assert not resolve_settings(pb.SearchParameters(profile="promises"), "qos").capacity_first
+    assert not resolve_settings(SearchRequest("promises"), "qos").capacity_first
     assert FAST.capacity_first is False
     # The "packing" profile is "promises" with capacity first, nothing else.
-    packing = resolve_settings(pb.SearchParameters(profile="packing"), "qos")
-    promises = resolve_settings(pb.SearchParameters(profile="promises"), "qos")
+    packing = resolve_settings(SearchRequest("packing"), "qos")
+    promises = resolve_settings(SearchRequest("promises"), "qos")
     assert packing == dataclasses.replace(promises, profile="packing", capacity_first=True)

@@ -18,8 +18,8 @@ from hpcdispatch.server.dispatchers.cp.formulation import Formulation
 from hpcdispatch.server.dispatchers.planning.greedy_schedule import greedy_schedule
 from hpcdispatch.server.dispatchers.planning.problem import Problem
 from hpcdispatch.server.dispatchers.planning.stopping import never
+from hpcdispatch.server.domain.outcome_kinds import SolveStatus
 from hpcdispatch.snapshot import Snapshot
-from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.instances import T, node, problem_of, queued
 
 SETTINGS = SearchSettings("test", delta_ms=100, delta_max_ms=800, k=1, window=100)
@@ -102,7 +102,7 @@ def test_a_plan_that_starts_all_now_decides_without_a_model(
     ran, outcome = _steps_run(name, _idle(), SETTINGS, monkeypatch)
     assert "build the model" not in ran and "search under the restart policy" not in ran
     assert ran[-1] == "place"
-    assert outcome.status == pb.SOLVE_STATUS_OPTIMAL and len(outcome.placements) == 12
+    assert outcome.status == SolveStatus.OPTIMAL and len(outcome.placements) == 12
 
 
 def test_an_empty_window_ends_the_decision(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,7 +110,7 @@ def test_an_empty_window_ends_the_decision(monkeypatch: pytest.MonkeyPatch) -> N
     problem = problem_of(Snapshot(T, (node(0, cores=8),), (), (queued("wide", 16, 100),)))
     ran, outcome = _steps_run("pcp20", problem, SETTINGS, monkeypatch)
     assert ran == ["reduce to the window", "open the window"]
-    assert outcome.status == pb.SOLVE_STATUS_EMPTY and outcome.placements == {}
+    assert outcome.status == SolveStatus.EMPTY and outcome.placements == {}
 
 
 @pytest.mark.parametrize("name", CP_NAMES)

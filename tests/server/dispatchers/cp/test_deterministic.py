@@ -26,8 +26,9 @@ from hpcdispatch.server.dispatchers.cp.restart_policy import (
     SearchSettings,
     run_restart_policy,
 )
+from hpcdispatch.server.domain.outcome_kinds import SolveStatus
 from hpcdispatch.server.domain.profiles import resolve_settings
-from hpcdispatch.v1 import dispatcher_pb2 as pb
+from hpcdispatch.server.domain.search_settings import SearchRequest
 
 RECORDS = "0:200"  # of the bundled KTH-SP2 slice: PCP'20 searches in about 40 decisions
 HOG_SECONDS = 120  # upper bound of the busy loop's life, whatever happens to the test
@@ -69,7 +70,7 @@ def test_deterministic_limits_are_not_capped_by_the_time_left() -> None:
 
     def attempt(limit: float, best: int | None) -> AttemptResult[int]:
         limits.append(limit)
-        return AttemptResult(pb.SOLVE_STATUS_FEASIBLE, 1, 1.0)
+        return AttemptResult(SolveStatus.FEASIBLE, 1, 1.0)
 
     for deterministic in (True, False):
         settings = SearchSettings("t", delta_ms=50_000, delta_max_ms=50_000, k=1, window=10,
@@ -80,8 +81,8 @@ def test_deterministic_limits_are_not_capped_by_the_time_left() -> None:
 
 
 def test_the_request_asks_for_it_and_the_service_default_is_wall_clock() -> None:
-    assert not resolve_settings(pb.SearchParameters(), "fast").deterministic
-    assert resolve_settings(pb.SearchParameters(deterministic=True), "fast").deterministic
+    assert not resolve_settings(SearchRequest(), "fast").deterministic
+    assert resolve_settings(SearchRequest(overrides={"deterministic": True}), "fast").deterministic
 
 
 def _simulate(out: Path, *extra: str) -> None:

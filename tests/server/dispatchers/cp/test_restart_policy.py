@@ -10,10 +10,10 @@ import pytest
 from hpcdispatch.server.dispatchers.base import SearchSettings
 from hpcdispatch.server.dispatchers.cp import restart_policy
 from hpcdispatch.server.dispatchers.cp.restart_policy import AttemptResult, run_restart_policy
-from hpcdispatch.v1 import dispatcher_pb2 as pb
+from hpcdispatch.server.domain.outcome_kinds import AttemptEnd, SolveStatus
 
-OPT, FEAS, INF, UNK = (pb.SOLVE_STATUS_OPTIMAL, pb.SOLVE_STATUS_FEASIBLE,
-                       pb.SOLVE_STATUS_INFEASIBLE, pb.SOLVE_STATUS_UNKNOWN)
+OPT, FEAS, INF, UNK = (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE,
+                       SolveStatus.INFEASIBLE, SolveStatus.UNKNOWN)
 
 
 def scripted(
@@ -101,7 +101,7 @@ def test_the_deadline_caps_every_attempt_and_the_whole_policy(
     ends = [a.ended_by for a in result.attempts]
     # δ = 100 ms, then 2δ capped by the 150 ms left; then no time left for a third.
     assert given == pytest.approx([0.1, 0.15])
-    assert ends == [pb.ATTEMPT_END_LIMIT, pb.ATTEMPT_END_DEADLINE]
+    assert ends == [AttemptEnd.LIMIT, AttemptEnd.DEADLINE]
     assert result.deadline_cut
 
 
