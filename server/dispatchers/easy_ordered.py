@@ -31,6 +31,7 @@ class EasySjfDispatcher(EasyDispatcher):
         "shortest d_i first")
     head: ClassVar[str] = _HEAD
     backfill: ClassVar[str] = _BACKFILL
+    promises_head: ClassVar[bool] = False  # a later job may become the head
 
     def queue_order(self, problem: Problem) -> list[Job]:
         return job_orders.sjf(problem)
@@ -46,6 +47,7 @@ class EasyWfp3Dispatcher(EasyDispatcher):
         "largest (w_i / d_i)³ · n_i first")
     head: ClassVar[str] = _HEAD
     backfill: ClassVar[str] = _BACKFILL
+    promises_head: ClassVar[bool] = False  # a later job may become the head
 
     def queue_order(self, problem: Problem) -> list[Job]:
         return job_orders.wfp3(problem)
@@ -61,6 +63,7 @@ class EasyUnicefDispatcher(EasyDispatcher):
         "largest w_i / (log₂ n_i · d_i) first")
     head: ClassVar[str] = _HEAD
     backfill: ClassVar[str] = _BACKFILL
+    promises_head: ClassVar[bool] = False  # a later job may become the head
 
     def queue_order(self, problem: Problem) -> list[Job]:
         return job_orders.unicef(problem)
@@ -76,6 +79,7 @@ class EasyF1Dispatcher(EasyDispatcher):
         "smallest log₁₀ d_i · n_i + 870 · log₁₀ q_i first")
     head: ClassVar[str] = _HEAD
     backfill: ClassVar[str] = _BACKFILL
+    promises_head: ClassVar[bool] = False  # a later job may become the head
 
     def queue_order(self, problem: Problem) -> list[Job]:
         return job_orders.f1(problem)
