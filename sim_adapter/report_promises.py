@@ -25,7 +25,8 @@ LATE_COLOUR = "tab:red"
 
 
 def _points(one: Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(first promise or estimate as a wait, actual wait, in hours; promised) pooled."""
+    """(first promise or estimate as a wait, actual wait, in hours; promised) pooled, as
+    recorded (drawn at one minute at least: `_drawn`)."""
     first: list[float] = []
     actual: list[float] = []
     promised: list[bool] = []
@@ -34,9 +35,13 @@ def _points(one: Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         first += f
         actual += a
         promised += p
-    return (np.maximum(np.asarray(first) / HOUR, ONE_MINUTE_HOURS),
-            np.maximum(np.asarray(actual) / HOUR, ONE_MINUTE_HOURS),
+    return (np.asarray(first) / HOUR, np.asarray(actual) / HOUR,
             np.asarray(promised, dtype=bool))
+
+
+def _drawn(hours: np.ndarray) -> np.ndarray:
+    """Waits as drawn on the log axes: under a minute at one minute."""
+    return np.maximum(hours, ONE_MINUTE_HOURS)
 
 
 def _caption(first: np.ndarray, actual: np.ndarray, promised: np.ndarray) -> str:
@@ -62,10 +67,12 @@ def promises_figure(series: Sequence[Series], path: Path) -> Path | None:
     columns = min(COLUMNS, len(drawn))
     fig, axes = plt.subplots(rows, columns, figsize=(WIDTH_INCHES, 0.6 + 3.6 * rows),
                              sharex=True, sharey=True, squeeze=False)
-    top = max(float(max(p[0].max(), p[1].max())) for _, p in drawn) * 1.5
+    top = max(float(max(p[0].max(), p[1].max(), ONE_MINUTE_HOURS)) for _, p in drawn) * 1.5
     for ax, (one, (first, actual, promised)) in zip(axes.flat, drawn, strict=False):
-        late = promised & (actual > first)
+        late = promised & (actual > first)  # on the recorded times, not the drawn ones
         kept = promised & ~late
+        ax.set_title(f"{one.name}\n{_caption(first, actual, promised)}", fontsize=8)
+        first, actual = _drawn(first), _drawn(actual)
         ax.scatter(first[kept], actual[kept], s=6, color=PROMISE_COLOUR, alpha=0.5,
                    linewidths=0, label="promise kept")
         ax.scatter(first[late], actual[late], s=10, color=LATE_COLOUR, alpha=0.8,
@@ -76,7 +83,6 @@ def promises_figure(series: Sequence[Series], path: Path) -> Path | None:
                 linewidth=0.8, linestyle="--")
         ax.set(xscale="log", yscale="log", xlim=(ONE_MINUTE_HOURS * 0.8, top),
                ylim=(ONE_MINUTE_HOURS * 0.8, top))
-        ax.set_title(f"{one.name}\n{_caption(first, actual, promised)}", fontsize=8)
         ax.grid(True, which="major", alpha=0.3)
     for ax in list(axes.flat)[len(drawn):]:
         ax.set_visible(False)

@@ -16,6 +16,7 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hpcdispatch.cli import main
@@ -196,3 +197,14 @@ def test_report_of_runs_without_reported_starts_has_no_promise_table_or_plot(
     assert "starts reported" not in capsys.readouterr().out
     assert not (tmp_path / "report" / "promises.png").exists()
     assert (tmp_path / "report" / "slowdown_wait.png").exists()
+
+
+def test_the_plots_caption_counts_on_the_recorded_waits_not_the_drawn_ones() -> None:
+    """Waits under a minute are drawn at one minute; a job 20 s late on a 30 s promise is
+    still late in the panel's caption, as in the summary."""
+    from hpcdispatch.sim_adapter.report_promises import _caption
+
+    first = np.asarray([30.0, 600.0, 600.0]) / 3600
+    actual = np.asarray([50.0, 500.0, 700.0]) / 3600
+    assert _caption(first, actual, np.asarray([True, True, False])) == (
+        "2 promised, 50.0% kept; 1 estimated, 0.0% on time")
