@@ -28,7 +28,7 @@ from hpcdispatch.proto_convert import completion_to_pb, decision_from_pb, snapsh
 from hpcdispatch.snapshot import JobCompletion, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from .backend import Answer, AnswerReport, ServiceFacts, StateChange
+from .backend import Answer, AnswerReport, ExpectedStart, ServiceFacts, StateChange
 
 DEFAULT = "default"  # leave the request field unset: the server's default
 
@@ -195,6 +195,8 @@ def answer_at(response: pb.DispatchResponse, time: int,
                         report.model_constraints, report.total_seconds, report.fallback_reason,
                         report.dispatcher_name, report.predictor_name),
         tuple(problems),
+        tuple(ExpectedStart(e.job_id, e.start_time, e.promised)
+              for e in report.expected_starts),
     )
 
 

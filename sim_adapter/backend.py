@@ -102,13 +102,26 @@ class AnswerReport:
 
 
 @dataclass(frozen=True, slots=True)
+class ExpectedStart:
+    """A waiting job's start as a decision reported it (DecisionReport.expected_starts): what
+    `squeue --start` would show its user."""
+
+    job_id: str
+    start: int  # seconds, on the trace's clock (after the decision's t)
+    promised: bool  # a promise (only moves earlier while the durations hold), else an estimate
+
+
+@dataclass(frozen=True, slots=True)
 class Answer:
     """A decision as the backend received it; `problems`: what the backend found wrong in the
-    answer itself (a time or unit amounts that differ from what was asked), empty when none."""
+    answer itself (a time or unit amounts that differ from what was asked), empty when none;
+    `expected_starts`: the waiting jobs' starts the decision reported (none for a dispatcher
+    that makes no plan)."""
 
     decision: Decision
     report: AnswerReport
     problems: tuple[str, ...] = ()
+    expected_starts: tuple[ExpectedStart, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -408,6 +408,7 @@ def _selections(
 
 def run_report(args: argparse.Namespace) -> int:
     from .report import comparison_table, find_runs, one_workload, write_plots
+    from .report_tables import promise_table
     from .sequences import aggregate_table
 
     try:
@@ -418,6 +419,9 @@ def run_report(args: argparse.Namespace) -> int:
     summaries = [r.summary for r in runs]
     print("\n".join(workload))
     print(comparison_table(summaries))
+    if promises := promise_table(summaries):
+        print(f"\nstarts reported while jobs waited (promises, estimates) against their "
+              f"actual starts:\n{promises}")
     if any("sequence" in s for s in summaries):
         print()
         print(aggregate_table(summaries))

@@ -19,7 +19,7 @@ from hpcdispatch.server.in_process import InProcessDecision, InProcessService, I
 from hpcdispatch.snapshot import JobCompletion, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from .backend import Answer, AnswerReport, ServiceFacts, StateChange
+from .backend import Answer, AnswerReport, ExpectedStart, ServiceFacts, StateChange
 
 
 class LocalService:
@@ -80,6 +80,9 @@ class InProcessBackend:
 def _answer(decided: InProcessDecision) -> Answer:
     result = decided.result
     outcome = result.outcome
+    jobs, t = result.problem.jobs, result.problem.t
+    expected = tuple(ExpectedStart(jobs[i].id, t + start, promised)
+                     for i, (start, promised) in outcome.expected_starts.items())
     return Answer(
         result.decision,
         AnswerReport.of(enum_value(decided.dispatcher, pb.Dispatcher),
@@ -88,4 +91,5 @@ def _answer(decided: InProcessDecision) -> Answer:
                         outcome.constraints, decided.seconds, result.fallback_reason,
                         dispatcher_name(decided.dispatcher) or "",
                         predictor_name(decided.predictor) or ""),
+        expected_starts=expected,
     )

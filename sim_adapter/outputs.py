@@ -1,8 +1,9 @@
 """Run outputs: jobs.csv and decisions.csv written as the replay goes, summary.json at the end.
 
 Per-job statistics are accumulated on the fly (Welford); for percentiles a replay keeps one
-float per decision, two per job (wait and bounded slowdown) and one per predicted job (the
-accuracy distribution) in memory.
+float per decision, two per job (wait and bounded slowdown), one per predicted job (the
+accuracy distribution) and up to two per job given a start while it waited (how the promise or
+estimate was kept: `PromiseAccuracy`) in memory.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from .records import DecisionRecord, JobRecord
 JOB_COLUMNS = (
     "job_id", "user", "submit", "start", "end", "wait", "run", "requested_time", "predicted",
     "killed", "slowdown", "bounded_slowdown", "units", "cores", "node_count", "nodes",
+    # The first start a decision reported while the job waited, 1 if it was a promise (0 an
+    # estimate), and the first promised start; empty where none was reported.
+    "first_reported_start", "first_reported_promised", "first_promised_start",
 )
 DECISION_COLUMNS = (
     "time", "queue_length", "running_jobs", "dispatcher", "predictor", "profile", "attempts",
@@ -124,6 +128,70 @@ class Accuracy:
         }
 
 
+def tail(values: array[float]) -> dict[str, float | None]:
+    """p50, p95 and the largest of `values` (None for each when empty)."""
+    data = sorted(values)
+    if not data:
+        return {"p50": None, "p95": None, "max": None}
+    return {"p50": quantile(data, 0.5), "p95": quantile(data, 0.95), "max": data[-1]}
+
+
+@dataclass(slots=True)
+class KeptStarts:
+    """Jobs' first reported starts of one kind (promises, or estimates) against their actual
+    starts: on time when the job started no later; else late by the difference."""
+
+    jobs: int = 0
+    on_time: int = 0
+    late: array[float] = field(default_factory=lambda: array("d"))  # seconds, late jobs only
+    drift: array[float] = field(default_factory=lambda: array("d"))  # |actual - first|
+
+    def add(self, first: int, actual: int) -> None:
+        self.jobs += 1
+        if actual <= first:
+            self.on_time += 1
+        else:
+            self.late.append(actual - first)
+        self.drift.append(abs(actual - first))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "jobs": self.jobs,
+            "on_time_share": self.on_time / self.jobs if self.jobs else None,
+            "late_jobs": len(self.late),
+            "late_seconds": tail(self.late),
+            "drift_seconds": tail(self.drift),
+        }
+
+
+@dataclass(slots=True)
+class PromiseAccuracy:
+    """How the starts the decisions reported were kept (summary.json `promise_accuracy`): a
+    promised job against its first promise, a job never promised against its first
+    estimate."""
+
+    reported: int = 0
+    promised: KeptStarts = field(default_factory=KeptStarts)
+    estimated: KeptStarts = field(default_factory=KeptStarts)
+
+    def add(self, record: JobRecord) -> None:
+        if record.first_reported_start is None:
+            return
+        self.reported += 1
+        if record.first_promised_start is not None:
+            self.promised.add(record.first_promised_start, record.start)
+        else:
+            self.estimated.add(record.first_reported_start, record.start)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"reported_jobs": self.reported, "promised": self.promised.as_dict(),
+                "estimated": self.estimated.as_dict()}
+
+
+def _blank(value: int | None) -> int | str:
+    return "" if value is None else value
+
+
 class RunRecorder:
     """ReplayObserver writing the CSV files (when `out_dir` is given) and summing up a run."""
 
@@ -135,6 +203,7 @@ class RunRecorder:
         self.waits: array[float] = array("d")  # for the percentiles
         self.bounded_slowdowns: array[float] = array("d")
         self.accuracy = Accuracy()
+        self.promises = PromiseAccuracy()
         self.core_seconds = 0
         self.killed = 0
         self.jobs = 0
@@ -170,12 +239,16 @@ class RunRecorder:
         self.killed += record.killed
         if record.predicted > 0:
             self.accuracy.add(record.predicted, record.run)
+        self.promises.add(record)
         if self._jobs_csv is not None:
+            reported = record.first_reported_start
             self._jobs_csv.writerow((
                 record.id, record.user, record.submit, record.start, record.end, record.wait,
                 record.run, record.requested_time, record.predicted, int(record.killed),
                 f"{record.slowdown:.6g}", f"{record.bounded_slowdown:.6g}", record.units,
-                record.cores, len(record.nodes), " ".join(record.nodes),
+                record.cores, len(record.nodes), " ".join(record.nodes), _blank(reported),
+                "" if reported is None else int(record.first_reported_promised),
+                _blank(record.first_promised_start),
             ))
 
     def decision_made(self, record: DecisionRecord) -> None:
@@ -229,6 +302,7 @@ class RunRecorder:
             "queue_length": self.queue_length.as_dict(),
             "replay_seconds": replay_seconds,
             "predictor_accuracy": self.accuracy.as_dict(),
+            "promise_accuracy": self.promises.as_dict(),
             "cleaning": cleaning,
             "dropped_in_replay": dict(sorted(self.dropped.items())),
         }

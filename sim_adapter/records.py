@@ -23,6 +23,13 @@ class JobRecord:
     units: int
     cores: int  # cores held, all units together
     nodes: tuple[str, ...]  # distinct nodes, in unit order
+    # The start the first decision that reported one gave it while it waited
+    # (DecisionReport.expected_starts), and whether that was a promise; None: never reported.
+    first_reported_start: int | None = None
+    first_reported_promised: bool = False
+    # Its first promised start (the first report, or a later one for a job first given an
+    # estimate); None: never promised.
+    first_promised_start: int | None = None
 
     @property
     def wait(self) -> int:

@@ -9,7 +9,9 @@
   the bin's min-max as a band;
 - `sequences.png` (runs of `--sequences` only): each sequence's mean bounded slowdown and
   longest wait per dispatcher, sequence ids on the x axis, and per dispatcher the spread over
-  the sequences.
+  the sequences;
+- `promises.png` (runs whose decisions reported waiting jobs' starts only): each job's first
+  promise against its actual start (`report_promises`).
 
 A series is a run, or for runs of `--sequences` a dispatcher (its label) with all its
 sequences' jobs pooled. Each series has its own colour (no repeats: tab10, tab20, then evenly
@@ -95,6 +97,10 @@ def write_plots(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     ]
     if any(sequence_id(r.summary) for r in runs):
         written.append(sequences_figure(series, out_dir / "sequences.png"))
+    from .report_promises import promises_figure  # it imports this module
+
+    if (promises := promises_figure(series, out_dir / "promises.png")) is not None:
+        written.append(promises)
     return written
 
 

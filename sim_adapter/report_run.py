@@ -55,3 +55,25 @@ class Run:
                 waits.append(float(row["wait"]))
                 slowdowns.append(float(row["bounded_slowdown"]))
         return waits, slowdowns
+
+    def reported_starts(self) -> tuple[list[float], list[float], list[bool]]:
+        """(the first promise, or for a job never promised its first estimate, and the actual
+        start, both as waits in seconds since submission; whether it was a promise) of each
+        job of jobs.csv given a start while it waited; empty without them (a replay older than
+        those columns, or a dispatcher that reports none)."""
+        first: list[float] = []
+        actual: list[float] = []
+        promised: list[bool] = []
+        path = self.path / "jobs.csv"
+        if not path.exists():
+            return first, actual, promised
+        with path.open(newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                reported = row.get("first_promised_start") or row.get("first_reported_start")
+                if not reported:
+                    continue
+                submit = float(row["submit"])
+                first.append(float(reported) - submit)
+                actual.append(float(row["start"]) - submit)
+                promised.append(bool(row.get("first_promised_start")))
+        return first, actual, promised

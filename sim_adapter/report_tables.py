@@ -2,9 +2,10 @@
 
 Two tables, so that neither is wider than a terminal: what the jobs got (bounded slowdown and
 wait, with their tails: p95, p99 and the longest wait; utilisation) and what the service cost
-(decisions and their time, predictor error, replay time). A run of `--sequences` is named by
-its sequence (`seq03 easy-walltime`), and the rows are ordered by sequence, so the dispatchers
-of one sequence sit together.
+(decisions and their time, predictor error, replay time); `report` adds a third for the runs
+whose decisions reported waiting jobs' starts: how the promises and estimates were kept. A run
+of `--sequences` is named by its sequence (`seq03 easy-walltime`), and the rows are ordered by
+sequence, so the dispatchers of one sequence sit together.
 """
 
 from __future__ import annotations
@@ -39,6 +40,25 @@ SERVICE_COLUMNS: tuple[Column, ...] = (
     ("fallbacks", ("fallback_decisions",), 1, 0),
     ("pred MAE [s]", ("predictor_accuracy", "mae_seconds"), 1, 0),
     ("replay [s]", ("replay_seconds",), 1, 1),
+)
+
+# How the starts the decisions reported were kept (summary.json `promise_accuracy`): the jobs
+# given a promise, the share that started no later than their first promise and how late the
+# others were; the jobs given only estimates, the share that started no later than their
+# first estimate and how far the estimate was from the start (either way).
+PROMISED = ("promise_accuracy", "promised")
+ESTIMATED = ("promise_accuracy", "estimated")
+PROMISE_COLUMNS: tuple[Column, ...] = (
+    ("promised", (*PROMISED, "jobs"), 1, 0),
+    ("kept %", (*PROMISED, "on_time_share"), 100, 1),
+    ("late p50 [h]", (*PROMISED, "late_seconds", "p50"), 1 / HOUR, 2),
+    ("late p95 [h]", (*PROMISED, "late_seconds", "p95"), 1 / HOUR, 2),
+    ("late max [h]", (*PROMISED, "late_seconds", "max"), 1 / HOUR, 2),
+    ("estimated", (*ESTIMATED, "jobs"), 1, 0),
+    ("on time %", (*ESTIMATED, "on_time_share"), 100, 1),
+    ("drift p50 [h]", (*ESTIMATED, "drift_seconds", "p50"), 1 / HOUR, 2),
+    ("drift p95 [h]", (*ESTIMATED, "drift_seconds", "p95"), 1 / HOUR, 2),
+    ("drift max [h]", (*ESTIMATED, "drift_seconds", "max"), 1 / HOUR, 2),
 )
 
 
@@ -101,6 +121,24 @@ def table(summaries: Sequence[dict[str, Any]], columns: Sequence[Column]) -> str
 def comparison_table(summaries: Sequence[dict[str, Any]]) -> str:
     """The outcome table, a blank line, the service table."""
     return f"{table(summaries, OUTCOME_COLUMNS)}\n\n{table(summaries, SERVICE_COLUMNS)}"
+
+
+def reports_starts(summary: dict[str, Any]) -> bool:
+    """Whether a run's decisions reported any waiting job's start (a promise or estimate)."""
+    return bool(get(summary, "promise_accuracy", "reported_jobs"))
+
+
+def promise_table(summaries: Sequence[dict[str, Any]]) -> str:
+    """The runs whose dispatcher reported starts: how their promises and estimates were kept
+    (PROMISE_COLUMNS), then a line naming the runs that reported none; '' when none did."""
+    reporting = [s for s in summaries if reports_starts(s)]
+    silent = [run_name(s) for s in in_sequence_order(summaries) if not reports_starts(s)]
+    if not reporting:
+        return ""
+    text = table(reporting, PROMISE_COLUMNS)
+    if silent:
+        text += f"\n(no start reported: {', '.join(silent)})"
+    return text
 
 
 def fixed_width(rows: Sequence[Sequence[str]]) -> str:

@@ -39,7 +39,7 @@ from hpcdispatch.snapshot import (
 )
 from hpcdispatch.systems import System
 
-from .backend import ChangeLog, DispatchBackend
+from .backend import ChangeLog, DispatchBackend, ExpectedStart
 from .records import DecisionRecord, JobRecord, ReplayObserver
 from .replay_facts import ReplayFacts
 from .swf import TraceJob
@@ -89,6 +89,9 @@ class _Live:
     running: RunningJob | None = None
     end: int = 0
     predicted: int = 0
+    first_reported: int | None = None  # the first start a decision reported for it
+    first_reported_promised: bool = False
+    first_promised: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +239,9 @@ class Simulator:
                 end=live.end, requested_time=job.requested_time, predicted=live.predicted,
                 killed=job.killed, units=live.units,
                 cores=live.units * live.request.get("core", 0), nodes=nodes,
+                first_reported_start=live.first_reported,
+                first_reported_promised=live.first_reported_promised,
+                first_promised_start=live.first_promised,
             )
         )
         self._completions.append(
@@ -300,6 +306,7 @@ class Simulator:
         if problems:
             raise InvalidDecisionError(t, problems)
         self.decisions += 1
+        self._note_expected_starts(answer.expected_starts)
         report = answer.report
         self.observer.decision_made(
             DecisionRecord(
@@ -313,6 +320,19 @@ class Simulator:
         )
         delay = math.ceil(roundtrip) if self.options.charge_decision_time else 0
         return decision, delay
+
+    def _note_expected_starts(self, reported: Iterable[ExpectedStart]) -> None:
+        """Each waiting job's first reported start and first promise (jobs.csv)."""
+        queue = self.queue
+        for expected in reported:
+            live = queue.get(expected.job_id)
+            if live is None:
+                continue  # not queued here: the answer's check names it
+            if live.first_reported is None:
+                live.first_reported = expected.start
+                live.first_reported_promised = expected.promised
+            if expected.promised and live.first_promised is None:
+                live.first_promised = expected.start
 
     def _apply(self, decision: Decision, t: int) -> None:
         for start in decision.starts:

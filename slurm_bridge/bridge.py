@@ -39,6 +39,7 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .job_units import UnplaceableError, placement_for, unit_shape
 from .metrics import BridgeMetrics
+from .promise_comment import comment_updates, shows_promise, users_comment
 from .slurm_cli import SlurmCommandError, SlurmCommands
 from .slurm_json import (
     ACTIVE_STATES,
@@ -111,6 +112,9 @@ class BridgeConfig:
     default_walltime: int = 86_400
     report_completions: bool = True
     full_snapshots: bool = False  # Dispatch with whole snapshots instead of a session
+    profile: str = ""  # the CP dispatchers' search profile; empty = the server's default
+    # Show each held job's promised start in its Comment (promise_comment.py).
+    promise_comments: bool = True
 
 
 # Labels of hpcdispatch_bridge_decisions_total{via}.
@@ -143,6 +147,8 @@ class CycleResult:
     decided: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
     left_held: list[str] = field(default_factory=list)  # decided but not applied
+    # The decision's promised starts of the jobs that wait: job id -> Unix seconds.
+    promised: dict[str, int] = field(default_factory=dict)
 
 
 class Bridge:
@@ -167,6 +173,7 @@ class Bridge:
         self.failures = 0
         self.started_at = int(clock())
         self._reported: set[str] = set()
+        self._comments: dict[str, str] = {}  # job id -> its Comment, as read this cycle
         self._warned_unmanaged: set[str] = set()
         self._settings = BuilderSettings(config.partitions, config.track_memory,
                                          config.default_walltime)
@@ -263,6 +270,7 @@ class Bridge:
         except SlurmParseError as exc:
             return self._fail("slurm_parse", "slurm_output_unreadable", error=str(exc))
 
+        self._comments = {j.id: j.comment for j in jobs}
         self._reconcile(nodes, jobs, now)
         built = build_snapshot(nodes, jobs, self._settings, now, self.in_flight)
         if built.unfit:
@@ -280,6 +288,8 @@ class Bridge:
             if not dispatched.ok:
                 return dispatched
             result = dispatched
+        if self.config.promise_comments and not self.config.dry_run:
+            self._show_promises(jobs, result)
         if self.config.report_completions and not self.config.dry_run:
             self._report_completions(jobs, nodes)
         return result
@@ -307,6 +317,8 @@ class Bridge:
         request.dispatcher_name = self.config.dispatcher_name
         request.predictor_name = self.config.predictor_name
         request.cluster = self.config.cluster
+        if self.config.profile:
+            request.search.profile = self.config.profile
         held = [j.id for j in snapshot.queued]
         t0 = time.monotonic()
         try:
@@ -325,6 +337,8 @@ class Bridge:
         if problems:
             return self._fail("invalid_decision", "decision_rejected", problems=problems[:10])
         result = CycleResult(ok=True, decided=[s.job_id for s in decision.starts])
+        result.promised = {e.job_id: e.start_time for e in response.report.expected_starts
+                           if e.promised}
         self.log.info("decision", time=snapshot.time, held_jobs=len(held), via=via,
                       starts={s.job_id: list(s.nodes) for s in decision.starts},
                       status=pb.SolveStatus.Name(response.report.status))
@@ -393,8 +407,10 @@ class Bridge:
             self.out(f"dry-run: would start job {job_id} on {placement.node_list} "
                      f"(units on {','.join(unit_nodes)})")
             return
-        try:
-            self.slurm.pin(job_id, placement.node_list, num_nodes)
+        comment = self._comments.get(job_id, "")
+        try:  # the promise leaves the job's Comment as it starts
+            self.slurm.pin(job_id, placement.node_list, num_nodes,
+                           users_comment(comment) if shows_promise(comment) else None)
         except SlurmCommandError as exc:
             self.metrics.errors.labels("slurm_command").inc()
             self.log.error("pin_failed_job_stays_held", job_id=job_id, error=str(exc))
@@ -416,6 +432,23 @@ class Bridge:
         result.released.append(job_id)
         self.log.info("job_released", job_id=job_id, nodes=placement.node_list,
                       num_nodes=num_nodes)
+
+    def _show_promises(self, jobs: Sequence[SlurmJob], result: CycleResult) -> None:
+        """Each held job's promised start in its Comment; the user's own comment back on any
+        other job that still shows one (promise_comment.py). A failed update is logged and
+        counted, and tried again next cycle."""
+        updates = comment_updates(jobs, result.promised, result.released)
+        for job_id, comment in updates.items():
+            try:
+                self.slurm.set_comment(job_id, comment)
+            except SlurmCommandError as exc:
+                self.metrics.errors.labels("slurm_command").inc()
+                self.log.warning("promise_comment_failed", job_id=job_id, error=str(exc))
+                continue
+            shown = shows_promise(comment)
+            self.metrics.promise_comments.labels("shown" if shown else "cleared").inc()
+            self.log.info("promise_shown" if shown else "promise_cleared", job_id=job_id,
+                          comment=comment)
 
     # -- reconciliation -----------------------------------------------------------------------
 

@@ -60,6 +60,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="dispatcher to ask for (default: the server's)")
     p.add_argument("--predictor", choices=sorted(predictor_names()),
                    help="duration predictor (default: the server's)")
+    p.add_argument("--profile", default="",
+                   help="search profile of the CP dispatchers, one of the server's (`book`: "
+                   "every held job gets a promised start); default: the server's")
+    p.add_argument("--no-promise-comments", action="store_true",
+                   help="do not show held jobs' promised starts in their Comment "
+                   "(squeue -o %%k)")
     p.add_argument("--cluster", default="", help="knowledge-base name at the service")
     p.add_argument("--dispatch-timeout", type=float, default=30.0,
                    help="deadline of one decision call (session or Dispatch), seconds")
@@ -106,6 +112,8 @@ def config_from_args(args: argparse.Namespace) -> BridgeConfig:
         default_walltime=args.default_walltime,
         report_completions=not args.no_completions,
         full_snapshots=args.full_snapshots,
+        profile=args.profile,
+        promise_comments=not args.no_promise_comments,
     )
 
 

@@ -63,12 +63,20 @@ class SlurmCommands:
     def sinfo(self) -> dict[str, Any]:
         return self._json("sinfo", "--json")
 
-    def pin(self, job_id: str, node_list: str, num_nodes: int | None) -> None:
-        """Require the job to run on exactly these nodes."""
+    def pin(self, job_id: str, node_list: str, num_nodes: int | None,
+            comment: str | None = None) -> None:
+        """Require the job to run on exactly these nodes (and, given `comment`, set its
+        Comment in the same update: the user's own, without the promise shown while held)."""
         args = ["scontrol", "update", f"jobid={job_id}", f"NodeList={node_list}"]
         if num_nodes is not None:
             args.append(f"NumNodes={num_nodes}-{num_nodes}")
+        if comment is not None:
+            args.append(f"Comment={comment}")
         self.run(*args)
+
+    def set_comment(self, job_id: str, comment: str) -> None:
+        """The job's Comment (`squeue -o %k`), one argument whatever its spaces."""
+        self.run("scontrol", "update", f"jobid={job_id}", f"Comment={comment}")
 
     def unpin(self, job_id: str) -> None:
         self.run("scontrol", "update", f"jobid={job_id}", "NodeList=")

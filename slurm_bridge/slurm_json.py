@@ -68,6 +68,7 @@ class SlurmJob:
     allocations: tuple[NodeAllocation, ...]  # empty until the job started
     is_array_pending: bool  # a pending array record that still stands for many tasks
     is_het: bool  # a heterogeneous job component
+    comment: str = ""  # the job's Comment (the bridge shows a held job's promise in it)
 
     @property
     def held(self) -> bool:
@@ -215,6 +216,7 @@ def parse_jobs(doc: Mapping[str, Any], threads: Mapping[str, int] | None = None)
                 is_array_pending=bool(_str(j.get("array_task_string")))
                 and j.get("array_task_id") is None,
                 is_het=_int(j.get("het_job_id")) != 0,
+                comment=_str(j.get("comment")),
             ))
         except (KeyError, TypeError, AttributeError) as exc:
             raise SlurmParseError(f"bad job record: {exc!r}") from exc

@@ -38,6 +38,11 @@ class EasyDispatcher:
         "earliest time it fits; later jobs start now only if they end before it or use only "
         "what the reservation leaves free",
         head="first job in submit order that does not fit", backfill="submit order")
+    # Whether the head's reservation is reported as a promise (ExpectedStart.promised): in
+    # submit order the head stays the head until it starts, and nothing backfilled delays it,
+    # so its reservation only moves earlier while the expected durations hold. In another
+    # queue order (easy_ordered) a job that arrives later may take its place: an estimate.
+    promises_head: ClassVar[bool] = True
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         outcome = Outcome(placements={}, status=HEURISTIC)
@@ -82,7 +87,7 @@ class EasyDispatcher:
         except Stopped:
             return self._stopped(outcome, [head, *rest])
         outcome.considered.append(head.index)
-        outcome.expected_starts[head.index] = (reservation.start, False)  # not kept: redone
+        outcome.expected_starts[head.index] = (reservation.start, self.promises_head)
         rest = self.backfill_order(problem, rest)
         return backfill_around(outcome, free_now, reservation, rest, control.first_fit,
                                every_few(control.should_stop))

@@ -38,6 +38,14 @@ class EasyKDispatcher:
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         depth = max(1, control.settings.reservation_depth)
-        plan = self.kept.plan(problem, fcfs(problem), depth, control.first_fit,
-                              control.should_stop)
-        return outcome_of(problem, plan)
+        order = fcfs(problem)
+        plan = self.kept.plan(problem, order, depth, control.first_fit, control.should_stop)
+        outcome = outcome_of(problem, plan)
+        # The first reservation in submit order is EASY's head's, reserved before all others
+        # and delayed by nothing started after it: a promise. The k - 1 after it may move
+        # later when one before them moves earlier onto their nodes: estimates.
+        starts = outcome.expected_starts
+        head = next((j.index for j in order if j.index in starts), None)
+        if head is not None:
+            starts[head] = (starts[head][0], True)
+        return outcome

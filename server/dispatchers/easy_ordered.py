@@ -30,6 +30,7 @@ class EasySjfDispatcher(EasyDispatcher):
     table: ClassVar[TableRow] = _ordered_row(
         "EASY backfilling with SJF, a queue order RLScheduler compares with: "
         "shortest d_i first")
+    promises_head: ClassVar[bool] = False  # a later job may become the head
 
     def queue_order(self, problem: Problem) -> list[Job]:
         return job_orders.sjf(problem)
@@ -42,6 +43,7 @@ class EasyWfp3Dispatcher(EasyDispatcher):
     table: ClassVar[TableRow] = _ordered_row(
         "EASY backfilling with WFP3, a queue order RLScheduler compares with: "
         "largest (w_i / d_i)³ · n_i first")
+    promises_head: ClassVar[bool] = False  # a later job may become the head
 
     def queue_order(self, problem: Problem) -> list[Job]:
         return job_orders.wfp3(problem)
@@ -54,6 +56,7 @@ class EasyUnicefDispatcher(EasyDispatcher):
     table: ClassVar[TableRow] = _ordered_row(
         "EASY backfilling with UNICEF, a queue order RLScheduler compares with: "
         "largest w_i / (log₂ n_i · d_i) first")
+    promises_head: ClassVar[bool] = False  # a later job may become the head
 
     def queue_order(self, problem: Problem) -> list[Job]:
         return job_orders.unicef(problem)
@@ -66,6 +69,7 @@ class EasyF1Dispatcher(EasyDispatcher):
     table: ClassVar[TableRow] = _ordered_row(
         "EASY backfilling with F1, a queue order RLScheduler compares with: "
         "smallest log₁₀ d_i · n_i + 870 · log₁₀ q_i first")
+    promises_head: ClassVar[bool] = False  # a later job may become the head
 
     def queue_order(self, problem: Problem) -> list[Job]:
         return job_orders.f1(problem)

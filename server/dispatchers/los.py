@@ -51,6 +51,7 @@ class LosDispatcher(EasyDispatcher):
         except Stopped:
             return self._stopped(outcome, [head, *rest])
         outcome.considered.append(head.index)
+        outcome.expected_starts[head.index] = (reservation.start, self.promises_head)
         depth = max(1, control.settings.lookahead_depth)
         window = rest[:depth]
         outcome.skipped.extend((j.index, SkipReason.OUTSIDE_WINDOW) for j in rest[depth:])

@@ -159,7 +159,9 @@ def test_cli_simulate_then_report(target: str, tmp_path: Path,
     printed = capsys.readouterr().out
     assert "mean bsld" in printed
     pngs = sorted(p.name for p in (out / "report").iterdir())
-    assert pngs == ["decision_time.png", "queue_length.png", "slowdown_wait.png"]
+    # promises.png: EASY's decisions reported its head's promised start
+    assert pngs == ["decision_time.png", "promises.png", "queue_length.png",
+                    "slowdown_wait.png"]
     assert all((out / "report" / p).stat().st_size > 5000 for p in pngs)
 
 

@@ -177,8 +177,9 @@ class FakeSlurm(SlurmCommands):
         super().__init__()
         self.squeue_doc, self.sinfo_doc = load(squeue), load(sinfo)
         self.actions: list[tuple[str, str]] = []
-        self.fail: set[str] = set()  # actions that fail: "read", "pin", "release", "hold"
+        self.fail: set[str] = set()  # that fail: "read", "pin", "release", "hold", "comment"
         self.on_pin: Any = None
+        self.comments: dict[str, str] = {}  # job id -> the Comment last written
 
     def _maybe_fail(self, what: str) -> None:
         if what in self.fail:
@@ -192,11 +193,18 @@ class FakeSlurm(SlurmCommands):
         self._maybe_fail("read")
         return self.sinfo_doc
 
-    def pin(self, job_id: str, node_list: str, num_nodes: int | None) -> None:
+    def pin(self, job_id: str, node_list: str, num_nodes: int | None,
+            comment: str | None = None) -> None:
         self._maybe_fail("pin")
         self.actions.append(("pin", job_id))
+        if comment is not None:
+            self.comments[job_id] = comment
         if self.on_pin is not None:
             self.on_pin(job_id)
+
+    def set_comment(self, job_id: str, comment: str) -> None:
+        self._maybe_fail("comment")
+        self.comments[job_id] = comment
 
     def release(self, job_id: str) -> None:
         self._maybe_fail("release")

@@ -8,6 +8,9 @@ over-committed (squeue polled while jobs run); every job completed; the decision
 one session of the service (the default): one OpenSession, UpdateSession for the later
 decisions, no Dispatch, no resync, and the session closed when the bridge stopped.
 
+A third test shows the held jobs' promised starts (profile `book`) in their Comment, as the
+`squeue` command of docs/slurm-bridge.md shows them, until each job is released to start.
+
 A second test forces Slurm to lay a released job out otherwise than decided (Slurm spreads
 `-n 3` over two nodes as 2 + 1, the decision said 1 + 2), so that a job released in the same
 cycle no longer fits its planned node: the bridge holds it again (`no_longer_fits`) instead of
@@ -35,6 +38,7 @@ from hpcdispatch.proto_convert import decision_from_pb, snapshot_from_pb
 from hpcdispatch.server.rpc.app import RunningServer
 from hpcdispatch.slurm_bridge.bridge import Bridge, BridgeConfig
 from hpcdispatch.slurm_bridge.metrics import BridgeMetrics
+from hpcdispatch.slurm_bridge.promise_comment import with_promise
 from hpcdispatch.slurm_bridge.slurm_cli import SlurmCommands
 from hpcdispatch.slurm_bridge.slurm_json import ACTIVE_STATES, SlurmJob, parse_jobs
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -382,3 +386,62 @@ def test_a_released_job_that_no_longer_fits_on_real_slurm_is_held_again(
     replaced = service.decisions[1][second]
     ran_on = {a.node: a.cpus for a in final[second].allocations}
     assert set(ran_on) == set(replaced), (ran_on, replaced)  # pinned where decided again
+
+
+# The squeue command docs/slurm-bridge.md gives users, as it gives it.
+SQUEUE_PROMISES = ("squeue", "--states=PENDING", "-o", "%.10i %.9P %.8u %.2t %k")
+
+
+def _comments(cluster: SlurmCluster) -> dict[str, tuple[str, str]]:
+    """Job id -> (state, Comment) as `squeue --json` gives them."""
+    return {j.id: (j.state, j.comment) for j in parse_jobs(cluster.squeue_json())}
+
+
+def test_held_jobs_show_their_promised_start_in_squeue_until_they_start(
+    cluster: SlurmCluster, server: RunningServer,
+) -> None:
+    """Profile `book`: every held job gets a promised start, which `squeue -o %k` shows it;
+    a job's comment of its own stays after it; each job's comment is its own again once it
+    is released to start."""
+    whole = ("-n", str(3 * CPUS))  # the whole cluster: one job at a time
+    first, second = (cluster.sbatch("-t", "1", *whole, script="sleep 4") for _ in range(2))
+    third = cluster.sbatch("-t", "1", *whole, "--comment", "my note", script="sleep 4")
+    _wait_held(cluster, [first, second, third])
+    client = DispatcherClient(server.target, timeout=120.0)
+    metrics = BridgeMetrics()
+    bridge = Bridge(BridgeConfig(frozenset({"batch"}), interval=0.5, dispatch_timeout=120.0,
+                                 dispatcher=pb.DISPATCHER_PCP20, profile="book",
+                                 predictor=pb.PREDICTOR_WALLTIME), SlurmCommands(
+                        env=cluster.env, timeout=20), client, metrics)
+    try:
+        result = bridge.cycle()
+        assert result.ok and result.released == [first], result
+        assert set(result.promised) == {second, third}
+        shown = {line.split()[0]: line.split(None, 4)[4] for line in
+                 cluster.run(*SQUEUE_PROMISES).splitlines()[1:] if len(line.split()) > 4}
+        assert shown[second] == with_promise("", result.promised[second])
+        assert shown[third] == with_promise("my note", result.promised[third])
+        assert shown[third].startswith("hpcdispatch: promised start ")
+        assert shown[third].endswith(" | my note")
+        seen_running: dict[str, str] = {}
+        deadline = time.monotonic() + 180.0  # a hang guard: the jobs take seconds
+        while time.monotonic() < deadline:
+            assert bridge.cycle().ok
+            comments = _comments(cluster)
+            for job_id in (first, second, third):
+                state, comment = comments[job_id]
+                if state in ACTIVE_STATES or state == "COMPLETED":
+                    seen_running.setdefault(job_id, comment)
+            if all(comments[j][0] == "COMPLETED" for j in (first, second, third)):
+                break
+            time.sleep(0.5)
+    finally:
+        bridge.close_session()
+        client.close()
+    final = _comments(cluster)
+    assert {j: final[j] for j in (first, second, third)} == {
+        first: ("COMPLETED", ""), second: ("COMPLETED", ""), third: ("COMPLETED", "my note")}
+    # Already without the promise when first seen running (released with its own comment).
+    assert seen_running == {first: "", second: "", third: "my note"}
+    assert (metrics.registry.get_sample_value(
+        "hpcdispatch_bridge_promise_comments_total", {"action": "shown"}) or 0) >= 2

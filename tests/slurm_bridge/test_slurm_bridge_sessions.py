@@ -76,6 +76,7 @@ class SimJob:
     start_time: int = 0
     end_time: int = 0
     alloc: dict[str, int] = field(default_factory=dict)  # node -> CPUs
+    comment: str = ""
 
     def cpus_per_unit(self) -> int:
         return (self.tasks_per_node or 1) * self.cpus_per_task
@@ -196,6 +197,7 @@ class SimSlurm(SlurmCommands):
             "node_count": job.node_count, "memory_per_cpu": job.mem_per_cpu,
             "memory_per_node": None, "required_nodes": job.required,
             "array_task_id": None, "array_task_string": "", "het_job_id": 0,
+            "comment": job.comment,
         }
         if job.alloc:
             doc["job_resources"] = {"nodes": ",".join(job.alloc), "allocated_nodes": [
@@ -204,9 +206,17 @@ class SimSlurm(SlurmCommands):
                 for node, cpus in job.alloc.items()]}
         return doc
 
-    def pin(self, job_id: str, node_list: str, num_nodes: int | None) -> None:
+    def pin(self, job_id: str, node_list: str, num_nodes: int | None,
+            comment: str | None = None) -> None:
         self.actions.append(("pin", job_id))
         self.jobs[job_id].required = node_list
+        if comment is not None:
+            self.jobs[job_id].comment = comment
+
+    def set_comment(self, job_id: str, comment: str) -> None:
+        job = self.jobs[job_id]
+        assert job.state in ("PENDING", "RUNNING"), f"job {job_id} {job.state}: not updatable"
+        job.comment = comment
 
     def unpin(self, job_id: str) -> None:
         self.actions.append(("unpin", job_id))

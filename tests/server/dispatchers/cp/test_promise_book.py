@@ -353,8 +353,8 @@ def test_a_promise_sent_back_is_kept_by_a_server_that_never_made_it(
 
 def test_conservative_reports_its_reservations_as_promises_and_easy_its_heads_plan() -> None:
     """What `squeue --start` shows, for the baselines that plan: conservative's reservations
-    are kept and only move earlier (promises); EASY's head reservation is made anew at each
-    decision (a planned start)."""
+    are kept and only move earlier (promises); so does EASY's head reservation, made anew at
+    each decision: the head stays the head until it starts and nothing backfilled delays it."""
     from hpcdispatch.server.dispatchers import BY_NAME
 
     snapshot = Snapshot(1000, nodes(2), (runs("r", 900, ["n0", "n1"], 200),),
@@ -365,4 +365,4 @@ def test_conservative_reports_its_reservations_as_promises_and_easy_its_heads_pl
     easy = BY_NAME["easy"].decide(problem_of(Snapshot(
         1000, nodes(2), (runs("r", 900, ["n0"], 200),),
         (job("a", 990, 2, 100), job("b", 995, 1, 50)))), control(-1))
-    assert easy.expected_starts == {0: (100, False)}  # a, the head; b backfills now
+    assert easy.expected_starts == {0: (100, True)}  # a, the head; b backfills now
