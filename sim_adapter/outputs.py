@@ -192,6 +192,35 @@ def _blank(value: int | None) -> int | str:
     return "" if value is None else value
 
 
+class BusyIntervals:
+    """When each finished job held how many cores, and the submits' span: the share of the
+    machine used between the first and the last arrival."""
+
+    def __init__(self) -> None:
+        self.starts: array[int] = array("q")
+        self.ends: array[int] = array("q")
+        self.cores: array[int] = array("q")
+        self.first_submit: int | None = None
+        self.last_submit: int | None = None
+
+    def add(self, submit: int, start: int, end: int, cores: int) -> None:
+        self.starts.append(start)
+        self.ends.append(end)
+        self.cores.append(cores)
+        if self.first_submit is None or submit < self.first_submit:
+            self.first_submit = submit
+        if self.last_submit is None or submit > self.last_submit:
+            self.last_submit = submit
+
+    def arrival_window_share(self, total_cores: int) -> float | None:
+        first, last = self.first_submit, self.last_submit
+        if first is None or last is None or last <= first or total_cores <= 0:
+            return None
+        used = sum(c * max(0, min(e, last) - max(s, first))
+                   for s, e, c in zip(self.starts, self.ends, self.cores, strict=True))
+        return used / (total_cores * (last - first))
+
+
 class RunRecorder:
     """ReplayObserver writing the CSV files (when `out_dir` is given) and summing up a run."""
 
@@ -205,6 +234,7 @@ class RunRecorder:
         self.accuracy = Accuracy()
         self.promises = PromiseAccuracy()
         self.core_seconds = 0
+        self.busy = BusyIntervals()  # for the utilisation over the arrival window
         self.killed = 0
         self.jobs = 0
         self.dropped: Counter[str] = Counter()
@@ -236,6 +266,7 @@ class RunRecorder:
         self.waits.append(record.wait)
         self.bounded_slowdowns.append(record.bounded_slowdown)
         self.core_seconds += record.cores * record.run
+        self.busy.add(record.submit, record.start, record.end, record.cores)
         self.killed += record.killed
         if record.predicted > 0:
             self.accuracy.add(record.predicted, record.run)
@@ -291,6 +322,9 @@ class RunRecorder:
             "bounded_slowdown": {**self.bounded_slowdown.as_dict(),
                                  **percentiles(self.bounded_slowdowns)},
             "utilisation": utilisation,
+            # Over the arrival window, first to last submit: on a short sequence the
+            # makespan's is mostly the drain after the last arrival.
+            "utilisation_arrival_window": self.busy.arrival_window_share(total_cores),
             "makespan_seconds": makespan,
             "first_submit": first_submit,
             "last_end": last_end,

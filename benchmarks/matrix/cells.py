@@ -148,10 +148,15 @@ def sequence_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         "replay_seconds": sum(_numbers(summaries, "replay_seconds", None)),
         "records": None,
         "utilisation": _stat(_numbers(summaries, "utilisation", None))["mean"],
+        "utilisation_arrival_window": _stat(
+            _numbers(summaries, "utilisation_arrival_window", None))["mean"],
     })
     for group in ("slowdown", "bounded_slowdown", "wait_seconds"):
         merged[group] = _stat(_numbers(summaries, group, "mean"))
         merged[group]["max"] = max(_numbers(summaries, group, "max"), default=None)
+        for tail in ("p95", "p99"):  # the mean over the sequences of each one's percentile
+            values = _numbers(summaries, group, tail)
+            merged[group][tail] = _stat(values)["mean"] if values else None
     merged["decision_seconds"] = {
         stat: _stat(_numbers(summaries, "decision_seconds", stat))["mean"]
         for stat in ("mean", "p50", "p95", "p99")}
