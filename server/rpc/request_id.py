@@ -45,11 +45,11 @@ class RequestIdInterceptor(AroundInterceptor):
 
     def around_for(self, details: grpc.HandlerCallDetails,
                    handler: grpc.RpcMethodHandler) -> Around:
-        request_id = request_id_of(details.invocation_metadata)
         _, method = split_method(details.method)
 
         @asynccontextmanager
         async def around(kind: str, request: Any, context: Any) -> AsyncIterator[Any]:
+            request_id = request_id_of(context.invocation_metadata())
             if kind in (UNARY, CLIENT_STREAM):
                 await context.send_initial_metadata(((REQUEST_ID_KEY, request_id),))
             structlog.contextvars.clear_contextvars()

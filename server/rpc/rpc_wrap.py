@@ -92,7 +92,9 @@ def _streamed(kind: str, inner: Callable[[Any, Any], AsyncIterator[Any]],
 
 
 class AroundInterceptor(grpc.aio.ServerInterceptor):
-    """A server interceptor that runs each call's behaviour inside `around_for(details)`."""
+    """A server interceptor that runs each call's behaviour inside `around_for(details,
+    handler)`. What happens around a call depends on its method alone (a call's own metadata
+    is read from its context), so each method's handler is wrapped once, not at every call."""
 
     def around_for(self, details: grpc.HandlerCallDetails,
                    handler: grpc.RpcMethodHandler) -> Around | None:
@@ -111,7 +113,14 @@ class AroundInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
+        # method -> (its handler, wrapped), made at the method's first call (on the loop).
+        wrapped = self.__dict__.setdefault("_wrapped", {})
+        known = wrapped.get(handler_call_details.method)
+        if known is not None and known[0] is handler:
+            made: grpc.RpcMethodHandler = known[1]
+            return made
         around = self.around_for(handler_call_details, handler)
-        if around is None:
-            return handler
-        return wrap_handler(handler, around, self.deserializer_for(handler))
+        made = handler if around is None else wrap_handler(
+            handler, around, self.deserializer_for(handler))
+        wrapped[handler_call_details.method] = (handler, made)
+        return made
