@@ -122,6 +122,7 @@ def start_server(config: ServerConfig) -> RunningServer:
         check_port_free("metrics_port", metrics_host, config.metrics_port)
     credentials = server_credentials(config)
     metrics, drain, pool, loop = ServiceMetrics(), Drain(), CallPool(config.workers), ServerLoop()
+    running: RunningServer | None = None
     try:
         running = loop.run(_built(config, credentials, metrics, drain, pool))
         running.loop = loop
@@ -130,7 +131,10 @@ def start_server(config: ServerConfig) -> RunningServer:
                                                       *metrics_security(config))
         loop.run(_started(running))
     except BaseException:
-        loop.close()  # its server lets go of the gRPC port
+        if running is not None:
+            loop.run(running.server.stop(None))  # let go of the gRPC port
+            metrics.stop_http()
+        loop.close()
         pool.shutdown()
         raise
     freeze_long_lived(collect=True)  # modules, configuration, tables: out of collections
