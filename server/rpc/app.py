@@ -42,7 +42,7 @@ from .overload_health import watch_overload
 from .request_id import RequestIdInterceptor
 from .server_loop import ServerLoop
 from .session_service import SessionServicer
-from .shutdown import exit_leaving, still_running
+from .shutdown import exit_leaving
 from .tls import identity_interceptors, server_credentials, tls_mode
 
 __all__ = ["PortInUseError", "RunningServer", "ServerConfig", "serve", "start_server"]
@@ -102,7 +102,7 @@ class RunningServer:
         self.pool.stopping = True  # cancelled calls are not waited for beyond the period
         self.loop.run(self.server.stop(max(0.0, cancel_at - time.monotonic())))
         ended = self.pool.wait_idle(end - time.monotonic())
-        left = [] if ended else still_running(self.pool)
+        left = [] if ended else self.pool.still_working()
         self.loop.close()
         self.pool.shutdown()
         self.metrics.stop_http()

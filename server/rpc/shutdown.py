@@ -17,17 +17,12 @@ from typing import Any
 
 import structlog
 
-from .call_pool import CallPool, where
+from .call_pool import where
 
 log = structlog.get_logger("hpcdispatch.server")
 
 # The exit status when work was left running (0 when the stop was clean).
 EXIT_WORK_LEFT = 1
-
-
-def still_running(pool: CallPool) -> list[dict[str, Any]]:
-    """The calls `pool`'s threads still work on."""
-    return pool.still_working()
 
 
 def lingering_threads() -> list[dict[str, str]]:

@@ -98,6 +98,7 @@ def test_one_identitys_idle_streams_leave_another_identity_every_decision(
         answered_beside_them(alice, server)
         for stream in streams:
             stream.close()
+            assert list(stream.call) == []  # ended OK once the server has answered all
 
 
 # -- the idle limit --------------------------------------------------------------------------
