@@ -26,7 +26,9 @@ ENV_PREFIX = "HPCDISPATCH_"
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
     listen: str = "127.0.0.1:50051"  # host:port; port 0 picks a free port
-    workers: int = 4  # gRPC worker threads; decisions may use workers - 1 of them
+    # Threads that work on calls (a unary call, or a session stream's message, holds one only
+    # while it is worked on); decisions may hold workers - 1 of them.
+    workers: int = 4
     # Decisions solved at the same time (others wait for a slot while their deadline allows);
     # 0: the number of CPUs this process may use.
     decision_concurrency: int = 0
@@ -89,6 +91,16 @@ class ServerConfig:
     promise_key_file: str | None = None
     # A promise token is accepted until its promised start + this many seconds (caller's clock).
     promise_token_ttl_seconds: int = 86_400
+    # A session stream with no message for this long is ended by the server (UNAVAILABLE; the
+    # client starts a new one at its next call, its sessions are kept), seconds.
+    stream_idle_seconds: float = 600.0
+    # Decisions one client identity (its mTLS certificate) may have in progress or waiting for a
+    # slot at once, of the workers - 1 decision threads; 0: all of them but one with client
+    # certificates (tls_client_ca), all of them without (every caller is then one identity).
+    max_decisions_per_identity: int = 0
+    # Health says NOT_SERVING for DispatcherService and SessionService (their readiness) once
+    # no decision could be admitted for this long, and SERVING again as soon as one can, seconds.
+    health_overload_seconds: float = 5.0
 
     def knowledge_base_limits(self) -> KnowledgeBaseLimits:
         """What the predictors' knowledge base keeps at most (the knowledge_base_* keys)."""
@@ -211,6 +223,12 @@ def _check_limits(config: ServerConfig, check: Check) -> None:
             read_promise_keys(config.promise_key_file)
         except ValueError as exc:
             check("promise_key_file", False, str(exc))
+    for key in ("stream_idle_seconds", "health_overload_seconds"):
+        seconds = getattr(config, key)
+        check(key, math.isfinite(seconds) and seconds > 0, f"must be > 0 seconds, got {seconds}")
+    check("max_decisions_per_identity", config.max_decisions_per_identity >= 0,
+          f"must be >= 0 (0: all decision threads but one with client certificates), got "
+          f"{config.max_decisions_per_identity}")
 
 
 def _check_names(config: ServerConfig, check: Check) -> None:

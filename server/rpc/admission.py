@@ -61,6 +61,7 @@ class DecisionAdmission:
         self._tickets = itertools.count()
         self._cost: dict[int, float] = {}  # dispatcher kind -> mean seconds per decision
         self._recent_cost = 0.0  # mean seconds per decision, whatever the dispatcher
+        self._refused_since_entry = False  # a deadline refusal since a decision last entered
         self._cond = threading.Condition()
 
     # -- what the queue looks like -------------------------------------------------------------
@@ -74,6 +75,13 @@ class DecisionAdmission:
     def busy(self) -> int:
         with self._cond:
             return self._busy
+
+    @property
+    def refusing(self) -> bool:
+        """Every slot is busy and a request was refused for its deadline since a decision last
+        got one: what comes now is refused too unless its deadline is far."""
+        with self._cond:
+            return self._busy >= self.slots and self._refused_since_entry
 
     def cost(self, kind: int) -> float:
         """Mean seconds a decision of this dispatcher holds a slot (0 before any was made)."""
@@ -97,6 +105,7 @@ class DecisionAdmission:
             own = self._cost.get(kind, 0.0)
             start = self._expected_start(len(self._queue), arrived)
             if start + own > deadline:
+                self._refused_since_entry = True
                 raise Refused(
                     f"overloaded: {self._busy} decisions in progress and {len(self._queue)} "
                     f"waiting would not leave this one its ~{own:.3f} s before the deadline; "
@@ -110,6 +119,7 @@ class DecisionAdmission:
                     if cancelled():
                         raise Refused("the caller cancelled while waiting", cancelled=True)
                     if now + self._cost.get(kind, 0.0) > deadline:
+                        self._refused_since_entry = True
                         raise Refused(
                             f"overloaded: waited {now - arrived:.3f} s for a decision slot and "
                             "the deadline no longer leaves time to decide; retry with backoff"
@@ -121,6 +131,7 @@ class DecisionAdmission:
                 raise
             self._queue.popleft()
             self._busy += 1
+            self._refused_since_entry = False
             self._cond.notify_all()  # the next one may take a free slot too
             entered = time.monotonic()
             return Admitted(kind, entered, entered - arrived)

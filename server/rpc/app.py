@@ -1,14 +1,21 @@
-"""The gRPC server: DispatcherService with health, reflection, keepalive, metrics, request ids,
-optional TLS / mutual TLS, and graceful stop."""
+"""The gRPC server: DispatcherService and SessionService with health, reflection, keepalive,
+metrics, request ids, optional TLS / mutual TLS, and graceful stop.
+
+The server is grpc.aio's, on an event loop of its own (server/rpc/server_loop.py); the calls'
+work runs in a pool of `workers` threads (server/rpc/call_pool.py), which a call holds only
+while it is worked on. After SIGTERM the process exits within `grace_seconds` whatever a call
+is doing: a call still running then (a plugin that never returns) is named in the log and left
+behind (the pool's threads are daemon threads).
+"""
 
 from __future__ import annotations
 
 import signal
 import threading
 import time
-from concurrent import futures
 from dataclasses import dataclass, field
 from types import FrameType
+from typing import Any
 
 import grpc
 import structlog
@@ -23,6 +30,7 @@ from ..intake.snapshot_intake import SnapshotIntake
 from ..logging_config import configure_logging
 from ..pipeline import Predictors, open_predictors
 from ..sessions.heap import freeze_long_lived
+from .call_pool import CallPool, pooled
 from .decision_front import DecisionFront
 from .decode_errors import DecodeErrorInterceptor
 from .dispatch_service import DispatcherService
@@ -30,8 +38,11 @@ from .draining import Drain
 from .metrics import ServiceMetrics
 from .metrics_http import BasicAuth, MetricsTls, PortInUseError, check_port_free
 from .offered import load_plugins
+from .overload_health import watch_overload
 from .request_id import RequestIdInterceptor
+from .server_loop import ServerLoop
 from .session_service import SessionServicer
+from .shutdown import exit_leaving
 from .tls import identity_interceptors, server_credentials, tls_mode
 
 __all__ = ["PortInUseError", "RunningServer", "ServerConfig", "serve", "start_server"]
@@ -40,43 +51,65 @@ log = structlog.get_logger("hpcdispatch.server")
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["DispatcherService"].full_name
 SESSION_SERVICE_NAME = pb.DESCRIPTOR.services_by_name["SessionService"].full_name
+# Of the grace period, the part kept for the calls cancelled at its end to give back what they
+# hold (a cancelled search stops within milliseconds): at most this, and a fifth of it.
+CANCEL_RESERVE_SECONDS = 1.0
 
 
 @dataclass
 class RunningServer:
-    server: grpc.Server
+    server: grpc.aio.Server
     port: int
-    health: health.HealthServicer
+    health: Any  # grpc_health's asyncio HealthServicer
     config: ServerConfig
     predictors: Predictors
     metrics: ServiceMetrics
     metrics_port: int | None = None  # bound /metrics port; None when metrics are off
     drain: Drain = field(default_factory=Drain)  # DispatcherService calls in flight
+    loop: ServerLoop | None = None  # the server's event loop
+    pool: CallPool | None = None  # the threads working on calls
+    front: DecisionFront | None = None  # the decisions' threads, admission, pipeline
+    stopped: bool = False  # a second stop does nothing
 
     @property
     def target(self) -> str:
         host = self.config.listen.rsplit(":", 1)[0]
         return f"{host}:{self.port}"
 
-    def stop(self, grace: float | None = None) -> None:
-        """Drain, then stop: in-flight calls get `grace` seconds (default grace_seconds).
+    def stop(self, grace: float | None = None) -> list[dict[str, Any]]:
+        """Drain, then stop, within `grace` seconds (default grace_seconds); returns what the
+        pool's threads still work on then (empty once every call has ended).
 
         Health turns NOT_SERVING and new decisions are answered UNAVAILABLE while the server
         still answers (probes read NOT_SERVING, not a refused connection); once no
-        DispatcherService call is in flight, or the grace period is over, the server stops.
+        DispatcherService call is in flight, or the grace period is nearly over, the server
+        stops: calls still open are cancelled, and get the rest of the period to end. A second
+        stop returns at once.
         """
+        assert self.loop is not None and self.pool is not None
+        if self.stopped:
+            return []
+        self.stopped = True
         grace = self.config.grace_seconds if grace is None else grace
         began = time.monotonic()
-        self.health.enter_graceful_shutdown()
+        end = began + grace
+        cancel_at = end - min(CANCEL_RESERVE_SECONDS, grace / 5)
+        self.loop.run(self.health.enter_graceful_shutdown())
         self.drain.start()
-        idle = self.drain.wait_idle(grace)
+        idle = self.drain.wait_idle(cancel_at - time.monotonic())
         log.info("drained", idle=idle, in_flight=self.drain.in_flight,
                  waited_s=round(time.monotonic() - began, 3))
-        self.server.stop(max(0.0, grace - (time.monotonic() - began))).wait()
+        self.pool.stopping = True  # cancelled calls are not waited for beyond the period
+        self.loop.run(self.server.stop(max(0.0, cancel_at - time.monotonic())))
+        ended = self.pool.wait_idle(end - time.monotonic())
+        left = [] if ended else self.pool.still_working()
+        self.loop.close()
+        self.pool.shutdown()
         self.metrics.stop_http()
         close = getattr(self.predictors, "close", None)
         if close is not None:
             close()
+        return left
 
 
 def start_server(config: ServerConfig) -> RunningServer:
@@ -88,10 +121,33 @@ def start_server(config: ServerConfig) -> RunningServer:
     if config.metrics_port:
         check_port_free("metrics_port", metrics_host, config.metrics_port)
     credentials = server_credentials(config)
-    metrics = ServiceMetrics()
-    drain = Drain()
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=config.workers),
+    metrics, drain, pool, loop = ServiceMetrics(), Drain(), CallPool(config.workers), ServerLoop()
+    running: RunningServer | None = None
+    try:
+        running = loop.run(_built(config, credentials, metrics, drain, pool))
+        running.loop = loop
+        if config.metrics_port:
+            running.metrics_port = metrics.start_http(metrics_host, config.metrics_port,
+                                                      *metrics_security(config))
+        loop.run(_started(running))
+    except BaseException:
+        if running is not None:
+            loop.run(running.server.stop(None))  # let go of the gRPC port
+            metrics.stop_http()
+        loop.close()
+        pool.shutdown()
+        raise
+    freeze_long_lived(collect=True)  # modules, configuration, tables: out of collections
+    log.info("serving", listen=config.listen, port=running.port, workers=config.workers,
+             default_dispatcher=config.default_dispatcher, profile=config.default_profile,
+             transport=tls_mode(config), metrics_port=running.metrics_port)
+    return running
+
+
+async def _built(config: ServerConfig, credentials: grpc.ServerCredentials | None,
+                 metrics: ServiceMetrics, drain: Drain, pool: CallPool) -> RunningServer:
+    """The asyncio server with its services, bound (on the server's loop)."""
+    server = grpc.aio.server(
         options=_channel_options(config),
         # Outermost first. DecodeErrorInterceptor innermost: the others see (and count) its
         # refusals; the identity check (mTLS with tls_client_identities) before anything counts.
@@ -100,25 +156,25 @@ def start_server(config: ServerConfig) -> RunningServer:
             drain.interceptor(), DecodeErrorInterceptor(),
         ],
     )
-    predictors, health_servicer = _add_services(server, config, metrics, drain)
-    port = _bind(server, config.listen, credentials)
-    metrics_port = None
-    if config.metrics_port:
-        try:
-            metrics_port = metrics.start_http(metrics_host, config.metrics_port,
-                                              *metrics_security(config))
-        except BaseException:
-            server.stop(None)  # let go of the gRPC port
-            raise
-    server.start()
-    for name in ("", SERVICE_NAME, SESSION_SERVICE_NAME):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    freeze_long_lived(collect=True)  # modules, configuration, tables: out of collections
-    log.info("serving", listen=config.listen, port=port, workers=config.workers,
-             default_dispatcher=config.default_dispatcher, profile=config.default_profile,
-             transport=tls_mode(config), metrics_port=metrics_port)
-    return RunningServer(server, port, health_servicer, config, predictors, metrics, metrics_port,
-                         drain)
+    try:
+        front, health_servicer = _add_services(server, config, metrics, drain, pool)
+        port = _bind(server, config.listen, credentials)
+    except BaseException:
+        await server.stop(None)
+        raise
+    return RunningServer(server, port, health_servicer, config, front.predictors, metrics,
+                         None, drain, None, pool, front)
+
+
+async def _started(running: RunningServer) -> None:
+    """Start serving; every service SERVING; the overload watch on (on the server's loop)."""
+    await running.server.start()
+    services = (SERVICE_NAME, SESSION_SERVICE_NAME)
+    for name in ("", *services):
+        await running.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    assert running.loop is not None and running.front is not None
+    running.loop.spawn(watch_overload(running.health, services, running.front.admitting,
+                                      running.config.health_overload_seconds))
 
 
 def _channel_options(config: ServerConfig) -> list[tuple[str, int]]:
@@ -136,10 +192,12 @@ def _channel_options(config: ServerConfig) -> list[tuple[str, int]]:
 
 
 def _add_services(
-    server: grpc.Server, config: ServerConfig, metrics: ServiceMetrics, drain: Drain
-) -> tuple[Predictors, health.HealthServicer]:
-    """The dispatcher and session services, health and reflection on `server`; the plugins
-    loaded (one that cannot be loaded is reported now). Returns the predictors and health."""
+    server: grpc.aio.Server, config: ServerConfig, metrics: ServiceMetrics, drain: Drain,
+    pool: CallPool,
+) -> tuple[DecisionFront, Any]:
+    """The dispatcher and session services (their calls worked on in `pool`), health and
+    reflection on `server`; the plugins loaded (one that cannot be loaded is reported now).
+    Returns the decision front and the health servicer."""
     predictors = open_predictors(
         store_path=config.predictor_store,
         on_store_fallback=metrics.count_predictor_store_fallback,
@@ -150,19 +208,23 @@ def _add_services(
     front = DecisionFront(config, predictors, metrics)
     intake = SnapshotIntake(config, predictors.kinds)
     dispatcher_service = DispatcherService(front, intake)
-    pb_grpc.add_DispatcherServiceServicer_to_server(dispatcher_service, server)
+    sessions = SessionServicer(front, intake, drain, pool, dispatcher_service.ReportCompletions)
+    services = pb.DESCRIPTOR.services_by_name
+    pb_grpc.add_DispatcherServiceServicer_to_server(
+        pooled(pool, dispatcher_service, services["DispatcherService"]), server)
     pb_grpc.add_SessionServiceServicer_to_server(
-        SessionServicer(front, intake, drain, dispatcher_service.ReportCompletions), server)
-    health_servicer = health.HealthServicer()
+        pooled(pool, sessions, services["SessionService"]), server)
+    # grpc_health's asyncio servicer (health.aio, imported only where asyncio is: not in stubs).
+    health_servicer = health.aio.HealthServicer()  # type: ignore[attr-defined]
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (SERVICE_NAME, SESSION_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME),
         server,
     )
-    return predictors, health_servicer
+    return front, health_servicer
 
 
-def _bind(server: grpc.Server, listen: str, credentials: grpc.ServerCredentials | None) -> int:
+def _bind(server: grpc.aio.Server, listen: str, credentials: grpc.ServerCredentials | None) -> int:
     """Bind `listen` (TLS when there are credentials); the port bound, or a clear OSError."""
     try:
         if credentials is None:
@@ -200,7 +262,8 @@ def metrics_security(config: ServerConfig) -> tuple[MetricsTls | None, BasicAuth
 
 
 def serve(config: ServerConfig) -> None:
-    """Configure logging, serve until SIGTERM or SIGINT; then stop gracefully."""
+    """Configure logging, serve until SIGTERM or SIGINT; then stop gracefully, and exit within
+    the grace period whatever a call is doing (one still running is named, then left)."""
     configure_logging(config.log_format, config.log_level)
     running = start_server(config)
     stopping = threading.Event()
@@ -216,5 +279,6 @@ def serve(config: ServerConfig) -> None:
     # blocked in an untimed wait, so SIGTERM could go unhandled for good.
     while not stopping.wait(timeout=0.2):
         pass
-    running.stop()
+    left = running.stop()
+    exit_leaving(left, config.grace_seconds)
     log.info("stopped")

@@ -9,7 +9,6 @@ either way the decision is made, checked, counted and answered the same way.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,7 +39,7 @@ from ..pipeline import (
     predictions_within,
 )
 from .admission import DecisionAdmission, Refused
-from .message_context import MessageContext
+from .decision_threads import SHARE_TAKEN, DecisionThreads, identity_share
 from .metrics import ServiceMetrics
 from .promise_watch import PromiseWatch
 from .tls import caller_identity
@@ -114,8 +113,8 @@ class Decided:
 
 
 class DecisionFront:
-    """The server's decisions, Dispatch's and the sessions': their threads and admission, how
-    they are made, counted and answered."""
+    """The server's decisions, Dispatch's and the sessions' (unary or on a stream): their
+    decision threads and admission, how they are made, counted and answered."""
 
     def __init__(
         self, config: ServerConfig, predictors: Predictors, metrics: ServiceMetrics,
@@ -127,17 +126,24 @@ class DecisionFront:
         self.metrics = metrics
         self.default_dispatcher = dispatcher_kind(config.default_dispatcher)
         self.default_predictor = predictor_kind(config.default_predictor)
-        # Decisions and session streams (one thread each for their whole life) may hold all
-        # worker threads but one, which stays for health checks, DescribeService and completion
-        # reports; of the decisions, `decision_concurrency` compute at once and the others wait
-        # in the admission queue while their deadline allows.
+        # Decisions in progress or waiting for a slot may hold all pool threads but one, which
+        # stays for completion reports, DescribeService and the calls that decide nothing; of
+        # them, `decision_concurrency` compute at once and the others wait in the admission
+        # queue while their deadline allows. One identity holds at most its share.
         self.decision_threads = max(1, config.workers - 1)
-        self._decision_threads = threading.BoundedSemaphore(self.decision_threads)
+        self.threads = DecisionThreads(
+            self.decision_threads, identity_share(config, self.decision_threads))
         self.admission = DecisionAdmission(
             min(config.decision_concurrency or cpu_count(), self.decision_threads)
         )
         metrics.decisions_waiting.set_function(lambda: self.admission.waiting)
         self.promises = PromiseWatch(config, metrics)  # verified in, signed out, counted
+
+    def admitting(self) -> bool:
+        """Whether a decision could be admitted now: a decision thread is free, and admission
+        is not refusing every decision (all slots busy, and none given since one was refused
+        for its deadline)."""
+        return self.threads.free > 0 and not self.admission.refusing
 
     @contextmanager
     def slot(
@@ -145,13 +151,12 @@ class DecisionFront:
     ) -> Iterator[DecisionSlot]:
         """A decision thread and an admission slot for one decision; aborts the call with
         RESOURCE_EXHAUSTED when refused, CANCELLED or DEADLINE_EXCEEDED when the decision is
-        abandoned. A stream's message decides on the thread its stream holds."""
-        on_stream = isinstance(context, MessageContext)
-        if not on_stream:
-            self._take_thread(context, "decision")
+        abandoned. A stream's message takes them as a unary call does, for its decision alone."""
+        identity = caller_identity(context)
+        self._take_thread(context, identity)
         try:
             slot = DecisionSlot.of(dispatcher or self.default_dispatcher, context, received,
-                                   self.config.max_decision_seconds, caller_identity(context))
+                                   self.config.max_decision_seconds, identity)
             try:
                 admitted = self.admission.enter(slot.kind, slot.deadline, slot.cancelled)
             except Refused as refused:
@@ -175,30 +180,29 @@ class DecisionFront:
                 self.admission.leave(admitted, measure=finished)
                 self.metrics.decisions_in_progress.dec()
         finally:
-            if not on_stream:
-                self._decision_threads.release()
+            self.threads.give_back(identity)
 
-    @contextmanager
-    def stream_thread(self, context: grpc.ServicerContext) -> Iterator[None]:
-        """Hold a decision thread for a session stream's life (it decides on it, and waits
-        on it for its next message); aborts the stream RESOURCE_EXHAUSTED when none is free."""
-        self._take_thread(context, "stream")
-        try:
-            yield
-        finally:
-            self._decision_threads.release()
-
-    def _take_thread(self, context: grpc.ServicerContext, what: str) -> None:
-        """One of the workers - 1 decision threads, or RESOURCE_EXHAUSTED at once: a liveness
-        probe must not wait behind a queue of decisions (clients retry with backoff)."""
-        if not self._decision_threads.acquire(blocking=False):
-            log.warning(f"{what} refused: all decision threads busy",
-                        threads=self.decision_threads)
-            self.metrics.count_refused("threads")
+    def _take_thread(self, context: grpc.ServicerContext, identity: str) -> None:
+        """One of the workers - 1 decision threads, within the caller's share, or
+        RESOURCE_EXHAUSTED at once: a call must not wait without a deadline check behind a
+        queue of decisions (clients retry with backoff)."""
+        refused = self.threads.take(identity)
+        if refused is None:
+            return
+        self.metrics.count_refused(refused)
+        if refused == SHARE_TAKEN:
+            log.warning("decision refused: the caller's share of the decision threads is busy",
+                        share=self.threads.per_identity, threads=self.decision_threads)
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                          f"{self.decision_threads} decisions in progress or waiting (open "
-                          "session streams included), the server's limit (workers - 1); retry "
-                          "with backoff")
+                          f"this client identity has {self.threads.per_identity} decisions in "
+                          f"progress or waiting, its share of the server's "
+                          f"{self.decision_threads} (max_decisions_per_identity); retry with "
+                          "backoff")
+        log.warning("decision refused: all decision threads busy",
+                    threads=self.decision_threads)
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                      f"{self.decision_threads} decisions in progress or waiting, the server's "
+                      "limit (workers - 1); retry with backoff")
 
     def control(self, options: DecisionOptions, slot: DecisionSlot) -> SearchControl:
         """The search settings, allocator and solver workers asked for, under the slot's

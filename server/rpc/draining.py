@@ -10,19 +10,23 @@ A session stream is refused while draining when it starts; once open, it is coun
 only while it answers a message (server/rpc/session_stream.py enters and leaves per message), so
 an idle stream does not hold a stop back, and a stream ends UNAVAILABLE before it takes up a
 message while draining. `server.stop` then ends the idle streams that are still open.
+
+Everything here is non-blocking but `wait_idle`: the interceptor and the streams count calls
+on the server's event loop, and a stop waits for them from its own thread.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from .rpc_wrap import Around, AroundInterceptor, split_method
+from .rpc_wrap import BIDI_STREAM, SERVER_STREAM, Around, AroundInterceptor, split_method
 
 DISPATCHER_SERVICE = pb.DESCRIPTOR.services_by_name["DispatcherService"].full_name
 SESSION_SERVICE = pb.DESCRIPTOR.services_by_name["SessionService"].full_name
@@ -78,27 +82,32 @@ class Drain:
 
 
 class DrainInterceptor(AroundInterceptor):
-    """Counts DispatcherService calls in flight; refuses new decisions while draining."""
+    """Counts DispatcherService and SessionService calls in flight (a stream counts each of
+    its messages itself, server/rpc/session_stream.py); refuses new decisions while
+    draining."""
 
     def __init__(self, drain: Drain) -> None:
         self.drain = drain
 
-    def around_for(self, details: grpc.HandlerCallDetails) -> Around:
+    def around_for(self, details: grpc.HandlerCallDetails,
+                   handler: grpc.RpcMethodHandler) -> Around | None:
         service, method = split_method(details.method)
-        counted = service in (DISPATCHER_SERVICE, SESSION_SERVICE)
+        if service not in (DISPATCHER_SERVICE, SESSION_SERVICE):
+            return None
         refused = method in REFUSED_WHILE_DRAINING
         drain = self.drain
 
-        def around(
-            kind: str, request: Any, context: grpc.ServicerContext, call: Callable[[], Any]
-        ) -> Any:
-            if not counted:
-                return call()
+        @asynccontextmanager
+        async def around(kind: str, request: Any, context: Any) -> AsyncIterator[Any]:
+            streams = kind in (SERVER_STREAM, BIDI_STREAM)
             if not drain.enter(refused):
-                context.abort(grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN)
+                await context.abort(grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN)
+            if streams:
+                drain.leave()  # counted per message, not for the stream's life
             try:
-                return call()
+                yield request
             finally:
-                drain.leave()
+                if not streams:
+                    drain.leave()
 
         return around

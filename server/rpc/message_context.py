@@ -3,7 +3,7 @@
 A stream's message is answered by the very code that answers its unary call (SessionServicer's
 OpenSession / UpdateSession / CloseSession, DispatcherService's ReportCompletions), so the
 checks, the session rules and the decision front are the same. That code ends a call with
-`context.abort(...)` / `abort_with_status(...)`; here those raise `MessageAborted`, which the
+`context.abort(...)` / `abort_with_status(...)`; here those raise `CallAborted`, which the
 stream turns into the message's `error` answer instead of ending the stream. The deadline is
 the message's own (`timeout_ms`, from when the stream takes it up) within the stream's, and
 past it the call is no longer active, as a unary call past its deadline (its decision stops,
@@ -18,27 +18,13 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 import grpc
-from google.rpc import status_pb2
 
-# Where grpc-status carries the serialized google.rpc.Status (grpcio-status's key).
-STATUS_DETAILS_KEY = "grpc-status-details-bin"
-
-
-class MessageAborted(Exception):
-    """The message's call ended with an error: `status` (a google.rpc.Status)."""
-
-    def __init__(self, status: status_pb2.Status) -> None:
-        super().__init__(status.message)
-        self.status = status
-
-
-def status_of(code: grpc.StatusCode, message: str) -> status_pb2.Status:
-    return status_pb2.Status(code=code.value[0], message=message)
+from .thread_context import CallAborted, status_from, status_of
 
 
 class MessageContext(grpc.ServicerContext):
-    """The context of one stream message's call (module doc). Holding it marks a call made on
-    a stream, whose thread the stream holds (decision_front.DecisionFront.slot)."""
+    """The context of one stream message's call (module doc): `stream` is the stream's
+    context as the message's thread sees it (server/rpc/thread_context.py)."""
 
     def __init__(self, stream: grpc.ServicerContext, timeout_ms: int, taken_up: float) -> None:
         self.stream = stream
@@ -66,13 +52,10 @@ class MessageContext(grpc.ServicerContext):
             # Not the caller leaving (the stream goes on): the message's deadline passing.
             code = grpc.StatusCode.DEADLINE_EXCEEDED
             details = f"past the message's deadline: {details}"
-        raise MessageAborted(status_of(code, details))
+        raise CallAborted(status_of(code, details))
 
     def abort_with_status(self, status: grpc.Status) -> NoReturn:
-        for key, value in status.trailing_metadata or ():
-            if key == STATUS_DETAILS_KEY and isinstance(value, bytes):
-                raise MessageAborted(status_pb2.Status.FromString(value))
-        raise MessageAborted(status_of(status.code, status.details))
+        raise CallAborted(status_from(status))
 
     # The status and metadata of a message travel in its answer, not in the stream's.
     def set_code(self, code: grpc.StatusCode) -> None:

@@ -7,10 +7,12 @@ serves it on an HTTP port of its own. Names follow Prometheus conventions: the a
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
@@ -22,13 +24,7 @@ from hpcdispatch.catalog import dispatcher_name, predictor_name
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .metrics_http import BasicAuth, MetricsTls, start_metrics_http
-from .rpc_wrap import (
-    CLIENT_STREAM,
-    UNARY,
-    Around,
-    AroundInterceptor,
-    split_method,
-)
+from .rpc_wrap import Around, AroundInterceptor, split_method
 
 __all__ = ["SECONDS_BUCKETS", "MetricsInterceptor", "ServiceMetrics", "status_label"]
 
@@ -155,8 +151,9 @@ class ServiceMetrics:
         self.decisions_refused = Counter(
             "hpcdispatch_decisions_refused_total",
             "Decisions refused by admission control (reason: deadline = could not be ready "
-            "before the caller's deadline, threads = all decision threads busy, cancelled = "
-            "the caller left while waiting).", ("reason",), registry=r)
+            "before the caller's deadline, threads = all decision threads busy, share = the "
+            "caller's identity holds its share of them, cancelled = the caller left while "
+            "waiting).", ("reason",), registry=r)
         self.decisions_abandoned = Counter(
             "hpcdispatch_decisions_abandoned_total",
             "Admitted decisions given up part-way because the caller left or the deadline "
@@ -223,8 +220,12 @@ class ServiceMetrics:
             "having ended in an error).", ("answer",), registry=r)
         self.session_streams_open = Gauge(
             "hpcdispatch_session_streams_open",
-            "Session streams (StreamSession) open now, each holding a decision thread.",
-            registry=r)
+            "Session streams (StreamSession) open now (one waiting for its next message holds no "
+            "thread).", registry=r)
+        self.session_streams_idle_ended = Counter(
+            "hpcdispatch_session_streams_idle_ended_total",
+            "Session streams the server ended UNAVAILABLE because no message came for "
+            "stream_idle_seconds.", registry=r)
         self.session_stream_messages = Counter(
             "hpcdispatch_session_stream_messages_total",
             "Messages answered on session streams, by call (open, update, close, "
@@ -300,7 +301,7 @@ class ServiceMetrics:
             self.plugins_loaded.labels(group, name).set(0)
 
     def count_refused(self, reason: str) -> None:
-        """reason: "deadline", "threads" or "cancelled"."""
+        """reason: "deadline", "threads", "share" or "cancelled"."""
         self.decisions_refused.labels(reason).inc()
 
     def count_session_failure(self, reason: int) -> None:
@@ -383,47 +384,40 @@ class MetricsInterceptor(AroundInterceptor):
     def __init__(self, metrics: ServiceMetrics) -> None:
         self.metrics = metrics
 
-    def around_for(self, details: grpc.HandlerCallDetails) -> Around:
+    def around_for(self, details: grpc.HandlerCallDetails,
+                   handler: grpc.RpcMethodHandler) -> Around:
         service, method = split_method(details.method)
         m = self.metrics
 
-        def around(
-            kind: str, request: Any, context: grpc.ServicerContext, call: Callable[[], Any]
-        ) -> Any:
+        @asynccontextmanager
+        async def around(kind: str, request: Any, context: Any) -> AsyncIterator[Any]:
             labels = (service, method, kind)
             m.rpc_started.labels(*labels).inc()
             began = time.perf_counter()
-
-            def finish(raised: bool) -> None:
-                code = _code_of(context)
-                if code is None:
-                    code = grpc.StatusCode.UNKNOWN if raised else grpc.StatusCode.OK
+            code = grpc.StatusCode.OK
+            try:
+                yield request
+            except asyncio.CancelledError:  # the caller left, or its deadline passed
+                code = _code_of(context) or _cancelled_code(context)
+                raise
+            except BaseException:
+                code = _code_of(context) or grpc.StatusCode.UNKNOWN
+                raise
+            finally:
                 m.rpc_handled.labels(*labels, code_label(code)).inc()
                 m.rpc_seconds.labels(*labels).observe(time.perf_counter() - began)
-
-            if kind in (UNARY, CLIENT_STREAM):
-                try:
-                    result = call()
-                except BaseException:
-                    finish(raised=True)
-                    raise
-                finish(raised=False)
-                return result
-            return _measured_stream(call, finish)
 
         return around
 
 
-def _code_of(context: grpc.ServicerContext) -> grpc.StatusCode | None:
-    """The code set by abort() / set_code() (ServicerContext.code(); not in the stubs)."""
-    code = getattr(context, "code", None)
-    return code() if callable(code) else None
+def _code_of(context: Any) -> grpc.StatusCode | None:
+    """The code set by abort() / set_code() (None when none was)."""
+    code: grpc.StatusCode | None = context.code()
+    return code
 
 
-def _measured_stream(call: Callable[[], Any], finish: Callable[[bool], None]) -> Iterator[Any]:
-    try:
-        yield from call()
-    except BaseException:
-        finish(True)
-        raise
-    finish(False)
+def _cancelled_code(context: Any) -> grpc.StatusCode:
+    """DEADLINE_EXCEEDED for a call cancelled at its deadline, CANCELLED otherwise."""
+    left = context.time_remaining()
+    return (grpc.StatusCode.DEADLINE_EXCEEDED if left is not None and left <= 0
+            else grpc.StatusCode.CANCELLED)

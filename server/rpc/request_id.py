@@ -1,14 +1,15 @@
 """Request ids: taken from `x-request-id` metadata or generated, bound to every log line.
 
 The id is bound as a structlog context variable for the duration of the call (service code
-adds more, e.g. the snapshot time) and sent back to the caller as `x-request-id` initial
-metadata.
+adds more, e.g. the snapshot time; the work a call does in a pool thread runs in a copy of the
+call's context variables) and sent back to the caller as `x-request-id` initial metadata.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
@@ -38,37 +39,24 @@ def request_id_of(metadata: Any) -> str:
 class RequestIdInterceptor(AroundInterceptor):
     """Binds request_id and rpc (the method name) for each call's log lines.
 
-    The context is cleared when the call ends, with whatever the service bound during it.
+    Each call runs in a context of its own (an asyncio task's); it is cleared when the call
+    ends all the same, with whatever the service bound during it.
     """
 
-    def around_for(self, details: grpc.HandlerCallDetails) -> Around:
-        request_id = request_id_of(details.invocation_metadata)
+    def around_for(self, details: grpc.HandlerCallDetails,
+                   handler: grpc.RpcMethodHandler) -> Around:
         _, method = split_method(details.method)
 
-        def around(
-            kind: str, request: Any, context: grpc.ServicerContext, call: Callable[[], Any]
-        ) -> Any:
+        @asynccontextmanager
+        async def around(kind: str, request: Any, context: Any) -> AsyncIterator[Any]:
+            request_id = request_id_of(context.invocation_metadata())
             if kind in (UNARY, CLIENT_STREAM):
-                context.send_initial_metadata(((REQUEST_ID_KEY, request_id),))
-                _bind(request_id, method)
-                try:
-                    return call()
-                finally:
-                    structlog.contextvars.clear_contextvars()
-            return _bound_stream(call, request_id, method)
+                await context.send_initial_metadata(((REQUEST_ID_KEY, request_id),))
+            structlog.contextvars.clear_contextvars()
+            structlog.contextvars.bind_contextvars(request_id=request_id, rpc=method)
+            try:
+                yield request
+            finally:
+                structlog.contextvars.clear_contextvars()
 
         return around
-
-
-def _bind(request_id: str, method: str) -> None:
-    """A worker thread serves many calls: start each from a clean context."""
-    structlog.contextvars.clear_contextvars()
-    structlog.contextvars.bind_contextvars(request_id=request_id, rpc=method)
-
-
-def _bound_stream(call: Callable[[], Any], request_id: str, method: str) -> Iterator[Any]:
-    _bind(request_id, method)
-    try:
-        yield from call()
-    finally:
-        structlog.contextvars.clear_contextvars()

@@ -23,13 +23,15 @@ one; see server/sessions/store.py): another identity's calls naming it are answe
 unknown session. Session ids are secrets: logs and errors name a session by its tag only.
 
 StreamSession answers the same calls on one bidirectional stream, each message by the method
-of its call here (server/rpc/session_stream.py).
+of its call here (server/rpc/session_stream.py). The methods here are synchronous: the server
+runs each call, and each message of a stream, in one of its pool threads.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import structlog
@@ -48,6 +50,7 @@ from ..sessions.delta import CheckedDelta, check_delta
 from ..sessions.resend import LastDelta, delta_digest
 from ..sessions.state import SessionState
 from ..sessions.store import Session, SessionBusy, SessionGone, SessionStore, session_tag
+from .call_pool import CallPool
 from .decision_front import DecisionFront, DecisionSlot, predictor_name
 from .draining import Drain
 from .errors import abort_invalid_argument, abort_with_details
@@ -104,11 +107,12 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
     """The session RPCs, deciding through the decision front Dispatch uses."""
 
     def __init__(
-        self, front: DecisionFront, intake: SnapshotIntake, drain: Drain,
+        self, front: DecisionFront, intake: SnapshotIntake, drain: Drain, pool: CallPool,
         report_completions: Unary, store: SessionStore | None = None,
     ) -> None:
         """`report_completions`: DispatcherService.ReportCompletions, which answers a stream's
-        completion reports; `drain`: the server's, which a stream's messages are counted in."""
+        completion reports; `drain`: the server's, which a stream's messages are counted in;
+        `pool`: the threads a stream's messages are answered in."""
         self.front = front
         self.intake = intake
         self.config = front.config
@@ -121,7 +125,8 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         metrics.sessions_open.set_function(lambda: len(self.store))
         self.streams = SessionStreams(
             StreamCalls(self.OpenSession, self.UpdateSession, self.CloseSession,
-                        report_completions), front, drain, metrics)
+                        report_completions), pool, drain, metrics,
+            self.config.stream_idle_seconds)
 
     # -- RPCs ----------------------------------------------------------------------------------
 
@@ -195,13 +200,14 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
             log.info("session closed", session=session_tag(request.session_id))
         return pb.CloseSessionResponse()
 
-    def StreamSession(
-        self, request_iterator: Iterator[pb.SessionStreamRequest],
-        context: grpc.ServicerContext,
-    ) -> Iterator[pb.SessionStreamResponse]:
+    async def StreamSession(
+        self, request_iterator: AsyncIterator[pb.SessionStreamRequest], context: Any,
+    ) -> AsyncIterator[pb.SessionStreamResponse]:
         """The calls above on one stream, each message answered as its unary call
-        (server/rpc/session_stream.py)."""
-        return self.streams.serve(request_iterator, context)
+        (server/rpc/session_stream.py); on the server's event loop, unlike the others, which
+        run in a pool thread (server/rpc/call_pool.py)."""
+        async for answer in self.streams.serve(request_iterator, context):
+            yield answer
 
     # -- a delta, and its resend ----------------------------------------------------------
 

@@ -4,18 +4,22 @@ streams" section in dispatcher.proto).
 Each message is answered by the unary call of its kind (`StreamCalls`), run with a
 MessageContext: the same checks, session rules, decision front and errors, one message at a
 time in arrival order. A call's error becomes the message's `error` answer (BadRequest field
-paths prefixed with the call's field) and the stream goes on. The stream itself ends only as the
-contract says: the caller closes or cancels it, its deadline passes, the server drains
-(UNAVAILABLE before the next message is taken up: the one in progress is answered, and counted
-in flight so that a graceful stop waits for it), or no decision thread is free when it starts
-(RESOURCE_EXHAUSTED): a stream holds one of the workers - 1 decision threads for its whole
-life, so health checks always keep a thread.
+paths prefixed with the call's field) and the stream goes on. The stream is read on the
+server's event loop, and each message is worked on in a pool thread (server/rpc/call_pool.py)
+only while it is answered: a stream waiting for its next message holds no thread and no
+decision slot, and its decisions are admitted per message, as unary calls are. The stream
+itself ends only as the contract says: the caller closes or cancels it, its deadline passes,
+the server drains (UNAVAILABLE before the next message is taken up: the one in progress is
+answered, and counted in flight so that a graceful stop waits for it), or no message came for
+`stream_idle_seconds` (UNAVAILABLE saying so: the Python client starts a new stream at its next
+call, as after a drain).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,17 +31,17 @@ from hpcdispatch.catalog import STREAM_ANSWER_FIELDS
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..intake.violations import Violation
-from .decision_front import DecisionFront
+from .call_pool import CallPool
 from .draining import SHUTTING_DOWN, Drain
 from .errors import abort_invalid_argument
-from .message_context import MessageAborted, MessageContext
+from .message_context import MessageContext
 from .metrics import ServiceMetrics, code_label
+from .thread_context import CallAborted, ThreadContext, code_of
 
 log = structlog.get_logger("hpcdispatch.sessions")
 
 # A unary behaviour: (request, context) -> response.
 Unary = Callable[[Any, grpc.ServicerContext], Any]
-CODE_BY_VALUE = {code.value[0]: code for code in grpc.StatusCode}
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,37 +72,62 @@ def with_field_prefix(status: status_pb2.Status, call: str) -> status_pb2.Status
 class SessionStreams:
     """Answers session streams with the unary calls (module doc)."""
 
-    def __init__(self, calls: StreamCalls, front: DecisionFront, drain: Drain,
-                 metrics: ServiceMetrics) -> None:
+    def __init__(self, calls: StreamCalls, pool: CallPool, drain: Drain,
+                 metrics: ServiceMetrics, idle_seconds: float) -> None:
         self.calls = calls
-        self.front = front
+        self.pool = pool
         self.drain = drain
         self.metrics = metrics
+        self.idle_seconds = idle_seconds
 
-    def serve(self, requests: Iterator[pb.SessionStreamRequest],
-              context: grpc.ServicerContext) -> Iterator[pb.SessionStreamResponse]:
+    async def serve(self, requests: AsyncIterator[pb.SessionStreamRequest],
+                    context: Any) -> AsyncIterator[pb.SessionStreamResponse]:
         """Answer each message in turn while the stream lasts."""
-        with self.front.stream_thread(context):
-            self.metrics.session_streams_open.inc()
-            answered = 0
-            try:
-                for request in requests:
-                    # Counted in flight until its answer is sent: a graceful stop waits for it.
-                    if not self.drain.enter(refuse_when_draining=True):
-                        log.info("session stream ended: draining", answered=answered)
-                        context.abort(grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN)
-                    try:
-                        yield self.answer(request, context)
-                    finally:
-                        self.drain.leave()
-                    answered += 1
-            finally:
-                self.metrics.session_streams_open.dec()
-                log.info("session stream ended", answered=answered)
+        stream = ThreadContext(context)
+        self.metrics.session_streams_open.inc()
+        answered = 0
+        try:
+            while (request := await self._next(requests, context, answered)) is not None:
+                # Counted in flight until its answer is sent: a graceful stop waits for it.
+                if not self.drain.enter(refuse_when_draining=True):
+                    log.info("session stream ended: draining", answered=answered)
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN)
+                try:
+                    call = request.WhichOneof("call") or "none"
+                    yield await self.pool.call(self.answer, request, stream,
+                                               f"StreamSession/{call}")
+                finally:
+                    self.drain.leave()
+                answered += 1
+        finally:
+            self.metrics.session_streams_open.dec()
+            log.info("session stream ended", answered=answered)
+
+    async def _next(self, requests: AsyncIterator[pb.SessionStreamRequest], context: Any,
+                    answered: int) -> pb.SessionStreamRequest | None:
+        """The stream's next message; None once the caller has closed it. A stream silent for
+        idle_seconds is ended UNAVAILABLE."""
+        try:
+            async with asyncio.timeout(self.idle_seconds):
+                request: pb.SessionStreamRequest = await anext(requests)
+                return request
+        except StopAsyncIteration:
+            return None
+        except TimeoutError:
+            self.metrics.session_streams_idle_ended.inc()
+            log.info("session stream ended: idle", answered=answered,
+                     idle_s=self.idle_seconds)
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                f"no message on this session stream for {self.idle_seconds:g} s "
+                "(stream_idle_seconds): the server ended it; start a new stream (the "
+                "sessions are kept)")
+            raise AssertionError("abort returned") from None  # pragma: no cover
 
     def answer(self, request: pb.SessionStreamRequest,
                stream: grpc.ServicerContext) -> pb.SessionStreamResponse:
-        """The answer to one message: its call's response, or its call's error."""
+        """The answer to one message: its call's response, or its call's error (in the
+        message's thread)."""
         context = MessageContext(stream, request.timeout_ms, time.monotonic())
         call = request.WhichOneof("call")
         answer = pb.SessionStreamResponse(tag=request.tag)
@@ -109,9 +138,9 @@ class SessionStreams:
                     "call", f"set one of {', '.join(STREAM_ANSWER_FIELDS)}")])
             response = self.calls.of(call)(getattr(request, call), context)
             getattr(answer, STREAM_ANSWER_FIELDS[call]).CopyFrom(response)
-        except MessageAborted as aborted:
+        except CallAborted as aborted:
             status = aborted.status if call is None else with_field_prefix(aborted.status, call)
             answer.error.CopyFrom(status)
-            code = CODE_BY_VALUE.get(status.code, grpc.StatusCode.UNKNOWN)
+            code = code_of(status)
         self.metrics.session_stream_messages.labels(call or "none", code_label(code)).inc()
         return answer

@@ -3,7 +3,8 @@ optional list of client identities allowed to call (tls_client_identities)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -85,23 +86,23 @@ class ClientIdentityInterceptor(AroundInterceptor):
     def __init__(self, allowed: Iterable[str]) -> None:
         self.allowed = frozenset(allowed)
 
-    def around_for(self, details: grpc.HandlerCallDetails) -> Around:
+    def around_for(self, details: grpc.HandlerCallDetails,
+                   handler: grpc.RpcMethodHandler) -> Around | None:
         service, _ = split_method(details.method)
-        exempt = service in self.exempt_services
+        if service in self.exempt_services:
+            return None
 
-        def around(
-            kind: str, request: Any, context: grpc.ServicerContext, call: Callable[[], Any]
-        ) -> Any:
-            if not exempt:
-                self.check(context)
-            return call()
+        @asynccontextmanager
+        async def around(kind: str, request: Any, context: Any) -> AsyncIterator[Any]:
+            await self.check(context)
+            yield request
 
         return around
 
-    def check(self, context: grpc.ServicerContext) -> None:
+    async def check(self, context: Any) -> None:
         sans, common_names = peer_identities(context.auth_context())
         if self.allowed.isdisjoint(sans) and self.allowed.isdisjoint(common_names):
-            context.abort(
+            await context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"client certificate identity not allowed: CN {common_names or 'none'}, SAN "
                 f"{sans or 'none'}; the server accepts only the identities in its "
@@ -109,7 +110,7 @@ class ClientIdentityInterceptor(AroundInterceptor):
             )
 
 
-def identity_interceptors(config: ServerConfig) -> list[grpc.ServerInterceptor]:
+def identity_interceptors(config: ServerConfig) -> list[grpc.aio.ServerInterceptor]:
     """The identity check when mTLS with tls_client_identities is configured; else none."""
     if config.tls_client_ca and config.tls_client_identities:
         return [ClientIdentityInterceptor(config.tls_client_identities)]

@@ -1871,10 +1871,10 @@ class SessionStreamRequest(_message.Message):
         does. A session outlives the stream that opened or changed it; after a stream ends, the
         caller goes on on another stream or with the unary calls, and a delta whose answer it did
         not receive is resent (same request, same sequence number), as after a unary call's error;
-      * each open stream holds one of the server's decision threads (`workers` - 1 of them;
-        docs/configuration.md) for its whole life, whether it is deciding or waiting for the next
-        message, so that the thread kept for health checks is never taken by a stream: a server
-        takes at most `workers` - 1 streams and unary decisions at once.
+      * a stream takes one of the server's threads, and for a decision one of its decision
+        threads (`workers` - 1 of them; docs/configuration.md), only while one of its messages is
+        answered: a stream waiting for its next message holds none, and its decisions are admitted
+        message by message, as unary calls are.
     What ends a stream (its gRPC status). A message not answered was not taken up, except the one
     in progress when the stream is cancelled or its deadline passes: that one may have been
     applied, so resend it on a new stream.
@@ -1886,9 +1886,9 @@ class SessionStreamRequest(_message.Message):
       * UNAVAILABLE: the server is shutting down (health NOT_SERVING): the message in progress is
         answered, and the stream ends before it takes up the next one; send that one on a new
         stream, to another instance or to this one once it is back (a stream started while the
-        server shuts down ends so at once);
-      * RESOURCE_EXHAUSTED, before any answer: every decision thread is held by decisions and
-        other streams; nothing was taken up: retry later with backoff, or use the unary calls;
+        server shuts down ends so at once); or no message came for the server's
+        `stream_idle_seconds` (the status says so): nothing was taken up since the last answer,
+        the sessions are kept, send the next message on a new stream;
       * INVALID_ARGUMENT: a message whose bytes do not decode as a SessionStreamRequest (nothing
         after it is taken up);
       * PERMISSION_DENIED: mTLS with an allowed-identity list, and the client certificate names

@@ -1,7 +1,8 @@
 """Session streams (StreamSession, issue #36 item 1) through a real gRPC server on loopback.
 
 Each message is answered in order, as its unary call; a message's error ends nothing; what
-ends a stream is what the contract says (the caller, the server draining, no decision thread).
+ends a stream is what the contract says (the caller, the server draining; an idle stream:
+tests/server/sessions/test_idle_streams.py).
 Slow decisions are the stand-in `tests.instances.Held`, released by the test, so every verdict
 is an event (an answer, a status, a counter), never a duration: WAIT only bounds the waiting
 for events of milliseconds, and is reached only when the behaviour is broken.
@@ -276,49 +277,6 @@ def test_a_message_past_its_deadline_is_answered_so_and_its_resend_gets_the_deci
         assert again.updated.decision.time == first.time + 60
         stream.close()
     assert metric(server, "hpcdispatch_session_resends_total", answer="decided") == 1
-
-
-# -- threads: a stream holds one for its life; health keeps its own ---------------------------
-
-
-def test_streams_take_decision_threads_and_never_the_one_kept_for_health(
-    held: Held, serve: Callable[..., RunningServer],
-) -> None:
-    held.release.set()
-    server = serve(workers=3)  # two decision threads
-    with grpc.insecure_channel(server.target) as channel:
-        streams = [RawStream(channel) for _ in range(2)]
-        for stream in streams:
-            opened(stream)  # each stream holds its thread from here on
-        # Every decision thread is a stream's now: a stream decides on its own thread ...
-        decided = streams[1].ask(open=pb.OpenSessionRequest(snapshot=snapshot(), decide=True))
-        assert decided.WhichOneof("answer") == "opened", decided
-        assert decided.opened.decision.time == snapshot().time
-        # ... and a unary decision finds none
-        with pytest.raises(grpc.RpcError) as no_thread:
-            pb_grpc.DispatcherServiceStub(channel).Dispatch(snapshot(), timeout=WAIT)
-        assert no_thread.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        third = RawStream(channel)
-        third.send(open=pb.OpenSessionRequest(snapshot=snapshot()))
-        with pytest.raises(grpc.RpcError) as refused:
-            third.answer()
-        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        health = health_pb2_grpc.HealthStub(channel)
-        assert health.Check(health_pb2.HealthCheckRequest(), timeout=WAIT).status \
-            == health_pb2.HealthCheckResponse.SERVING
-        # The client's stream says it was refused before anything was taken up.
-        client_stream = SessionStream(pb_grpc.SessionServiceStub(channel))
-        with pytest.raises(StreamRefused) as client_refused:
-            client_stream.call("open", pb.OpenSessionRequest(snapshot=snapshot()), WAIT)
-        assert client_refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        streams[0].close()
-        assert list(streams[0].call) == []
-        wait_for(lambda: metric(server, "hpcdispatch_session_streams_open") == 1,
-                 "the closed stream gave its thread back")
-        assert client_stream.call("open", pb.OpenSessionRequest(snapshot=snapshot()),
-                                  WAIT).session_id
-        client_stream.close()
-        streams[1].close()
 
 
 # -- a server shutting down mid-stream ---------------------------------------------------------
