@@ -56,6 +56,9 @@ class CellSpec(TypedDict):
     wall_clock_search: NotRequired[bool]
     # Drive an embedded gRPC service instead of the pipeline in-process (without `target`).
     grpc: NotRequired[bool]
+    # SearchParameters fields over the profile's (`simulate --search KEY=VALUE`): a rung of the
+    # promise book's ladder is {"promise_after_s": seconds}.
+    search: NotRequired[dict[str, int | bool]]
 
 
 class CellResult(TypedDict):
@@ -113,6 +116,8 @@ def simulate_command(cell: CellSpec, trace: Path | None, out: Path) -> list[str]
         command.append("--charge-decision-time")
     if cell.get("wall_clock_search"):
         command.append("--wall-clock-search")
+    for key, value in (cell.get("search") or {}).items():
+        command += ["--search", f"{key}={str(value).lower()}"]
     if not cell["target"] and not cell.get("grpc"):
         command.append("--in-process")
     return command

@@ -296,7 +296,9 @@ class _Entry:
     t: int  # time of the last decision
     before: dict[JobKey, Kept]  # the promises held when it began
     after: dict[JobKey, Kept]  # the promises it left
-    releases: Counter[Release]  # the running work it left (what it started included)
+    # The running work it left (what it started included); None where it left no promise
+    # (nothing to compare it with at the next decision).
+    releases: Counter[Release] | None
     eligible: tuple[bool, ...]  # which nodes were up
 
 
@@ -333,6 +335,8 @@ class PromiseBook:
         if entry is None or t < entry.t:
             return Recalled(key, {}, True, {})
         kept = entry.after if t > entry.t else entry.before
+        if not kept:  # no promise to keep: nothing to place or compress
+            return Recalled(key, {}, True, kept)
         index = {(job.id, job.submit): job for job in problem.jobs}
         held = {index[k].index: (p.start - t, list(p.nodes)) for k, p in kept.items()
                 if k in index}
@@ -348,11 +352,13 @@ class PromiseBook:
         t, jobs = problem.t, problem.jobs
         after = {(jobs[i].id, jobs[i].submit): Kept(t + s, tuple(nodes), jobs[i].duration)
                  for i, (s, nodes) in starts.items() if s > 0}
-        releases = _releases(problem)
-        for i, nodes in started.items():  # one block per node, as the running table has them
-            req = jobs[i].req
-            for n, units in Counter(nodes).items():
-                releases[(n, t + jobs[i].duration, tuple(units * r for r in req))] += 1
+        releases = None
+        if after:  # the next decision compares the running work with this
+            releases = _releases(problem)
+            for i, nodes in started.items():  # one block per node, as the running table has
+                req = jobs[i].req
+                for n, units in Counter(nodes).items():
+                    releases[(n, t + jobs[i].duration, tuple(units * r for r in req))] += 1
         entry = _Entry(t, recalled.before, after, releases, tuple(problem.eligible))
         with self._lock:
             self._entries[recalled.key] = entry
@@ -380,6 +386,8 @@ def _room_freed(
         job = index.get(key)
         if job is None or job.duration < promise.duration:
             return True  # left the queue (not at its promise), or got shorter
+    if entry.releases is None:
+        return True  # not recorded: assume room appeared
     now = _releases(problem)
     # Running work the last decision counted on until after t that is gone or ends earlier.
     return any(end > t and now[(n, end, amounts)] < count
