@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from .promise_ladder import DEFAULT_RUNG, rung
 from .search_settings import SearchRequest, SearchSettings
 
 PROFILES: dict[str, tuple[SearchSettings, str]] = {
@@ -42,13 +43,17 @@ PROFILES: dict[str, tuple[SearchSettings, str]] = {
     "book": (
         SearchSettings(
             "book", delta_ms=100, delta_max_ms=800, k=1, window=100, stall_ms=10,
-            promise_after_s=0,
+            promise_after_s=rung(DEFAULT_RUNG).promise_after_s, capacity_first=True,
+            more_orders=True, work_conserving=True,
         ),
-        "The promise book (issue #34): every queued job holds a promised start from its "
-        "arrival, kept from one decision to the next and only ever moved earlier (while the "
-        "expected durations hold; a promise a running job's overrun breaks moves by the least "
-        "possible); jobs whose promise is due start, and the jobs without one that fit around "
-        "every promise start by the most processors first, then the papers' slowdown.",
+        "The promise book inside the model (issues #34, #41): a queued job holds a promised "
+        "start once it has waited promise_after_s (24 h, the ladder's default rung; 0: every "
+        "job from its arrival), and the oldest job that cannot start now always holds one "
+        "(EASY's head); a promise is kept from one decision to the next and only ever moved "
+        "earlier while the expected durations hold. Every promise is capacity the selected "
+        "model (HCP'19, PCP'19, PCP'20) holds over time; its search (the fast profile's, "
+        "capacity used now first, then the papers' slowdown, from the best of five list "
+        "schedules) decides what else starts now and when the unpromised jobs are planned.",
     ),
     "papers": (
         SearchSettings("papers", delta_ms=1000, delta_max_ms=16000, k=2, window=100),
