@@ -65,8 +65,8 @@ def plot_pair(pair: Pair, path: Path) -> bool:
     ax.set_xlabel("longest wait [h]")
     ax.set_ylabel("mean bounded slowdown")
     ax.grid(True, which="major", alpha=0.25)
-    ax.set_title(f"{pair.title}: the ladder (circles, ★ the default rung) and the rules "
-                 "(squares)", fontsize=10)
+    ax.set_title(f"{pair.case.key}, {pair.predictor}: the ladder (circles, ★ the default rung) "
+                 "and the classical rules (squares)", fontsize=10)
     fig.canvas.draw()
     _place_labels(ax, [(n, x, y, runs[n].figures.util) for n, (x, y) in points.items()],
                   fig.canvas.get_renderer())  # type: ignore[attr-defined]

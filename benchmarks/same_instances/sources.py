@@ -27,6 +27,7 @@ from hpcdispatch.client import DispatcherClient
 from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.sim_adapter.adapter import DispatchSettings, GrpcBackend
 from hpcdispatch.sim_adapter.outputs import RunRecorder
+from hpcdispatch.sim_adapter.replay import bundled_trace
 from hpcdispatch.sim_adapter.simulator import ReplayOptions, Simulator
 from hpcdispatch.sim_adapter.swf import CleaningStats, iter_jobs, read_header
 from hpcdispatch.sim_adapter.workload import CORE, resolve_system, rule_for_system
@@ -34,7 +35,7 @@ from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import PRESETS
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
+TRACES = bundled_trace().parent  # the traces shipped in hpcdispatch.sim_adapter.data
 EURORA_PROC_SCALE = 4.0  # lublin_256's 256 processors on Eurora's 1,024 cores
 EURORA_ACCELERATOR_SHARE = 0.3
 
