@@ -82,6 +82,16 @@ CASES: dict[str, Case] = {c.key: c for c in (
     Case("rlscheduler", "RLScheduler's Lublin-1 protocol (10 sequences of 1,024 lublin_256 "
          "jobs, seed 1, empty machine, exact estimates)", LUBLIN, sequences=10,
          predictors=("walltime",)),
+    # Unseen by the ladder's choice (issue #41): judged with its values fixed before the run.
+    Case("rlscheduler-seed2", "RLScheduler's Lublin-1 protocol, seed 2 (10 other sequences of "
+         "1,024 lublin_256 jobs; unseen)", LUBLIN, sequences=10, seed=2,
+         predictors=("walltime",), issue=False),
+    Case("llnl-early", "LLNL-Atlas, another stretch (records 1–3,000; unseen)", LLNL,
+         records="0:3000", stems=("LLNL-Atlas-0",), issue=False),
+    Case("eurora-early", "Eurora preset on another stretch of lublin_256 (records "
+         "2,501–4,000, 4 cores per processor, 30 % GPU / MIC; unseen)", LUBLIN, system="eurora",
+         proc_scale=4.0, accelerator_share=0.3, records="2500:4000",
+         stems=("lublin_256-2500",), issue=False),
     Case("bundled", "bundled KTH-SP2 slice (smoke test, not an issue #13 case)", BUNDLED,
          issue=False),
 )}
@@ -119,6 +129,7 @@ def case_of(summary: dict[str, Any]) -> str | None:
     share = float(rule.get("accelerator_share", 0.0))
     window = _window(summary.get("records"))
     sequenced = bool(summary.get("sequences") or summary.get("sequence"))
+    seed = (summary.get("sequences") or summary.get("sequence") or {}).get("seed")
     for case in CASES.values():
         stems = (BUNDLED_STEM,) if case.trace == BUNDLED else (trace_name(Path(case.trace)),)
         if stem in stems:
@@ -129,6 +140,7 @@ def case_of(summary: dict[str, Any]) -> str | None:
             continue
         preset_ok = system == case.system if case.system else system in (stem, *case.stems)
         if (selection_ok and preset_ok and sequenced == case.rlscheduler
+                and (not sequenced or seed is None or seed == case.seed)
                 and abs(scale - case.proc_scale) < 1e-9
                 and abs(share - case.accelerator_share) < 1e-9):
             return case.key
