@@ -115,7 +115,8 @@ def test_a_tiny_frontier_runs_and_resumes(tmp_path: Path) -> None:
     (pair,) = first["pairs"]
     assert sorted(pair["rules"]) == sorted(RULES) and sorted(pair["rungs"]) == ["arrival", "head"]
     assert (tmp_path / "frontier-bundled-walltime.png").stat().st_size > 10_000
-    assert "7 cells (0 kept from an earlier run), 0 failed" in (tmp_path / "frontier.md").read_text()
+    assert "7 cells (0 kept from an earlier run), 0 failed" in (
+        tmp_path / "frontier.md").read_text()
     assert main(argv) == 0  # resumed: nothing left to run
     assert "7 cells (7 kept from an earlier run), 0 failed" in (
         tmp_path / "frontier.md").read_text()
