@@ -113,6 +113,10 @@ class BridgeConfig:
     report_completions: bool = True
     full_snapshots: bool = False  # Dispatch with whole snapshots instead of a session
     profile: str = ""  # the CP dispatchers' search profile; empty = the server's default
+    # The promise book's knob (SearchParameters.promise_after_s): how long a held job waits
+    # before it holds a promise, a rung of its ladder (0: every job from its arrival); None:
+    # the profile's.
+    promise_after_s: int | None = None
     # Show each held job's promised start in its Comment (promise_comment.py).
     promise_comments: bool = True
 
@@ -319,6 +323,8 @@ class Bridge:
         request.cluster = self.config.cluster
         if self.config.profile:
             request.search.profile = self.config.profile
+        if self.config.promise_after_s is not None:
+            request.search.promise_after_s = self.config.promise_after_s
         held = [j.id for j in snapshot.queued]
         t0 = time.monotonic()
         try:

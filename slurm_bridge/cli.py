@@ -62,7 +62,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="duration predictor (default: the server's)")
     p.add_argument("--profile", default="",
                    help="search profile of the CP dispatchers, one of the server's (`book`: "
-                   "every held job gets a promised start); default: the server's")
+                   "the promise book); default: the server's")
+    p.add_argument("--promise-after", type=int, metavar="SECONDS", dest="promise_after_s",
+                   help="with the promise book: how long a held job waits before it holds a "
+                   "promise, a rung of its ladder (0: every held job from its arrival; "
+                   "docs/dispatchers.md); default: the profile's")
     p.add_argument("--no-promise-comments", action="store_true",
                    help="do not show held jobs' promised starts in their Comment "
                    "(squeue -o %%k)")
@@ -113,6 +117,7 @@ def config_from_args(args: argparse.Namespace) -> BridgeConfig:
         report_completions=not args.no_completions,
         full_snapshots=args.full_snapshots,
         profile=args.profile,
+        promise_after_s=args.promise_after_s,
         promise_comments=not args.no_promise_comments,
     )
 

@@ -1,6 +1,6 @@
 """A small cluster whose promises are easy to follow, for the tests of promised starts over gRPC
 (issue #42): two 4-core nodes, `r` running on n0 until T + 1,000 (expected), and two waiting
-jobs of the book profile:
+jobs of the book profile, on its ladder's first rung (every job promised at arrival):
 
 - A (both nodes, 1,000 s, waiting since T - 50): promised T + 1,000, when r ends;
 - B (one node, 2,000 s, waiting since T - 10): it cannot end before A's promise, so it is
@@ -28,6 +28,7 @@ def request(t: int, cluster: str, promises: Promises | None = None, late_e: bool
     message = pb.DispatchRequest(time=t, cluster=cluster, dispatcher=pb.DISPATCHER_PCP20,
                                  predictor=pb.PREDICTOR_WALLTIME)
     message.search.profile = "book"
+    message.search.promise_after_s = 0  # the ladder's first rung: every job from its arrival
     for node in ("n0", "n1"):
         message.nodes.add(id=node, state=pb.NODE_STATE_UP, capacity={"core": 4})
     message.running_jobs.add(

@@ -400,7 +400,8 @@ def _comments(cluster: SlurmCluster) -> dict[str, tuple[str, str]]:
 def test_held_jobs_show_their_promised_start_in_squeue_until_they_start(
     cluster: SlurmCluster, server: RunningServer,
 ) -> None:
-    """Profile `book`: every held job gets a promised start, which `squeue -o %k` shows it;
+    """Profile `book` on its first rung: every held job gets a promised start, which
+    `squeue -o %k` shows it;
     a job's comment of its own stays after it; each job's comment is its own again once it
     is released to start."""
     whole = ("-n", str(3 * CPUS))  # the whole cluster: one job at a time
@@ -411,7 +412,8 @@ def test_held_jobs_show_their_promised_start_in_squeue_until_they_start(
     metrics = BridgeMetrics()
     bridge = Bridge(BridgeConfig(frozenset({"batch"}), interval=0.5, dispatch_timeout=120.0,
                                  dispatcher=pb.DISPATCHER_PCP20, profile="book",
-                                 predictor=pb.PREDICTOR_WALLTIME), SlurmCommands(
+                                 promise_after_s=0, predictor=pb.PREDICTOR_WALLTIME),
+                    SlurmCommands(
                         env=cluster.env, timeout=20), client, metrics)
     try:
         result = bridge.cycle()

@@ -79,7 +79,7 @@ def test_held_jobs_show_their_promise_until_released_on_every_cycle(
     metrics = BridgeMetrics()
     with DispatcherClient(book_server.target, timeout=30.0) as client:
         bridge = Bridge(BridgeConfig(frozenset({"batch"}), interval=STEP, profile="book",
-                                     predictor=pb.PREDICTOR_WALLTIME),
+                                     promise_after_s=0, predictor=pb.PREDICTOR_WALLTIME),
                         slurm, CheckingClient(client, slurm), metrics,
                         clock=lambda: slurm.now)
         shown: dict[str, set[str]] = {j: set() for j in jobs}
@@ -91,7 +91,7 @@ def test_held_jobs_show_their_promise_until_released_on_every_cycle(
                 for job_id in jobs:
                     job = slurm.jobs[job_id]
                     if job.state == "PENDING" and job.reason.startswith("JobHeld"):
-                        # Every held job holds a promise under `book`, shown as decided.
+                        # Every held job holds a promise (the ladder's first rung).
                         start = result.promised[job_id]
                         assert job.comment == with_promise(
                             "my own note" if job_id == jobs[2] else "", start), job_id
@@ -114,8 +114,10 @@ def test_held_jobs_show_their_promise_until_released_on_every_cycle(
 
 
 def test_dry_run_and_the_flag_write_no_comment(book_server: RunningServer) -> None:
-    for config in (BridgeConfig(frozenset({"batch"}), profile="book", dry_run=True),
-                   bridge_cli.config_from_args(bridge_cli_args("--no-promise-comments"))):
+    for config in (BridgeConfig(frozenset({"batch"}), profile="book", promise_after_s=0,
+                                dry_run=True),
+                   bridge_cli.config_from_args(bridge_cli_args(
+                       "--no-promise-comments", "--promise-after", "0"))):
         slurm = SimSlurm()
         for _ in range(3):
             slurm.submit(12, duration=25, limit_min=1)
@@ -166,3 +168,28 @@ def test_a_failed_comment_update_is_counted_and_changes_no_decision() -> None:
     assert bridge.cycle().ok
     assert set(slurm.comments) == set(held)
     assert all(c.startswith(MARKER) for c in slurm.comments.values())
+
+
+def test_the_promise_rung_reaches_every_request() -> None:
+    """`--promise-after 0` (the ladder's first rung) is asked of the service with each
+    decision; without it the profile's own rung applies (the request leaves it unset)."""
+    slurm = FakeSlurm()
+    asked: list[pb.DispatchRequest] = []
+
+    class Recording:
+        def dispatch(self, request: pb.DispatchRequest,
+                     timeout: float | None = None) -> pb.DispatchResponse:
+            asked.append(request)
+            return pb.DispatchResponse(time=request.time)
+
+        def report_completions(self, *args: object, **kwargs: object) -> int:
+            return 0
+
+    for flags, expected in (((), None), (("--promise-after", "0"), 0)):
+        config = bridge_cli.config_from_args(bridge_cli_args(*flags))
+        assert config.promise_after_s == expected
+        config = dataclasses.replace(config, full_snapshots=True, report_completions=False)
+        Bridge(config, slurm, Recording(), BridgeMetrics()).cycle()
+        search = asked[-1].search
+        assert search.profile == "book"
+        assert (search.promise_after_s if search.HasField("promise_after_s") else None) == expected

@@ -159,6 +159,7 @@ class Caller:
                                      dispatcher=pb.DISPATCHER_PCP20,
                                      predictor=pb.PREDICTOR_WALLTIME)
         message.search.profile = "book"
+        message.search.promise_after_s = 0  # the ladder's first rung: every job from arrival
         for node in NODES:
             message.nodes.add(id=node, state=pb.NODE_STATE_UP, capacity={"core": 4})
         for job_id, (start, seconds, nodes) in self.running.items():
