@@ -33,12 +33,10 @@ from typing import Any
 
 from ..domain.occupancy import RunningTable
 from ..domain.outcome_kinds import SkipReason, SolveStatus
-from ..domain.plugin_calls import plugin_call, watch_process_exits
+from ..domain.plugin_calls import PluginRun, watch_process_exits
 from .base import AttemptRecord, Outcome, SearchControl
 from .planning.problem import Problem
 
-# How often a decision waiting for a plugin looks whether its caller is still there, seconds.
-CANCEL_POLL_SECONDS = 0.05
 # What an outcome may say: the domain's values (a plain int equal to one reads as it).
 _STATUSES = frozenset(SolveStatus)
 _SKIP_REASONS = frozenset(SkipReason)
@@ -95,29 +93,18 @@ class Guarded:
             if self._overruns:
                 raise StillRunning(self.name, "an earlier decision ran past its deadline and "
                                    "still runs; not started again until it ends")
-        answer: list[Any] = []  # the outcome, or the exception, once the thread is done
-        done = threading.Event()
         own = own_copy(problem)
-
-        def run() -> None:
-            try:
-                with plugin_call("dispatcher", self.name, "decide"):
-                    answer.append(self.inner.decide(own, control))
-            except BaseException as exc:  # handed to the deciding thread below
-                answer.append(exc)
-            finally:
-                done.set()
-
-        thread = threading.Thread(target=run, name=f"plugin-{self.name}", daemon=True)
-        thread.start()
-        while not done.wait(min(max(control.remaining(), 0.0), CANCEL_POLL_SECONDS)):
+        run = PluginRun("dispatcher", self.name, "decide",
+                        lambda: self.inner.decide(own, control), f"plugin-{self.name}")
+        thread = run.thread
+        while not run.wait(control.remaining()):
             if control.cancelled():  # nobody waits: the pipeline abandons the decision
                 return Outcome(placements={}, status=SolveStatus.HEURISTIC)
             if control.remaining() <= 0:
                 with self._lock:
                     self._overruns.append(thread)
                 raise RanPastDeadline(self.name, "no answer by the decision's deadline")
-        result = answer[0]
+        result = run.outcome()
         if isinstance(result, Exception):
             raise result  # the pipeline's dispatcher error, as a built-in's
         if isinstance(result, BaseException):  # SystemExit and the like stop nothing here

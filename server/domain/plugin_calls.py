@@ -108,3 +108,38 @@ def watch_process_exits() -> None:
     os.abort = _watch(os.abort, "os.abort")
     if not faulthandler.is_enabled():
         faulthandler.enable()
+
+
+# How often a wait on a plugin's thread looks at its deadline and its caller, seconds.
+POLL_SECONDS = 0.05
+
+
+class PluginRun:
+    """One call into plugin code, run in a daemon thread of its own (`plugin_call` recorded):
+    the thread that asked waits for it in slices (`wait`), so that a plugin that hangs costs
+    its caller no more than its deadline, and one that outlives it holds one thread."""
+
+    def __init__(self, group: str, name: str, what: str, call: Callable[[], Any],
+                 thread_name: str) -> None:
+        self._answer: list[Any] = []  # the call's value, or its exception, once it ended
+        self._done = threading.Event()
+
+        def run() -> None:
+            try:
+                with plugin_call(group, name, what):
+                    self._answer.append(call())
+            except BaseException as exc:  # handed to the waiting thread (`result`)
+                self._answer.append(exc)
+            finally:
+                self._done.set()
+
+        self.thread = threading.Thread(target=run, name=thread_name, daemon=True)
+        self.thread.start()
+
+    def wait(self, seconds_left: float) -> bool:
+        """Wait at most one slice (or `seconds_left`, if less); whether the call has ended."""
+        return self._done.wait(min(max(seconds_left, 0.0), POLL_SECONDS))
+
+    def outcome(self) -> Any:
+        """The call's value, or the exception it raised (once `wait` said it ended)."""
+        return self._answer[0]

@@ -33,7 +33,7 @@ from typing import Any
 import structlog
 
 from ..domain.duration_predictor import Completion, JobFacts, clamp, predict_many
-from ..domain.plugin_calls import plugin_call, watch_process_exits
+from ..domain.plugin_calls import PluginRun, watch_process_exits
 from ..domain.repeated_failures import RepeatedFailures
 
 log = structlog.get_logger("hpcdispatch.predictors")
@@ -43,9 +43,8 @@ FailureListener = Callable[[str, str, str], None]
 LOAD_FAILED, RAISED, INVALID, LATE = "load_failed", "raised", "invalid", "deadline_passed"
 REASONS = (LOAD_FAILED, RAISED, INVALID, LATE)
 # How long a plugin's answer is waited for when no decision bounds it (`predictions_until`),
-# seconds; how often a wait looks whether its caller is still there.
+# seconds.
 STANDALONE_SECONDS = 5.0
-CANCEL_POLL_SECONDS = 0.05
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -150,29 +149,17 @@ class GuardedPredictor:
         bound = _bound.get() or PredictionBound(time.monotonic() + STANDALONE_SECONDS,
                                                 lambda: False)
         own = [dataclasses.replace(job, unit_request=dict(job.unit_request)) for job in jobs]
-        answer: list[Any] = []  # the answer, or the exception, once the thread is done
-        done = threading.Event()
-
-        def run() -> None:
-            try:
-                with plugin_call("predictor", self.name, "predict_many"):
-                    answer.append(predict_many(self.inner, own))
-            except BaseException as exc:  # handed to the waiting thread below
-                answer.append(exc)
-            finally:
-                done.set()
-
-        thread = threading.Thread(target=run, name=f"plugin-predictor-{self.name}", daemon=True)
-        thread.start()
-        while not done.wait(min(max(bound.deadline - time.monotonic(), 0.0),
-                                CANCEL_POLL_SECONDS)):
+        run = PluginRun("predictor", self.name, "predict_many",
+                        lambda: predict_many(self.inner, own), f"plugin-predictor-{self.name}")
+        thread = run.thread
+        while not run.wait(bound.deadline - time.monotonic()):
             if bound.cancelled() or bound.deadline <= time.monotonic():
                 with self._lock:
                     self._overruns.append(thread)
                 if bound.cancelled():
                     raise _Gone()
                 raise _Late("no answer by the decision's deadline for its predictions")
-        result = answer[0]
+        result = run.outcome()
         if isinstance(result, BaseException):  # SystemExit and the like stop nothing here
             raise _Raised(f"{type(result).__name__}: {result}")
         return result

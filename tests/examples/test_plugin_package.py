@@ -22,6 +22,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.proto_convert import decision_from_pb, snapshot_from_pb
+from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE
 from hpcdispatch.sim_adapter.outputs import JOB_COLUMNS
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.observability import free_port, scrape_text, small_request, value
@@ -124,7 +125,7 @@ def test_the_pages_replay_runs_the_plugin_as_the_built_in_it_reproduces(
     assert done.returncode == 0, done.stderr[-4000:]
     rows = {line.split()[0] for line in done.stdout.splitlines() if "-user-longest" in line}
     assert rows == {"sjf-backfill-user-longest", "easy-sjbf-user-longest",
-                    "easy-user-longest", "pcp20(default)-qos-user-longest"}
+                    "easy-user-longest", f"pcp20(default)-{DEFAULT_PROFILE}-user-longest"}
     out = tmp_path / "runs" / "plugin"
     plugin, built_in = out / "01-sjf-backfill", out / "02-easy-sjbf"
     # Where and when each job started: every column but the starts the dispatcher reported
