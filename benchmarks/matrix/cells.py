@@ -140,6 +140,28 @@ def _numbers(summaries: list[dict[str, Any]], group: str, stat: str | None) -> l
     return out
 
 
+def _promise_accuracy(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sequences' promise accuracy together: jobs and late jobs summed, the share on time
+    of the sum; lateness and drift percentiles the mean over the sequences of each one's,
+    `max` the largest."""
+    merged: dict[str, Any] = {"reported_jobs": sum(
+        int((s.get("promise_accuracy") or {}).get("reported_jobs") or 0) for s in summaries)}
+    for kind in ("promised", "estimated"):
+        parts = [((s.get("promise_accuracy") or {}).get(kind) or {}) for s in summaries]
+        jobs = sum(int(p.get("jobs") or 0) for p in parts)
+        late = sum(int(p.get("late_jobs") or 0) for p in parts)
+        merged[kind] = {"jobs": jobs, "late_jobs": late,
+                        "on_time_share": (jobs - late) / jobs if jobs else None}
+        for spread in ("late_seconds", "drift_seconds"):
+            values = {stat: [float(v) for p in parts
+                             if isinstance(v := (p.get(spread) or {}).get(stat), int | float)]
+                      for stat in ("p50", "p95", "max")}
+            merged[kind][spread] = {
+                "p50": _stat(values["p50"])["mean"], "p95": _stat(values["p95"])["mean"],
+                "max": max(values["max"], default=None)}
+    return merged
+
+
 def sequence_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     """One summary for a cell's RLScheduler sequences, shaped as a run's summary: per figure
     the mean over the sequences of each sequence's value, `std` the sample standard deviation
@@ -167,6 +189,7 @@ def sequence_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         for stat in ("mean", "p50", "p95", "p99")}
     merged["decision_seconds"]["max"] = max(_numbers(summaries, "decision_seconds", "max"),
                                             default=None)
+    merged["promise_accuracy"] = _promise_accuracy(summaries)
     described = first.get("sequence") or {}
     merged.pop("sequence", None)
     merged["sequences"] = {

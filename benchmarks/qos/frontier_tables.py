@@ -97,6 +97,34 @@ def pair_lines(pair: Pair, plot: str | None) -> list[str]:
     return [*lines, ""]
 
 
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+def promise_lines(pairs: Sequence[Pair]) -> list[str]:
+    """Per pair and run that reports starts: the share of promised jobs started no later than
+    their first promise (the p95 of the others' lateness), and of estimated jobs."""
+    names = ["los", "easy", "conservative", *(n for n in rung_names())]
+    lines = ["Share of the promised jobs started no later than their first promise (p95 of the "
+             "late ones' lateness, hours); in brackets, the share of the jobs given only "
+             "estimates that started no later than their first estimate. EASY, LOS and "
+             "conservative promise their reservations; EASY-SJBF's and EASY-LXF's heads can be "
+             "overtaken, so they only estimate.", "", _row(["pair", *names]),
+             _row(["---"] * (len(names) + 1))]
+    for pair in pairs:
+        runs = {**pair.rules, **pair.rungs}
+        cells = []
+        for name in names:
+            run = runs.get(name)
+            if run is None or (not run.promised_jobs and run.estimated_on_time is None):
+                cells.append("–")
+                continue
+            late = f" ({_h(run.late_p95)})" if run.late_p95 is not None else ""
+            cells.append(f"{_share(run.promised_on_time)}{late} [{_share(run.estimated_on_time)}]")
+        lines.append(_row([pair.title, *cells]))
+    return [*lines, ""]
+
+
 def markdown(pairs: Sequence[Pair], header: Sequence[str],
              plots: Mapping[tuple[str, str], str]) -> str:
     ladder = ", ".join(f"{s.name} ({s.says})" for s in LADDER)
@@ -104,6 +132,7 @@ def markdown(pairs: Sequence[Pair], header: Sequence[str],
              *header, f"The ladder: {ladder}.", "", "## Dominance", "",
              *dominance_lines(pairs), *dominance_lines(pairs, arrival=True),
              "## The default rung and the decision time", "", *verdict_lines(pairs),
+             "## Promises kept (issue #42)", "", *promise_lines(pairs),
              "## Every pair", ""]
     for pair in pairs:
         lines += pair_lines(pair, plots.get((pair.case.key, pair.predictor)))

@@ -41,6 +41,13 @@ class Run:
     figures: Figures
     util_arrival: float | None
     decision_p99: float | None  # seconds
+    # Promise accuracy (sim_adapter's summary): the share of the promised jobs that started no
+    # later than their first promise, the p95 of the others' lateness, and the share of the
+    # jobs given only estimates that started no later than their first one.
+    promised_jobs: int = 0
+    promised_on_time: float | None = None
+    late_p95: float | None = None  # seconds
+    estimated_on_time: float | None = None
 
 
 @dataclass(slots=True)
@@ -81,8 +88,13 @@ def run_of(summary: dict[str, Any], source: str = "") -> Run | None:
             return None
         name = step.name
     decisions = summary.get("decision_seconds") or {}
+    accuracy = summary.get("promise_accuracy") or {}
+    promised, estimated = accuracy.get("promised") or {}, accuracy.get("estimated") or {}
     return Run(name, figures(summary, source), _number(summary.get("utilisation_arrival_window")),
-               _number(decisions.get("p99")))
+               _number(decisions.get("p99")), int(promised.get("jobs") or 0),
+               _number(promised.get("on_time_share")),
+               _number((promised.get("late_seconds") or {}).get("p95")),
+               _number(estimated.get("on_time_share")))
 
 
 def pairs_of(summaries: Sequence[tuple[dict[str, Any], str]]) -> list[Pair]:

@@ -122,3 +122,19 @@ def test_a_tiny_frontier_runs_and_resumes(tmp_path: Path) -> None:
         tmp_path / "frontier.md").read_text()
     assert json.loads((tmp_path / "frontier.json").read_text())["pairs"] == first["pairs"]
     assert "## Dominance" in markdown(pairs_of([]), [], {})
+
+
+def test_a_cell_of_sequences_counts_the_promises_of_all_of_them() -> None:
+    from benchmarks.matrix.cells import sequence_summary
+
+    def seq(jobs: int, late: int, p95: float) -> dict[str, Any]:
+        return {**summary(10.0), "sequence": {"seed": 1, "length": 4},
+                "promise_accuracy": {"reported_jobs": jobs, "promised": {
+                    "jobs": jobs, "late_jobs": late, "on_time_share": 1 - late / jobs,
+                    "late_seconds": {"p50": p95, "p95": p95, "max": 2 * p95}}}}
+
+    merged = sequence_summary([seq(10, 0, 0.0), seq(30, 3, 600.0)])["promise_accuracy"]
+    promised = merged["promised"]
+    assert (merged["reported_jobs"], promised["jobs"], promised["late_jobs"]) == (40, 40, 3)
+    assert promised["on_time_share"] == 37 / 40
+    assert promised["late_seconds"] == {"p50": 300.0, "p95": 300.0, "max": 1200.0}
