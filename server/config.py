@@ -48,7 +48,7 @@ class ServerConfig:
     # (docs/benchmarks/models-vs-papers.md §2); with no completions reported it predicts the
     # requested time.
     default_predictor: str = "data-driven"
-    default_profile: str = "book"  # a name of server/domain/profiles.py PROFILES
+    default_profile: str = "qos"  # a name of server/domain/profiles.py PROFILES
     solver_workers: int = 1  # CP-SAT search workers per decision
     predictor_store: str | None = None  # SQLite file of the predictors' knowledge base
     # What the knowledge base keeps of reported completions, per client identity and cluster:

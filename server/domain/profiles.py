@@ -9,28 +9,12 @@ from .promise_ladder import DEFAULT_RUNG, rung
 from .search_settings import SearchRequest, SearchSettings
 
 PROFILES: dict[str, tuple[SearchSettings, str]] = {
-    "book": (
-        SearchSettings(
-            "book", delta_ms=100, delta_max_ms=800, k=1, window=100, stall_ms=10,
-            promise_after_s=rung(DEFAULT_RUNG).promise_after_s, capacity_first=True,
-            more_orders=True, work_conserving=True,
-        ),
-        "The promise book inside the model (issues #34, #41): a queued job holds a promised "
-        "start once it has waited promise_after_s (24 h, the ladder's default rung; 0: every "
-        "job from its arrival), and the oldest job that cannot start now always holds one "
-        "(EASY's head); a promise is kept from one decision to the next and only ever moved "
-        "earlier while the expected durations hold. Every promise is capacity the selected "
-        "model (HCP'19, PCP'19, PCP'20) holds over time; its search (the fast profile's, "
-        "capacity used now first, then the papers' slowdown, from the best of five list "
-        "schedules) decides what else starts now and when the unpromised jobs are planned.",
-    ),
     "qos": (
         SearchSettings(
             "qos", delta_ms=100, delta_max_ms=800, k=1, window=100, stall_ms=10,
             starvation_wait_s=86_400, work_conserving=True,
         ),
-        "The default until issue #41: the fast profile's search (δ = 100 ms, δmax = 800 ms, "
-        "k = 1, m = 100, 10 ms "
+        "Default: the fast profile's search (δ = 100 ms, δmax = 800 ms, k = 1, m = 100, 10 ms "
         "stall rule) with service-level guards instead of a reservation for every blocked "
         "head: once the oldest queued job has waited 24 h it is served as EASY's head (it "
         "starts now if it fits, else it holds the reservation), and queued jobs outside the "
@@ -56,6 +40,21 @@ PROFILES: dict[str, tuple[SearchSettings, str]] = {
         "reservation, the jobs that start now use the most processors LOS's packing finds, "
         "and among such sets the model starts the one with the least total slowdown.",
     ),
+    "book": (
+        SearchSettings(
+            "book", delta_ms=100, delta_max_ms=800, k=1, window=100, stall_ms=10,
+            promise_after_s=rung(DEFAULT_RUNG).promise_after_s, capacity_first=True,
+            more_orders=True, work_conserving=True,
+        ),
+        "The promise book inside the model (issues #34, #41): a queued job holds a promised "
+        "start once it has waited promise_after_s (24 h, the ladder's default rung; 0: every "
+        "job from its arrival), and the oldest job that cannot start now always holds one "
+        "(EASY's head); a promise is kept from one decision to the next and only ever moved "
+        "earlier while the expected durations hold. Every promise is capacity the selected "
+        "model (HCP'19, PCP'19, PCP'20) holds over time; its search (the fast profile's, "
+        "capacity used now first, then the papers' slowdown, from the best of five list "
+        "schedules) decides what else starts now and when the unpromised jobs are planned.",
+    ),
     "papers": (
         SearchSettings("papers", delta_ms=1000, delta_max_ms=16000, k=2, window=100),
         "The CP 2019 / PCP'20 papers' parameters: δ = 1 s, k = 2, δmax = 16 s, m = 100, and "
@@ -73,7 +72,7 @@ PROFILES: dict[str, tuple[SearchSettings, str]] = {
     ),
 }
 
-DEFAULT_PROFILE = "book"
+DEFAULT_PROFILE = "qos"
 
 
 def resolve_settings(search: SearchRequest, default_profile: str) -> SearchSettings:
