@@ -163,9 +163,12 @@ def record_the_promises(d: Decision) -> Next:
     assert state is not None and state.plan is not None
     plan, outcome = state.plan, d.outcome
     started = {**d.started_first, **outcome.placements}
+    accounted = set(outcome.considered) | {i for i, _ in outcome.skipped}
     for i, (start, _) in plan.starts.items():
         if start > 0:
             outcome.expected_starts[i] = (start, True)
+            if i not in accounted:  # in the model as capacity it holds over time
+                outcome.considered.append(i)
     _report_planned_starts(d, plan, started)
     d.dispatcher.promises.record(state.problem, state.recalled, plan.starts, started)
     return Next.GO_ON

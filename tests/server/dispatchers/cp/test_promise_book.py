@@ -294,6 +294,8 @@ def test_the_selected_model_decides_under_the_promise_book() -> None:
                          snapshot.queued[i].requested_time)
                 for i, where in outcome.placements.items())
             assert check_decision(snapshot, Decision(snapshot.time, starts)) == []
+            accounted = set(outcome.considered) | {i for i, _ in outcome.skipped}
+            assert accounted | set(outcome.placements) == set(range(len(snapshot.queued)))
             decisions[name] = {s.job_id: sorted(s.nodes) for s in starts}
         differ += len({str(sorted(d.items())) for d in decisions.values()}) > 1
     assert differ >= 3, differ  # the book before issue #41 decided alike: 0 of 8
