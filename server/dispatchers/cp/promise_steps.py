@@ -139,7 +139,7 @@ def keep_every_promises_room(d: Decision) -> Next:
     placements = d.outcome.placements
     kept: dict[int, list[int]] = {}
     rank = {j.index: k for k, j in enumerate(d.problem.jobs_by_slowdown())}
-    by_index = {j.index: j for j in d.problem.jobs}
+    by_index = d.problem.job_by_index()
     for i in sorted(placements, key=rank.__getitem__):
         job, nodes = by_index[i], placements[i]
         if room.keeps(job, nodes):  # the profile's first step is what is free now
@@ -181,7 +181,7 @@ def _report_planned_starts(d: Decision, plan: PromisePlan, started: dict[int, li
     outcome, settings = d.outcome, d.settings
     planned = d.plan.start_offsets if d.plan is not None else {}
     pooled = StepPlan(*_room(d).pooled_steps())
-    jobs = {j.index: j for j in d.problem.jobs}
+    jobs = d.problem.job_by_index()
     for i in started:
         if i in jobs:
             pooled.hold(jobs[i].demand(), 0, jobs[i].duration)

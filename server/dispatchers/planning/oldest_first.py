@@ -52,7 +52,7 @@ def with_started(problem: Problem, placements: dict[int, list[int]]) -> Problem:
     if not placements:
         return problem
     free = problem.free_now.copy()
-    by_index = {j.index: j for j in problem.jobs}
+    by_index = problem.job_by_index()
     nodes: list[int] = []
     amounts: list[tuple[int, ...]] = []
     ends: list[int] = []

@@ -94,6 +94,7 @@ class Problem:
     _events: ReleaseEvents | None = None
     _profile: CapacityProfile | None = None
     _by_slowdown: list[Job] | None = None
+    _by_index: dict[int, Job] | None = None
     _blocks: list[RunningBlock] | None = None
     _empty_fit: dict[Vec, int] = field(default_factory=dict)
 
@@ -189,6 +190,12 @@ class Problem:
             t = self.t
             self._by_slowdown = sorted(self.jobs, key=lambda j: slowdown_rank(j, t))
         return self._by_slowdown
+
+    def job_by_index(self) -> dict[int, Job]:
+        """Each queued job by its index (built once; read-only)."""
+        if self._by_index is None:
+            self._by_index = {j.index: j for j in self.jobs}
+        return self._by_index
 
     def releases_by_time(self) -> list[tuple[int, list[RunningBlock]]]:
         """Running work on eligible nodes grouped by end, sorted (computed once; read-only)."""

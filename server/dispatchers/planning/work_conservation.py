@@ -77,7 +77,7 @@ def _after_starts(
     if kept is not None and placements == plan.placements():
         plan.after_starts = None
         return kept
-    by_index = {j.index: j for j in problem.jobs}
+    by_index = problem.job_by_index()
     pool = problem.free_now.copy()
     held = room.copy() if room is not None else None
     for i, taken in placements.items():
