@@ -3,6 +3,7 @@
     python -m benchmarks.qos.frontier --workers 2 --out runs/frontier
     python -m benchmarks.qos.frontier --cases kit --predictors walltime --out runs/f-kit
     python -m benchmarks.qos.frontier --from runs/frontier --out runs/frontier-judged
+    python -m benchmarks.qos.frontier --from OLD/frontier.json,runs/f-kit --out runs/f-all
 
 Replays, per case and predictor (issue #13's 21 pairs by default), the classical rules (EASY,
 EASY-SJBF, EASY-LXF, LOS, conservative; EASY-k gives conservative's figures and is left out)
@@ -14,6 +15,11 @@ a cell is kept when `campaign.json` records it ok with the same spec). Then writ
 utilisation over the makespan and over the arrival window, decision p50 / p99; the dominance
 table; the default rung's and the decision-time verdicts), `frontier.json`, and one plot per
 pair, `frontier-CASE-PREDICTOR.png` (`ladder_plot`). The verdicts: `ladder_verdicts`.
+
+`--from` judges runs made before, and takes a judged `frontier.json` as well as campaign and
+simulate directories: a frontier run in parts, whose earlier parts' runs are no longer on the
+machine, is judged whole from the earlier judgement and the new parts' runs (a run found in
+both is the directory's).
 """
 
 from __future__ import annotations
@@ -31,7 +37,14 @@ from benchmarks.matrix.cells import CellSpec
 from benchmarks.qos.cases import CASES, ISSUE_CASES, PREDICTORS, Case, with_protocol
 from benchmarks.qos.frontier_tables import document, markdown
 from benchmarks.qos.ladder_plot import plot_pair
-from benchmarks.qos.ladder_verdicts import RULES, pairs_of, rung_names
+from benchmarks.qos.ladder_verdicts import (
+    RULES,
+    Pair,
+    merged,
+    pairs_of,
+    pairs_of_judged,
+    rung_names,
+)
 from benchmarks.qos.targets import DEFAULT_TRACES, load_runs, trace_of
 from hpcdispatch.server.domain.promise_ladder import rung
 
@@ -53,8 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=300.0, help="deadline per call, seconds")
     p.add_argument("--workers", type=int, help="local Dask cluster: worker processes")
     p.add_argument("--scheduler", help="Dask scheduler address; default: a local cluster")
-    p.add_argument("--from", dest="sources", help="comma list of directories to judge "
-                   "instead of running (campaign or simulate output)")
+    p.add_argument("--from", dest="sources", help="comma list to judge instead of running: "
+                   "campaign or simulate directories, judged frontier.json files")
     p.add_argument("--out", type=Path, help="results directory (default: runs/frontier-DATE)")
     p.add_argument("--dry-run", action="store_true", help="list the cells and stop")
     p.add_argument("--no-progress", action="store_true")
@@ -128,6 +141,17 @@ def _run(args: argparse.Namespace, command: str, out: Path) -> tuple[list[Path],
                             f"{failed} failed; runs in {campaign_dir}/.", ""]
 
 
+def judged_pairs(sources: Sequence[Path]) -> list[Pair]:
+    """The pairs of judged `frontier.json` files and of the runs under directories (these
+    replace a judged file's run of the same pair and name)."""
+    documents = [s for s in sources if s.suffix == ".json"]
+    for doc in documents:
+        if not doc.is_file():
+            raise ValueError(f"--from: no such file {doc}")
+    earlier = [pairs_of_judged(json.loads(d.read_text(encoding="utf-8"))) for d in documents]
+    return merged(*earlier, pairs_of(load_runs([s for s in sources if s not in documents])))
+
+
 def run(args: argparse.Namespace, command: str) -> int:
     out: Path = args.out or Path(time.strftime("runs/frontier-%Y%m%d-%H%M%S"))
     if args.sources:
@@ -135,7 +159,7 @@ def run(args: argparse.Namespace, command: str) -> int:
         header = [f"Judged from {', '.join(map(str, sources))}.", ""]
     else:
         sources, header = _run(args, command, out)
-    pairs = pairs_of(load_runs(sources))
+    pairs = judged_pairs(sources)
     out.mkdir(parents=True, exist_ok=True)
     plots = {}
     for pair in pairs:

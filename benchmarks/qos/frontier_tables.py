@@ -116,7 +116,7 @@ def promise_lines(pairs: Sequence[Pair]) -> list[str]:
         cells = []
         for name in names:
             run = runs.get(name)
-            if run is None or (not run.promised_jobs and run.estimated_on_time is None):
+            if run is None or (run.promised_on_time is None and run.estimated_on_time is None):
                 cells.append("–")
                 continue
             late = f" ({_h(run.late_p95)})" if run.late_p95 is not None else ""
@@ -140,9 +140,11 @@ def markdown(pairs: Sequence[Pair], header: Sequence[str],
 
 
 def document(pairs: Sequence[Pair], meta: dict[str, Any]) -> dict[str, Any]:
-    def runs(group: Mapping[str, Run]) -> dict[str, Any]:
+    def runs(group: Mapping[str, Run]) -> dict[str, Any]:  # read back by pairs_of_judged
         return {n: {**asdict(r.figures), "util_arrival": r.util_arrival,
-                    "decision_p99": r.decision_p99} for n, r in group.items()}
+                    "decision_p99": r.decision_p99, "promised_jobs": r.promised_jobs,
+                    "promised_on_time": r.promised_on_time, "late_p95": r.late_p95,
+                    "estimated_on_time": r.estimated_on_time} for n, r in group.items()}
 
     return {**meta, "pairs": [
         {"case": p.case.key, "predictor": p.predictor, "rules": runs(p.rules),

@@ -17,12 +17,12 @@ rungs (`server/domain/promise_ladder.py`), replayed side by side in one campaign
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.qos.cases import CASES, Case, case_of
-from benchmarks.qos.verdicts import Figures, figures
+from benchmarks.qos.verdicts import Figures, figures, figures_of_judged
 from hpcdispatch.server.domain.promise_ladder import DEFAULT_RUNG, LADDER, rung_of
 
 RULES = ("easy", "easy-sjbf", "easy-lxf", "los", "conservative")
@@ -107,8 +107,47 @@ def pairs_of(summaries: Sequence[tuple[dict[str, Any], str]]) -> list[Pair]:
         predictor = str(summary.get("predictor", ""))
         pair = found.setdefault((key, predictor), Pair(CASES[key], predictor))
         (pair.rules if run.name in RULES else pair.rungs)[run.name] = run
+    return _in_case_order(found.values())
+
+
+def _in_case_order(pairs: Iterable[Pair]) -> list[Pair]:
     order = {key: k for k, key in enumerate(CASES)}
-    return sorted(found.values(), key=lambda p: (order[p.case.key], p.predictor))
+    return sorted(pairs, key=lambda p: (order[p.case.key], p.predictor))
+
+
+def _stored_run(name: str, stored: dict[str, Any]) -> Run:
+    """A run as `frontier_tables.document` stores it (fields it lacks: None, or 0 jobs)."""
+    return Run(name, figures_of_judged(stored), _number(stored.get("util_arrival")),
+               _number(stored.get("decision_p99")), int(stored.get("promised_jobs") or 0),
+               _number(stored.get("promised_on_time")), _number(stored.get("late_p95")),
+               _number(stored.get("estimated_on_time")))
+
+
+def pairs_of_judged(document: dict[str, Any]) -> list[Pair]:
+    """The pairs of a judged `frontier.json`, to judge again beside newer runs."""
+    pairs = []
+    for stored in document.get("pairs", []):
+        key = stored.get("case")
+        if key not in CASES:
+            raise ValueError(f"frontier.json: unknown case {key!r}; one of {list(CASES)}")
+        pair = Pair(CASES[key], str(stored.get("predictor", "")))
+        pair.rules = {n: _stored_run(n, r) for n, r in (stored.get("rules") or {}).items()}
+        pair.rungs = {n: _stored_run(n, r) for n, r in (stored.get("rungs") or {}).items()}
+        pairs.append(pair)
+    return pairs
+
+
+def merged(*groups: Sequence[Pair]) -> list[Pair]:
+    """The pairs of every group in the cases' order; a run of a later group replaces the same
+    run (pair and name) of an earlier one."""
+    found: dict[tuple[str, str], Pair] = {}
+    for group in groups:
+        for pair in group:
+            into = found.setdefault((pair.case.key, pair.predictor),
+                                    Pair(pair.case, pair.predictor))
+            into.rules.update(pair.rules)
+            into.rungs.update(pair.rungs)
+    return _in_case_order(found.values())
 
 
 def _util(run: Run, arrival: bool) -> float | None:

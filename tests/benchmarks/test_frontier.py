@@ -138,3 +138,30 @@ def test_a_cell_of_sequences_counts_the_promises_of_all_of_them() -> None:
     assert (merged["reported_jobs"], promised["jobs"], promised["late_jobs"]) == (40, 40, 3)
     assert promised["on_time_share"] == 37 / 40
     assert promised["late_seconds"] == {"p50": 300.0, "p95": 300.0, "max": 1200.0}
+
+
+def test_a_judged_frontier_json_is_judged_again_as_its_runs_were(tmp_path: Path) -> None:
+    """A frontier run in parts: the earlier parts' judged frontier.json stands for their runs
+    (every figure the tables show, promises kept included), and a directory's run of the same
+    pair and name replaces the document's."""
+    from benchmarks.qos.frontier import judged_pairs
+    from benchmarks.qos.frontier_tables import document
+
+    head = summary(70.0, wait_h=11.0, rung_name="head")
+    head["promise_accuracy"] = {"promised": {"jobs": 9, "on_time_share": 8 / 9,
+                                             "late_seconds": {"p95": 5400.0}},
+                                "estimated": {"jobs": 20, "on_time_share": 0.55}}
+    runs = [*rules(), (summary(80.0, rung_name="24h"), "d"), (head, "h")]
+    pairs = pairs_of(runs)
+    stored = tmp_path / "frontier.json"
+    stored.write_text(json.dumps(document(pairs, {"command": "x"})))
+    again = judged_pairs([stored])
+    assert markdown(again, [], {}) == markdown(pairs, [], {})
+    assert "88.9% (1.5) [55.0%]" in markdown(again, [], {})
+    # A newer 24h run (on disk as a simulate run) replaces the document's.
+    newer = tmp_path / "part2" / "run"
+    newer.mkdir(parents=True)
+    (newer / "summary.json").write_text(json.dumps(summary(60.0, rung_name=DEFAULT_RUNG)))
+    (pair,) = judged_pairs([stored, tmp_path / "part2"])
+    assert pair.rungs[DEFAULT_RUNG].figures.bsld == 60.0 and pair.rungs["head"].figures.bsld == 70.0
+    assert main(["--from", str(tmp_path / "missing.json"), "--out", str(tmp_path)]) == 2
