@@ -130,10 +130,10 @@ def pairs_of_judged(document: dict[str, Any]) -> list[Pair]:
         key = stored.get("case")
         if key not in CASES:
             raise ValueError(f"frontier.json: unknown case {key!r}; one of {list(CASES)}")
-        pair = Pair(CASES[key], str(stored.get("predictor", "")))
-        pair.rules = {n: _stored_run(n, r) for n, r in (stored.get("rules") or {}).items()}
-        pair.rungs = {n: _stored_run(n, r) for n, r in (stored.get("rungs") or {}).items()}
-        pairs.append(pair)
+        pairs.append(Pair(
+            CASES[key], str(stored.get("predictor", "")),
+            rules={n: _stored_run(n, r) for n, r in (stored.get("rules") or {}).items()},
+            rungs={n: _stored_run(n, r) for n, r in (stored.get("rungs") or {}).items()}))
     return pairs
 
 
