@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import socket
+import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,6 +60,22 @@ def metrics_server(**overrides: Any) -> Iterator[RunningServer]:
 def scrape_text(port: int, host: str = "127.0.0.1") -> str:
     with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=60) as reply:
         return str(reply.read().decode("utf-8"))
+
+
+def scrape_settled(port: int, host: str = "127.0.0.1", within_s: float = 30.0) -> str:
+    """A scrape taken once every started RPC is also counted as handled.
+
+    An RPC that ends in an error status (abort) reaches its caller before the server's
+    interceptor counts it handled, so a scrape right after the caller's error may miss it;
+    wait for that event (bounded), then return the scrape.
+    """
+    deadline = time.monotonic() + within_s
+    while True:
+        text = scrape_text(port, host)
+        if (value(text, "grpc_server_handled_total") >= value(text, "grpc_server_started_total")
+                or time.monotonic() > deadline):
+            return text
+        time.sleep(0.01)
 
 
 def samples(text: str) -> list[Sample]:

@@ -37,6 +37,7 @@ from hpcdispatch.decision_check import check_decision
 from hpcdispatch.proto_convert import decision_from_pb, snapshot_from_pb
 from hpcdispatch.server.config import load_config
 from hpcdispatch.server.rpc.app import RunningServer, start_server
+from hpcdispatch.server.rpc.metrics import code_label
 from hpcdispatch.server.sessions.store import SESSION_ID
 from hpcdispatch.slurm_bridge import cli as bridge_cli
 from hpcdispatch.slurm_bridge.bridge import Bridge, BridgeConfig, DecisionSession
@@ -586,7 +587,7 @@ def test_a_released_job_that_no_longer_fits_after_slurm_laid_out_another_is_held
             server.metrics.registry.get_sample_value(
                 "grpc_server_handled_total",
                 {"grpc_service": svc, "grpc_method": method, "grpc_type": "unary",
-                 "grpc_code": "INVALID_ARGUMENT"}) or 0
+                 "grpc_code": code_label(grpc.StatusCode.INVALID_ARGUMENT)}) or 0
             for svc, method in ((DISPATCH, "Dispatch"), (SESSION, "OpenSession"),
                                 (SESSION, "UpdateSession")))
     # Every snapshot was valid and answered (each decision was checked by CheckingClient).

@@ -18,7 +18,14 @@ from hpcdispatch.server.rpc.metrics import SECONDS_BUCKETS, ServiceMetrics, stat
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.certificates import CertificateAuthority, Pem
 from tests.instances import Crashing, OverAllocating
-from tests.observability import metrics_server, samples, scrape_text, small_request, value
+from tests.observability import (
+    metrics_server,
+    samples,
+    scrape_settled,
+    scrape_text,
+    small_request,
+    value,
+)
 
 DISPATCH = {"grpc_service": "hpcdispatch.v1.DispatcherService", "grpc_method": "Dispatch"}
 
@@ -86,7 +93,7 @@ def test_an_invalid_snapshot_counts_as_invalid_argument_and_no_decision() -> Non
             client.dispatch(request)
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert server.metrics_port
-        text = scrape_text(server.metrics_port)
+        text = scrape_settled(server.metrics_port)
     assert value(text, "grpc_server_handled_total", grpc_code="InvalidArgument", **DISPATCH) == 1
     assert value(text, "grpc_server_handled_total", grpc_code="OK", **DISPATCH) == 0
     assert value(text, "hpcdispatch_decisions_total") == 0
