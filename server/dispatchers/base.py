@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..domain.caller_scope import CallerScope
-from ..domain.outcome_kinds import AttemptEnd, SkipReason, SolveStatus
+from ..domain.outcome_kinds import AttemptEnd, PromiseMove, SkipReason, SolveStatus
 from ..domain.search_control import SearchControl
 from ..domain.search_settings import SearchSettings
 from .planning.problem import Problem
@@ -18,6 +18,7 @@ __all__ = [
     "CallerScope",
     "Dispatcher",
     "Outcome",
+    "PromiseMove",
     "SearchControl",
     "SearchSettings",
     "SkipReason",
@@ -54,9 +55,14 @@ class Outcome:
     # Waiting jobs' expected starts, job index -> (s_i - t, whether it is a promise): what
     # `squeue --start` shows a user. Empty where the dispatcher makes no such plan.
     expected_starts: dict[int, tuple[int, bool]] = field(default_factory=dict)
-    # Promises that could not be kept (a running job outlived its expected end): job index ->
-    # seconds they moved later, by the least possible.
+    # Promises that could not be kept: job index -> seconds they moved later, by the least
+    # possible, and why (`PromiseMove`; a job missing here moved for an unspecified reason).
     promises_moved: dict[int, int] = field(default_factory=dict)
+    promise_move_reasons: dict[int, PromiseMove] = field(default_factory=dict)
+    # Beside each promise (expected_starts[i] = (s_i - t, True)): the likely start of the
+    # predictor's plan, job index -> seconds after t (<= the promise; an estimate, not a
+    # guarantee). Empty where the dispatcher makes no such plan.
+    likely_starts: dict[int, int] = field(default_factory=dict)
 
 
 class Dispatcher(Protocol):

@@ -1,5 +1,5 @@
 """How a decision's outcome is classified: the status of a decision or of one solver attempt,
-why an attempt ended, and why a queued job was left waiting.
+why an attempt ended, why a queued job was left waiting, and why a promise moved later.
 
 The core and its plugins speak these; the wire's enums of the same names (SolveStatus,
 AttemptEnd, SkipReason in dispatcher.proto) are made from them, and back, in one place at the
@@ -46,3 +46,16 @@ class SkipReason(IntEnum):
     OUTSIDE_WINDOW = 2  # lower priority than the m jobs of the window
     BLOCKED = 3  # FCFS / EASY: behind a job that could not start
     NEVER_FITS = 4  # larger than all up nodes together could ever offer
+
+
+@unique
+class PromiseMove(IntEnum):
+    """Why a promised start moved later. A promise is computed from requested times (the limit
+    at which the workload manager kills a job), so no prediction can make it late: only what no
+    dispatcher controls, or a promise the caller can no longer hold the service to."""
+
+    UNSPECIFIED = 0  # not said (a plugin's outcome without a reason)
+    NODE_UNAVAILABLE = 1  # a node it was planned on went down, was drained or left the pool
+    RAN_PAST_LIMIT = 2  # a running job it waits for is still running past its requested time
+    SHAPE_CHANGED = 3  # its units, request or requested time changed: the promise is made anew
+    OLDER_PROMISE = 4  # an older promise, learned since (e.g. from another replica), took its room
