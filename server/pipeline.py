@@ -42,7 +42,6 @@ from hpcdispatch.snapshot import Decision, JobStart, QueuedJob, RunningJob, Snap
 from .dispatchers import BY_NAME, DISPATCHERS
 from .dispatchers import REGISTRY as DISPATCHER_REGISTRY
 from .dispatchers.base import Dispatcher, Outcome
-from .dispatchers.cp.model_variables import model_variables as cp_model_variables
 from .dispatchers.guard import MalformedOutcome, PluginFailure, PluginUnavailable, RanPastDeadline
 from .dispatchers.planning.problem import Problem, build_problem
 from .domain.duration_predictor import Completion, DurationPredictor, JobFacts, predict_many
@@ -330,6 +329,10 @@ def model_variables(snapshot: Snapshot, dispatcher: str, settings: SearchSetting
     stand in for predictions (variable counts do not depend on the durations). 0: no job would
     enter one; ValueError: `dispatcher` builds no model. (The 2020 paper's Figure 6 compares
     model sizes on the same instances: benchmarks/same_instances/model_size.py.)"""
+    # Imported here, not when the pipeline loads: the CP models bring OR-Tools (and pandas with
+    # it), which a process that runs only the baselines (an EASY replay) never needs.
+    from .dispatchers.cp.model_variables import model_variables as cp_model_variables
+
     durations = predict_durations(snapshot, WalltimePredictor())  # the service's own stage
     problem = build_problem(snapshot, durations.queued, durations.running)
     return cp_model_variables(problem, BY_NAME[dispatcher], dispatcher, settings)
