@@ -43,13 +43,20 @@ from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 from ..domain.caller_scope import CallerScope
 from ..intake.decision_options import DecisionOptions
 from ..intake.interruption import Interruption
+from ..intake.session_delta import CheckedDelta, check_delta, delta_digest
 from ..intake.snapshot_intake import SnapshotIntake
 from ..intake.validation import Violation
 from ..pipeline import DecisionAbandoned
-from ..sessions.delta import CheckedDelta, check_delta
-from ..sessions.resend import LastDelta, delta_digest
+from ..sessions.resend import LastDelta
 from ..sessions.state import SessionState
-from ..sessions.store import Session, SessionBusy, SessionGone, SessionStore, session_tag
+from ..sessions.store import (
+    GoneReason,
+    Session,
+    SessionBusy,
+    SessionGone,
+    SessionStore,
+    session_tag,
+)
 from .call_pool import CallPool
 from .decision_front import DecisionFront, DecisionSlot, predictor_name
 from .draining import Drain
@@ -63,6 +70,12 @@ log = structlog.get_logger("hpcdispatch.sessions")
 ERROR_DOMAIN = "hpcdispatch.v1"
 # The ErrorInfo reason of a call refused because another call holds its session (ABORTED).
 SESSION_BUSY = "SESSION_BUSY"
+# The contract's SessionFailure of each reason the store finds no live session.
+GONE_FAILURES = {
+    GoneReason.EXPIRED: pb.SESSION_FAILURE_SESSION_EXPIRED,
+    GoneReason.SERVER_RESTARTED: pb.SESSION_FAILURE_SERVER_RESTARTED,
+    GoneReason.UNKNOWN: pb.SESSION_FAILURE_UNKNOWN_SESSION,
+}
 
 
 def failure_name(reason: int) -> str:
@@ -177,12 +190,13 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         try:
             session = self.store.get(request.session_id, caller_identity(context))
         except SessionGone as gone:
-            self._fail(context, gone.reason, str(gone), request.session_id)
+            self._fail(context, GONE_FAILURES[gone.reason], str(gone), request.session_id)
             raise AssertionError("unreachable") from None  # pragma: no cover
         try:
             with session.exclusive():
                 last = session.last
-                if last is not None and last.repeated_by(request):
+                if last is not None and last.repeated_by(request.sequence,
+                                                         lambda: delta_digest(request)):
                     return self._answer_again(session, last, request, context, received)
                 return self._apply(session, request, context, received)
         except SessionBusy as busy:
@@ -237,19 +251,22 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         if not request.decide:
             apply_checked(state, request, checked)
             answer = pb.UpdateSessionResponse(sequence=state.sequence)
-            session.last = LastDelta(request.sequence, digest, None, answer)
+            session.last = LastDelta[pb.UpdateSessionResponse](
+                request.sequence, digest, None, answer)
             return answer
         options = checked.options
         assert options is not None  # set: the delta is ok
         with self.front.slot(options.dispatcher, context, received) as slot:
             apply_checked(state, request, checked)
-            session.last = last = LastDelta(request.sequence, digest, options)
+            session.last = last = LastDelta[pb.UpdateSessionResponse](
+                request.sequence, digest, options)
             decision = self._decide(state, options, slot, received)
         last.answer = pb.UpdateSessionResponse(sequence=state.sequence, decision=decision)
         return last.answer
 
     def _answer_again(
-        self, session: Session, last: LastDelta, request: pb.UpdateSessionRequest,
+        self, session: Session, last: LastDelta[pb.UpdateSessionResponse],
+        request: pb.UpdateSessionRequest,
         context: grpc.ServicerContext, received: float,
     ) -> pb.UpdateSessionResponse:
         """A resend of the applied delta `last`: its answer, or, when its call ended before

@@ -10,36 +10,35 @@ answer given (`answer`), or, when the first call ended before answering, with a 
 the session's state, which is still the state that delta made (no later delta was applied: it
 would have taken the next number). Only the latest delta is remembered; a different delta
 under its number is a sequence gap, as any number the session has moved past.
+
+The session keeps the delta's digest and its answer as the edge made them (the request's
+digest is `intake/session_delta.py`'s `delta_digest`; the answer is the edge's message, which
+the session holds without reading it: no wire here).
 """
 
 from __future__ import annotations
 
-import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
-
-from hpcdispatch.v1 import dispatcher_pb2 as pb
+from typing import Generic, TypeVar
 
 from ..intake.decision_options import DecisionOptions
 
-
-def delta_digest(request: pb.UpdateSessionRequest) -> bytes:
-    """A digest of the whole request: a resend repeats it field for field (map entries in any
-    order: deterministic serialisation sorts them)."""
-    return hashlib.blake2b(request.SerializeToString(deterministic=True),
-                           digest_size=16).digest()
+Answer = TypeVar("Answer")
 
 
 @dataclass(slots=True)
-class LastDelta:
+class LastDelta(Generic[Answer]):
     """The delta that made the session's current sequence number."""
 
     sequence: int
-    digest: bytes  # delta_digest of its request
+    digest: bytes  # the digest of its request
     options: DecisionOptions | None  # its decision's options; None when it did not decide
     # What its call answered; None while it has not answered (it may still be deciding, or
     # it ended in an error after applying the delta).
-    answer: pb.UpdateSessionResponse | None = None
+    answer: Answer | None = None
 
-    def repeated_by(self, request: pb.UpdateSessionRequest) -> bool:
-        """`request` is this delta sent again (same number, same content)."""
-        return request.sequence == self.sequence and delta_digest(request) == self.digest
+    def repeated_by(self, sequence: int, digest: Callable[[], bytes]) -> bool:
+        """The delta numbered `sequence` whose request's digest is `digest()` is this delta
+        sent again (same number, same content; the digest is made only for the same number)."""
+        return sequence == self.sequence and digest() == self.digest

@@ -2,7 +2,7 @@
 
 The state is what a full snapshot would say at the session's time: the nodes (in the order
 first seen), the running and queued jobs (in the order they entered), and the resources the
-running jobs hold on each node. A delta is checked first (server/sessions/delta.py) and then
+running jobs hold on each node. A delta is checked first (server/intake/session_delta.py) and then
 applied here as a whole; applying never fails, so a rejected delta leaves the state as it was.
 
 A decision needs a Snapshot (its queue is copied; its running jobs are the cached view of the

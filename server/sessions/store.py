@@ -32,9 +32,10 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
 
 from hpcdispatch.catalog import session_tag
-from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .heap import freeze_long_lived
 from .resend import LastDelta
@@ -54,7 +55,8 @@ class Session:
     used: float  # time.monotonic() of the last call
     owner: str = ""  # the identity that opened it ("" without client certificates)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    last: LastDelta | None = None  # the delta of the current sequence number (resend.py)
+    # The delta of the current sequence number (resend.py), with the edge's answer.
+    last: LastDelta[Any] | None = None
 
     @property
     def tag(self) -> str:
@@ -76,10 +78,19 @@ class SessionBusy(Exception):
     """Another call on the session is in progress."""
 
 
-class SessionGone(Exception):
-    """The session id names no live session of the caller; `reason` is a pb.SessionFailure."""
+class GoneReason(Enum):
+    """Why a session id names no live session of the caller (the edge answers each with its
+    SessionFailure of the contract)."""
 
-    def __init__(self, reason: int, message: str) -> None:
+    EXPIRED = "expired"  # expired or evicted (remembered: REMEMBERED_EXPIRED)
+    SERVER_RESTARTED = "server_restarted"  # opened by an earlier instance of the server
+    UNKNOWN = "unknown"  # never opened, another identity's, or long forgotten
+
+
+class SessionGone(Exception):
+    """The session id names no live session of the caller, for `reason`."""
+
+    def __init__(self, reason: GoneReason, message: str) -> None:
         super().__init__(message)
         self.reason = reason
 
@@ -143,14 +154,14 @@ class SessionStore:
                 self._sessions.move_to_end(session_id)
                 return session
             if session is None and self._expired.get(session_id) == owner:
-                raise SessionGone(pb.SESSION_FAILURE_SESSION_EXPIRED,
+                raise SessionGone(GoneReason.EXPIRED,
                                   f"session {session_tag(session_id)} expired or was evicted")
         if (session is None and SESSION_ID.fullmatch(session_id)
                 and not session_id.startswith(self.instance)):
-            raise SessionGone(pb.SESSION_FAILURE_SERVER_RESTARTED,
+            raise SessionGone(GoneReason.SERVER_RESTARTED,
                               f"session {session_tag(session_id)} was opened before this "
                               "server started")
-        raise SessionGone(pb.SESSION_FAILURE_UNKNOWN_SESSION,
+        raise SessionGone(GoneReason.UNKNOWN,
                           f"no session {session_tag(session_id)}")
 
     def close(self, session_id: str, owner: str = "") -> bool:

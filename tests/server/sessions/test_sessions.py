@@ -16,7 +16,7 @@ from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.server.config import load_config
 from hpcdispatch.server.rpc.app import RunningServer, start_server
 from hpcdispatch.server.sessions.state import SessionState
-from hpcdispatch.server.sessions.store import SessionGone, SessionStore
+from hpcdispatch.server.sessions.store import GoneReason, SessionGone, SessionStore
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import homogeneous
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -283,7 +283,7 @@ def test_idle_sessions_expire() -> None:
     assert store.get(kept.id) is kept
     with pytest.raises(SessionGone) as gone:
         store.get(idle.id)
-    assert gone.value.reason == pb.SESSION_FAILURE_SESSION_EXPIRED
+    assert gone.value.reason is GoneReason.EXPIRED
     assert len(store) == 1
 
 

@@ -1,4 +1,6 @@
-"""Checking a session delta against the session's state, before any of it is applied.
+"""Checking a session delta (an UpdateSessionRequest) against the session's state, before any
+of it is applied: the session's request checks, in the intake's room with the snapshot's (the
+session room below the edge keeps the state, `sessions/state.py`, and speaks no wire).
 
 Two kinds of problems, answered differently:
 - the delta cannot apply to this state (a sequence gap, time going backwards, a job the state
@@ -17,24 +19,26 @@ further, and the session never holds more than a snapshot may.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from hpcdispatch.proto_convert import queued_job_from_pb, running_job_from_pb
-from hpcdispatch.snapshot import NodeState, QueuedJob, RunningJob
+from hpcdispatch.snapshot import Node, NodeState, QueuedJob, RunningJob
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
-from ..intake.decision_options import (
+from .decision_options import (
     DecisionOptions,
     asked_predictor,
     check_option_limits,
     check_options,
 )
-from ..intake.fields import check_capacity_amounts
-from ..intake.interruption import NEVER, Interruption
-from ..intake.jobs import (
+from .fields import check_capacity_amounts
+from .interruption import NEVER, Interruption
+from .jobs import (
     check_job_count,
     check_listed_ids,
     check_queued_job,
@@ -43,16 +47,15 @@ from ..intake.jobs import (
     check_session_units,
     check_time,
 )
-from ..intake.nodes import (
+from .nodes import (
     NODE_STATE_RULE,
     check_node_change_limits,
     check_node_count,
     check_session_nodes,
     check_session_types,
 )
-from ..intake.shown import shown
-from ..intake.violations import Violation, Violations
-from .state import SessionState
+from .shown import shown
+from .violations import Violation, Violations
 
 _NOTHING: Mapping[str, int] = {}
 
@@ -61,6 +64,29 @@ _STATES = {
     pb.NODE_STATE_DOWN: NodeState.DOWN,
     pb.NODE_STATE_DRAINED: NodeState.DRAINED,
 }
+
+
+class SessionView(Protocol):
+    """What the checks read of a session's state (server/sessions/state.py's SessionState)."""
+
+    @property
+    def cluster(self) -> str: ...
+    @property
+    def time(self) -> int: ...
+    @property
+    def sequence(self) -> int: ...
+    @property
+    def nodes(self) -> Sequence[Node]: ...
+    @property
+    def position(self) -> Mapping[str, int]: ...  # node id -> its place in `nodes`
+    @property
+    def running(self) -> Mapping[str, RunningJob]: ...
+    @property
+    def queued(self) -> Mapping[str, QueuedJob]: ...
+    @property
+    def used(self) -> Mapping[str, Mapping[str, int]]: ...  # node id -> held by running jobs
+    @property
+    def resource_types(self) -> set[str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +114,15 @@ class CheckedDelta:
         return not self.violations and self.failure is None
 
 
+def delta_digest(request: pb.UpdateSessionRequest) -> bytes:
+    """A digest of the whole request, which a resend repeats field for field (map entries in
+    any order: deterministic serialisation sorts them); see server/sessions/resend.py."""
+    return hashlib.blake2b(request.SerializeToString(deterministic=True),
+                           digest_size=16).digest()
+
+
 def check_delta(
-    state: SessionState, request: pb.UpdateSessionRequest, config: ServerConfig,
+    state: SessionView, request: pb.UpdateSessionRequest, config: ServerConfig,
     predictors: list[int], interruption: Interruption = NEVER,
 ) -> CheckedDelta:
     out = CheckedDelta()
@@ -123,7 +156,7 @@ def check_delta(
 
 
 def _check_limits(
-    state: SessionState, request: pb.UpdateSessionRequest, config: ServerConfig,
+    state: SessionView, request: pb.UpdateSessionRequest, config: ServerConfig,
     out: Violations,
 ) -> None:
     """The delta's list sizes, the node changes' ids and resource types, the ids it names, and
@@ -143,7 +176,7 @@ def _check_limits(
         check_session_units(held, started, config, out)
 
 
-def _precondition(state: SessionState, request: pb.UpdateSessionRequest) -> Failure | None:
+def _precondition(state: SessionView, request: pb.UpdateSessionRequest) -> Failure | None:
     if request.sequence == state.sequence and state.sequence > 0:
         return Failure(pb.SESSION_FAILURE_SEQUENCE_GAP,
                        f"sequence {request.sequence} was already applied with another delta "
@@ -158,7 +191,7 @@ def _precondition(state: SessionState, request: pb.UpdateSessionRequest) -> Fail
     return None
 
 
-def _job_conflicts(state: SessionState, request: pb.UpdateSessionRequest) -> Failure | None:
+def _job_conflicts(state: SessionView, request: pb.UpdateSessionRequest) -> Failure | None:
     """Ids the state does not hold (ended, cancelled) or already holds (submitted, started)."""
     for job_id in request.ended_job_ids:
         if job_id not in state.running:
@@ -202,7 +235,7 @@ def _check_lists(request: pb.UpdateSessionRequest, out: Violations) -> None:
 
 
 def _check_node_changes(
-    state: SessionState, request: pb.UpdateSessionRequest, config: ServerConfig,
+    state: SessionView, request: pb.UpdateSessionRequest, config: ServerConfig,
     out: Violations, result: CheckedDelta,
 ) -> dict[str, dict[str, int]]:
     """Capacities of the nodes the delta touches (changed or used), after the delta."""
@@ -246,7 +279,7 @@ def _check_node_changes(
     return capacity
 
 
-def _ended_usage(state: SessionState, ended: list[str]) -> dict[str, Counter[str]]:
+def _ended_usage(state: SessionView, ended: list[str]) -> dict[str, Counter[str]]:
     """What the ended jobs release, per node."""
     released: dict[str, Counter[str]] = {}
     for job_id in ended:
@@ -257,7 +290,7 @@ def _ended_usage(state: SessionState, ended: list[str]) -> dict[str, Counter[str
 
 
 def _held_after_ended(
-    state: SessionState, node_id: str, released: dict[str, Counter[str]]
+    state: SessionView, node_id: str, released: dict[str, Counter[str]]
 ) -> Counter[str]:
     """What running jobs hold on the node once the ended ones are gone (a new Counter)."""
     held: Counter[str] = Counter(state.used.get(node_id, _NOTHING))
@@ -268,7 +301,7 @@ def _held_after_ended(
 
 
 def _node_capacity(
-    state: SessionState, node_id: str, changed: dict[str, dict[str, int]]
+    state: SessionView, node_id: str, changed: dict[str, dict[str, int]]
 ) -> Mapping[str, int] | None:
     """The node's capacity after the delta (read only); None for an unknown node."""
     if node_id in changed:
@@ -278,7 +311,7 @@ def _node_capacity(
 
 
 def _check_submitted(
-    state: SessionState, request: pb.UpdateSessionRequest,
+    state: SessionView, request: pb.UpdateSessionRequest,
     changed: dict[str, dict[str, int]], config: ServerConfig, out: Violations,
     interruption: Interruption,
 ) -> None:
@@ -312,7 +345,7 @@ def _check_submitted(
 
 
 def _check_started(
-    state: SessionState, request: pb.UpdateSessionRequest,
+    state: SessionView, request: pb.UpdateSessionRequest,
     changed: dict[str, dict[str, int]], config: ServerConfig, out: Violations,
     interruption: Interruption,
 ) -> None:
