@@ -1,7 +1,11 @@
 """Server configuration: defaults < config file (YAML) < environment (HPCDISPATCH_*) < flags.
 
-Every key is documented in docs/configuration.md. `load_config` checks every value in one place
-(`config_problems`); an error names the key and the source its value came from.
+`ServerConfig` holds every key with its default, each documented in docs/configuration.md.
+`load_config` merges the sources and checks every value in one place (`config_problems`); an
+error names the key and the source its value came from. Beside them, what a key names is read
+here too: the promise key file (`read_promise_keys`) and the knowledge base's limits
+(`knowledge_base_limits`). Below the pipeline, above the core: of the core it reads only the
+knowledge base's limits (`predictors/knowledge_base.py`, a dataclass of numbers).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ class ServerConfig:
     max_name_chars: int = 1024  # characters of a job name
     max_message_bytes: int = 256 * 1024 * 1024  # largest request / response
     max_decision_seconds: float = 60.0  # cap when the caller sets no deadline
-    default_dispatcher: str = "pcp20"  # fcfs | easy | hcp19 | pcp19 | pcp20
+    default_dispatcher: str = "pcp20"  # a registered dispatcher's name (hpcdispatch.catalog)
     # walltime | last-two | data-driven | oracle. data-driven: best for pcp20 in every benchmark
     # (docs/benchmarks/models-vs-papers.md §2); with no completions reported it predicts the
     # requested time.
