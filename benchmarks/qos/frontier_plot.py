@@ -64,7 +64,7 @@ def _limits(values: list[float], log: bool) -> tuple[float, float]:
     return low - pad, high + pad
 
 
-def _axis(ax: Axes, which: str, values: list[float]) -> None:
+def scaled_axis(ax: Axes, which: str, values: list[float]) -> None:
     """Log scale when the values span more than 5×, with plain-number tick labels."""
     log = min(values) > 0 and max(values) / min(values) > 5
     lim = _limits(values, log)
@@ -111,7 +111,7 @@ def _nearer_to_another(box: Any, own: tuple[float, float], group: list[Point],
     return any(math.dist(centre, at) < mine for name, at in xy.items() if name not in names)
 
 
-def _place_labels(ax: Axes, points: list[Point], renderer: Any) -> None:
+def place_labels(ax: Axes, points: list[Point], renderer: Any) -> None:
     """Label each point (points closer than 9 px share one label), choosing for each the
     nearest offset whose text overlaps no other label, marker or the axes' edge."""
     from matplotlib.transforms import Bbox
@@ -168,8 +168,8 @@ def _panel(ax: Axes, case: Case, predictor: str, easy: Figures, points: list[Poi
            norm: Normalize, best: str) -> None:
     assert easy.max_wait is not None and easy.bsld is not None
     easy_wait = easy.max_wait / 3600
-    _axis(ax, "x", [p[1] for p in points] + [easy_wait])
-    _axis(ax, "y", [p[2] for p in points] + ([easy.bsld * 0.8] if case.moderate else []))
+    scaled_axis(ax, "x", [p[1] for p in points] + [easy_wait])
+    scaled_axis(ax, "y", [p[2] for p in points] + ([easy.bsld * 0.8] if case.moderate else []))
     ax.axvspan(ax.get_xlim()[0], easy_wait, color=KEEPS, alpha=0.10, zorder=0, lw=0)
     ax.axvline(easy_wait, color=KEEPS, ls="--", lw=1.2, zorder=1)
     ax.axhline(easy.bsld, color="0.35", ls=":", lw=1.0, zorder=1)
@@ -239,7 +239,7 @@ def plot_case(case: Case, rows: Sequence[Row], path: Path, default: str) -> bool
     fig.set_layout_engine("none")  # and kept as it is (labels are placed inside the axes)
     renderer = canvas.get_renderer()
     for ax, (_, (_, points)) in zip(axes, pairs, strict=False):
-        _place_labels(ax, points, renderer)
+        place_labels(ax, points, renderer)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     return True

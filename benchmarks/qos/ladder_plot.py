@@ -18,7 +18,7 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from benchmarks.qos.frontier_plot import _axis, _place_labels
+from benchmarks.qos.frontier_plot import place_labels, scaled_axis
 from benchmarks.qos.ladder_verdicts import MEAN_FACTOR, Pair, Run
 from hpcdispatch.server.domain.promise_ladder import DEFAULT_RUNG, LADDER
 
@@ -43,8 +43,8 @@ def plot_pair(pair: Pair, path: Path) -> bool:
     fig = Figure(figsize=(8.5, 6.0), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    _axis(ax, "x", [x for x, _ in points.values()])
-    _axis(ax, "y", [y for _, y in points.values()]
+    scaled_axis(ax, "x", [x for x, _ in points.values()])
+    scaled_axis(ax, "y", [y for _, y in points.values()]
           + [MEAN_FACTOR * points[n][1] for n in pair.rules if n in points])
     for name in pair.rules:  # each rule's dominance box, behind everything
         if name in points:
@@ -68,7 +68,7 @@ def plot_pair(pair: Pair, path: Path) -> bool:
     ax.set_title(f"{pair.case.key}, {pair.predictor}: the ladder (circles, ★ the default rung) "
                  "and the classical rules (squares)", fontsize=10)
     fig.canvas.draw()
-    _place_labels(ax, [(n, x, y, runs[n].figures.util) for n, (x, y) in points.items()],
+    place_labels(ax, [(n, x, y, runs[n].figures.util) for n, (x, y) in points.items()],
                   fig.canvas.get_renderer())  # type: ignore[attr-defined]
     fig.colorbar(ScalarMappable(norm=norm, cmap=CMAP), ax=ax, label="utilisation (makespan)")
     path.parent.mkdir(parents=True, exist_ok=True)
