@@ -24,9 +24,9 @@ from hpcdispatch.decision_check import SnapshotFacts, check_decision, check_deci
 from hpcdispatch.server.dispatchers.base import SearchControl
 from hpcdispatch.server.dispatchers.planning.problem import Problem, build_problem
 from hpcdispatch.server.domain.duration_predictor import JobFacts
-from hpcdispatch.server.domain.free_pool import FreePool, Vec
+from hpcdispatch.server.domain.free_pool import FreePool
 from hpcdispatch.server.domain.node_index import index_nodes
-from hpcdispatch.server.domain.occupancy import Occupancy, occupancy_from_snapshot, running_rows
+from hpcdispatch.server.domain.occupancy import Occupancy, occupancy_from_snapshot
 from hpcdispatch.server.pipeline import (
     corrected_duration,
     predict_durations,
@@ -274,80 +274,3 @@ def test_the_session_check_reads_the_snapshots_facts(seed: int) -> None:
         decision = Decision(snapshot.time, starts)
         assert sorted(check_decision_against(state, decision)) == sorted(
             check_decision(snapshot, decision))
-
-
-def random_free(rng: random.Random, count: int) -> list[Vec]:
-    return [(rng.randint(0, 4), rng.choice([0, 4, 8])) for _ in range(count)]
-
-
-@pytest.mark.parametrize("seed", range(30))
-def test_free_pool_copies_do_not_see_each_others_changes(seed: int) -> None:
-    """Copy on write: pools copied from one another, each changed at random, always equal a
-    pool built afresh from their own free vectors."""
-    rng = random.Random(seed)
-    count = rng.randint(1, 40)
-    eligible = [rng.random() < 0.9 for _ in range(count)]
-    pools = [FreePool(random_free(rng, count), eligible, (4, 8))]
-    for _ in range(300):
-        pool = rng.choice(pools)
-        roll = rng.random()
-        if roll < 0.15:
-            pools.append(pool.copy() if roll < 0.1 else pool.in_node_order())
-        elif roll < 0.5:
-            pool.set(rng.randrange(count), random_free(rng, 1)[0])
-        elif roll < 0.8:
-            req = (rng.randint(0, 2), rng.choice([0, 4]))
-            pool.place(req if any(req) else (1, 0), rng.randint(1, 3), rng.random() < 0.3)
-        else:
-            vec = rng.choice(list(pool.groups)) if pool.groups else None
-            if vec is not None:
-                pool.smallest(vec, rng.randint(1, 4))
-        for each in pools:
-            fresh = FreePool(each.free, eligible, (4, 8))
-            assert each.groups == fresh.groups
-            for vec, group in each.groups.items():
-                assert each.first(vec) == min(group)
-                assert each.smallest(vec, 2) == sorted(group)[:2]
-
-
-@pytest.mark.parametrize("seed", range(10))
-def test_in_node_order_lists_groups_as_from_array_does(seed: int) -> None:
-    rng = random.Random(seed)
-    count = rng.randint(1, 50)
-    eligible = [rng.random() < 0.9 for _ in range(count)]
-    pool = FreePool(random_free(rng, count), eligible, (4, 8))
-    for _ in range(40):
-        pool.set(rng.randrange(count), random_free(rng, 1)[0])
-    ordered = pool.in_node_order()
-    fresh = FreePool.from_array(np.asarray(pool.free, dtype=np.int64).reshape(count, 2),
-                                eligible, (4, 8))
-    assert list(ordered.groups.items()) == list(fresh.groups.items())
-    assert ordered.free == fresh.free
-
-
-@pytest.mark.parametrize("seed", range(20))
-def test_running_rows_sum_each_jobs_units_per_node(seed: int) -> None:
-    """One row per (job, node), in job order then first-unit order, holding the sum of the
-    job's units there; jobs of one unit each take the column-by-column path."""
-    rng = random.Random(seed)
-    resources = ("core", "gpu", "mem")
-    position = {f"n{i}": i for i in range(6)}
-    single = rng.random() < 0.5
-    jobs = [
-        RunningJob(f"r{j}", "u", "a", 0, 10, None, tuple(
-            UnitAllocation(rng.choice(list(position)),
-                           {r: rng.randint(0, 5) for r in rng.sample(resources, 2)})
-            for _ in range(1 if single else rng.randint(1, 4))))
-        for j in range(rng.randint(0, 12))
-    ]
-    expected: list[tuple[int, int, list[int]]] = []  # (job, node, amounts)
-    for i, job in enumerate(jobs):
-        mine: dict[int, list[int]] = {}
-        for unit in job.units:
-            row = mine.setdefault(position[unit.node_id], [0] * len(resources))
-            for r, name in enumerate(resources):
-                row[r] += unit.amounts.get(name, 0)
-        expected.extend((i, n, amounts) for n, amounts in mine.items())
-    nodes, amounts, owner = running_rows(jobs, position, resources)
-    assert [(int(o), int(n), list(a)) for o, n, a in zip(
-        owner.tolist(), nodes.tolist(), amounts.tolist(), strict=True)] == expected

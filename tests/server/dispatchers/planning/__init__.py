@@ -1,1 +1,1 @@
-"""Planning (server/dispatchers/planning/): free pool, capacity profiles, reservations."""
+"""Planning (server/dispatchers/planning/): capacity profiles, reservations, list schedules."""
