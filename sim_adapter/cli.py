@@ -189,8 +189,7 @@ def _add_report(sub: Any) -> None:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    from .outputs import write_summary
-    from .replay import replay, resolve_trace, safe_dirname, system_of
+    from .replay import resolve_trace
     from .simulator import SimulationError
     from .swf import SwfFormatError
 
@@ -205,40 +204,12 @@ def run_simulate(args: argparse.Namespace) -> int:
     if wrong is not None:
         print(wrong, file=sys.stderr)
         return 2
-    predictor = args.predictor
-    if args.sequences is not None and predictor == DEFAULT:
-        predictor = "walltime"  # RLScheduler's heuristics order and reserve by requested time
+    predictor = _predictor_of(args)
     summaries: list[dict[str, Any]] = []
     unmeasured: list[str] = []  # runs whose every decision was the fallback's
     try:
-        selections = _selections(args, trace)
-        # The system the trace makes, before any service starts: a header that cannot make
-        # one is the user's error, answered without starting (and stopping) a server.
-        system_of(trace, args.system, args.max_nodes)
-        with _service(args.target, args.in_process) as target:
-            problem = _check_profile(args.profile, dispatchers, target, args.timeout)
-            if problem is not None:
-                print(f"hpcdispatch simulate: {problem}", file=sys.stderr)
-                return 2
-            for d, dispatcher in enumerate(dispatchers, start=1):
-                for name, records, sequence in selections:
-                    for repeat in range(args.repeats):
-                        spec = _run_spec(args, trace, dispatcher, predictor, records)
-                        # One level below `out`, as `hpcdispatch report OUT` looks for runs.
-                        parts = [f"{d:02d}", safe_dirname(dispatcher), name,
-                                 f"repeat-{repeat + 1}" if args.repeats > 1 else ""]
-                        run_dir = out / "-".join(part for part in parts if part)
-                        summary = _replay_or_clean_up(replay, spec, target, run_dir)
-                        if sequence is not None:
-                            summary["sequence"] = {**sequence, "repeat": repeat + 1}
-                            write_summary(run_dir / "summary.json", summary)
-                        summaries.append(summary)
-                        print(f"{summary['label']}{' ' + name if name else ''}: "
-                              f"{summary['jobs']} jobs, {summary['decisions']} decisions, "
-                              f"{summary['replay_seconds']:.1f} s -> {run_dir}",
-                              file=sys.stderr)
-                        if summary.get("fallback_decisions"):
-                            unmeasured.extend(_fallback_warning(summary, run_dir))
+        if not _replay_runs(args, trace, dispatchers, predictor, out, summaries, unmeasured):
+            return 2
     except (SwfFormatError, ValueError, FileNotFoundError) as exc:
         print(f"hpcdispatch simulate: {exc}", file=sys.stderr)
         return 2
@@ -255,6 +226,60 @@ def run_simulate(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def _predictor_of(args: argparse.Namespace) -> str:
+    """The predictor the runs ask for."""
+    if args.sequences is not None and args.predictor == DEFAULT:
+        return "walltime"  # RLScheduler's heuristics order and reserve by requested time
+    return args.predictor
+
+
+def _replay_runs(
+    args: argparse.Namespace, trace: Path, dispatchers: list[str], predictor: str, out: Path,
+    summaries: list[dict[str, Any]], unmeasured: list[str],
+) -> bool:
+    """Every run (dispatcher x selection x repeat) on one service, in order: its summary
+    appended to `summaries`, its label to `unmeasured` when every decision was the fallback's.
+    False when the service cannot run the profile (said on stderr; nothing replayed); the
+    errors of a replay are raised."""
+    from .outputs import write_summary
+    from .replay import replay, safe_dirname, system_of
+
+    selections = _selections(args, trace)
+    # The system the trace makes, before any service starts: a header that cannot make
+    # one is the user's error, answered without starting (and stopping) a server.
+    system_of(trace, args.system, args.max_nodes)
+    with _service(args.target, args.in_process) as target:
+        problem = _check_profile(args.profile, dispatchers, target, args.timeout)
+        if problem is not None:
+            print(f"hpcdispatch simulate: {problem}", file=sys.stderr)
+            return False
+        for d, dispatcher in enumerate(dispatchers, start=1):
+            for name, records, sequence in selections:
+                for repeat in range(args.repeats):
+                    spec = _run_spec(args, trace, dispatcher, predictor, records)
+                    # One level below `out`, as `hpcdispatch report OUT` looks for runs.
+                    parts = [f"{d:02d}", safe_dirname(dispatcher), name,
+                             f"repeat-{repeat + 1}" if args.repeats > 1 else ""]
+                    run_dir = out / "-".join(part for part in parts if part)
+                    summary = _replay_or_clean_up(replay, spec, target, run_dir)
+                    if sequence is not None:
+                        summary["sequence"] = {**sequence, "repeat": repeat + 1}
+                        write_summary(run_dir / "summary.json", summary)
+                    summaries.append(summary)
+                    _print_run(summary, name, run_dir)
+                    if summary.get("fallback_decisions"):
+                        unmeasured.extend(_fallback_warning(summary, run_dir))
+    return True
+
+
+def _print_run(summary: dict[str, Any], name: str, run_dir: Path) -> None:
+    """One line on stderr for a finished run."""
+    print(f"{summary['label']}{' ' + name if name else ''}: "
+          f"{summary['jobs']} jobs, {summary['decisions']} decisions, "
+          f"{summary['replay_seconds']:.1f} s -> {run_dir}",
+          file=sys.stderr)
 
 
 def _fallback_warning(summary: dict[str, Any], run_dir: Path) -> list[str]:
