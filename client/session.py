@@ -4,7 +4,8 @@
 `DispatcherClient.dispatch` and returns the same `DispatchResponse`. The first call opens a
 session with the whole snapshot; each later one sends only what changed since the previous
 call (`delta_between`), numbered with the next sequence number. When the server cannot apply
-it (FAILED_PRECONDITION: sequence gap, unknown job, server restarted, session expired) or the
+it (FAILED_PRECONDITION: sequence gap, unknown job, server restarted, session expired, an
+internal error of the server on the session's state) or the
 change cannot be written as a delta (a node removed or reordered, the cluster changed, time
 going backwards, jobs reordered), the session is opened again with the whole snapshot, and
 `resyncs` counts it. The caller does not see any of this, and gets the decision a full

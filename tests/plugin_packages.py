@@ -29,12 +29,19 @@ BROKEN_PREDICTORS = {
     "predictor-invalid": "invalid",
     "predictor-hangs": "deadline_passed",  # never answers until RELEASE is set
 }
-# Dispatchers that change the problem they are given, then fail (issue #43): the fallback must
-# decide as EASY on the untouched snapshot. Registered name -> fallback reason label.
+# Dispatchers that change the problem they are given, then fail (issues #43, #51): the fallback
+# must decide as EASY on the untouched snapshot, and a session's next decisions must not see the
+# change. Registered name -> fallback reason label.
 MUTATING_DISPATCHERS = {
     "takes-the-pool": "dispatcher_error",  # places units on problem.free_now itself, raises
     "clears-the-queue": "dispatcher_error",  # empties problem.jobs, moves t, raises
     "rewrites-the-running-work": "check_failed",  # running work ends never, answers junk
+    "sets-units": "dispatcher_error",  # rn_i of every (frozen) job set to 10**6, raises
+    "zeroes-requests": "dispatcher_error",  # every job's request and demand set to 0, raises
+    "clears-node-sets": "dispatcher_error",  # every free-pool group's node set emptied in place
+    "empties-the-heaps": "dispatcher_error",  # every group's node heap emptied in place
+    "poisons-the-scores": "dispatcher_error",  # best-fit scores reversed in the pool's cache
+    "renumbers-the-queue": "dispatcher_error",  # queue reversed, halved, each job's i renumbered
 }
 # Plugins that end the process (os._exit(7)) in their first call; name -> (group, call).
 PROCESS_ENDING = {
@@ -108,6 +115,58 @@ class RewritesTheRunningWork:
         return Outcome(placements=placements, status=HEURISTIC)
 
 
+class SetsUnits:
+    def decide(self, problem, control):
+        for job in problem.jobs:
+            object.__setattr__(job, "units", 10**6)
+        raise RuntimeError("set every job's units")
+
+
+class ZeroesRequests:
+    def decide(self, problem, control):
+        for job in problem.jobs:
+            object.__setattr__(job, "req", tuple(0 for _ in job.req))
+            object.__setattr__(job, "pooled", tuple(0 for _ in job.req))
+        raise RuntimeError("zeroed every request")
+
+
+class ClearsNodeSets:
+    def decide(self, problem, control):
+        for nodes in problem.free_now.groups.values():
+            nodes.clear()
+        raise RuntimeError("cleared the pool's node sets")
+
+
+class EmptiesTheHeaps:
+    def decide(self, problem, control):
+        for heap in problem.free_now._heaps.values():
+            heap.clear()
+        raise RuntimeError("emptied the pool's heaps")
+
+
+class PoisonsTheScores:
+    """Best fit made worst fit: the pool's remembered scores negated."""
+
+    def decide(self, problem, control):
+        pool = problem.free_now
+        for vec in pool.groups:
+            pool.score(vec)
+        for vec, score in list(pool._scores.items()):
+            pool._scores[vec] = -score
+        raise RuntimeError("reversed the best-fit scores")
+
+
+class RenumbersTheQueue:
+    """The queue reversed and halved, each job's index renumbered to its new place."""
+
+    def decide(self, problem, control):
+        problem.jobs.reverse()
+        del problem.jobs[len(problem.jobs) // 2:]
+        for i, job in enumerate(problem.jobs):
+            object.__setattr__(job, "index", i)
+        raise RuntimeError("renumbered the queue")
+
+
 class EndsProcess:
     def decide(self, problem, control):
         os._exit(7)
@@ -161,6 +220,12 @@ hangs = {BROKEN_MODULE}:Hangs
 takes-the-pool = {BROKEN_MODULE}:TakesThePool
 clears-the-queue = {BROKEN_MODULE}:ClearsTheQueue
 rewrites-the-running-work = {BROKEN_MODULE}:RewritesTheRunningWork
+sets-units = {BROKEN_MODULE}:SetsUnits
+zeroes-requests = {BROKEN_MODULE}:ZeroesRequests
+clears-node-sets = {BROKEN_MODULE}:ClearsNodeSets
+empties-the-heaps = {BROKEN_MODULE}:EmptiesTheHeaps
+poisons-the-scores = {BROKEN_MODULE}:PoisonsTheScores
+renumbers-the-queue = {BROKEN_MODULE}:RenumbersTheQueue
 ends-process = {BROKEN_MODULE}:EndsProcess
 
 [hpcdispatch.predictors]

@@ -146,6 +146,23 @@ class FreePool:
         other._fits = {req: list(fits) for req, fits in self._fits.items()}
         return other
 
+    def deep_copy(self) -> FreePool:
+        """A pool that shares nothing changeable with this one (every group's set and heap,
+        the score cache, the eligibility list its own): for code that may change a pool in
+        place, not through its methods (a plugin, dispatchers/guard.py). It costs a set entry
+        per node with free resources, where `copy` costs none."""
+        other = FreePool.__new__(FreePool)
+        other.free = list(self.free)
+        other.eligible = list(self.eligible)
+        other.scale = self.scale
+        other.groups = {vec: set(nodes) for vec, nodes in self.groups.items()}
+        other._heaps = {vec: list(heap) for vec, heap in self._heaps.items()}
+        other._shared = set()
+        other._scores = dict(self._scores)
+        other._by_score = list(self._by_score)
+        other._fits = {req: list(fits) for req, fits in self._fits.items()}
+        return other
+
     def in_node_order(self) -> FreePool:
         """A copy whose groups are listed by their lowest-numbered node, as `from_array` lists
         them (a pool changed node by node lists a group where it first appeared)."""

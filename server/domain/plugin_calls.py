@@ -40,6 +40,7 @@ class PluginCall:
 
 _calls: dict[int, PluginCall] = {}  # thread ident -> its call in progress
 _lock = threading.Lock()
+_call_ended = threading.Condition(_lock)
 _watched = False
 
 
@@ -58,6 +59,7 @@ def plugin_call(group: str, name: str, what: str) -> Iterator[None]:
                 _calls.pop(ident, None)
             else:
                 _calls[ident] = outer
+            _call_ended.notify_all()
 
 
 def calls_in_progress() -> tuple[PluginCall | None, list[PluginCall]]:
@@ -68,6 +70,21 @@ def calls_in_progress() -> tuple[PluginCall | None, list[PluginCall]]:
         mine = _calls.get(me)
         others = [call for ident, call in _calls.items() if ident != me and call.pid == pid]
     return (mine if mine is not None and mine.pid == pid else None), others
+
+
+def calls_left_after(timeout: float) -> dict[int, PluginCall]:
+    """Wait until no plugin call of this process runs, at most `timeout` seconds; the calls
+    still running then, by their thread's ident. (A stopping server asks: a plugin whose
+    decision ran past its deadline still runs in its own thread after its caller got the
+    fallback, server/rpc/shutdown.py.)"""
+    pid = os.getpid()
+
+    def ours() -> dict[int, PluginCall]:
+        return {ident: call for ident, call in _calls.items() if call.pid == pid}
+
+    with _call_ended:
+        _call_ended.wait_for(lambda: not ours(), timeout=max(timeout, 0.0))
+        return ours()
 
 
 def name_the_plugins(how: str) -> None:

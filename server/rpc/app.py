@@ -26,6 +26,7 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 
 from ..config import ServerConfig, validate_config
+from ..domain.plugin_calls import calls_left_after
 from ..intake.snapshot_intake import SnapshotIntake
 from ..logging_config import configure_logging
 from ..pipeline import Predictors, open_predictors
@@ -279,6 +280,10 @@ def serve(config: ServerConfig) -> None:
     # blocked in an untimed wait, so SIGTERM could go unhandled for good.
     while not stopping.wait(timeout=0.2):
         pass
+    stop_began = time.monotonic()
     left = running.stop()
-    exit_leaving(left, config.grace_seconds)
+    # A plugin's decision or prediction past its deadline still runs in its own thread: it
+    # gets what is left of the grace period, then is named (exit status 1).
+    plugins = calls_left_after(stop_began + config.grace_seconds - time.monotonic())
+    exit_leaving(left, config.grace_seconds, plugins)
     log.info("stopped")

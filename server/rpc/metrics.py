@@ -208,7 +208,8 @@ class ServiceMetrics:
         self.sessions_forgotten = Counter(
             "hpcdispatch_sessions_forgotten_total",
             "Sessions dropped by the server (why: expired = idle too long, evicted = beyond "
-            "max_sessions).", ("why",), registry=r)
+            "max_sessions, failed = after an internal error on its state).", ("why",),
+            registry=r)
         self.session_busy = Counter(
             "hpcdispatch_session_busy_total",
             "Session calls answered ABORTED (SESSION_BUSY) at once because another call held "

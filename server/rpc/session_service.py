@@ -16,7 +16,11 @@ Nothing is left half-done (the contract's "Sessions" section):
   gets that answer, or a decision on the state the delta made when the first call ended in an
   error (deadline, caller gone) before answering;
 - a call on a session that another call holds is answered at once, ABORTED (SESSION_BUSY):
-  it takes no decision slot and no thread for longer than that answer.
+  it takes no decision slot and no thread for longer than that answer;
+- a call that fails on an error of the server's own (a bug, not the caller's) may have left
+  the session's state half changed: the error is logged once with its traceback, the session
+  is forgotten, and the call (and any later one naming the session) is answered
+  FAILED_PRECONDITION, INTERNAL_ERROR: the caller resyncs with a full snapshot.
 
 A session belongs to the identity that opened it (the mTLS client certificate's names, "" without
 one; see server/sessions/store.py): another identity's calls naming it are answered as for an
@@ -31,7 +35,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 import structlog
@@ -63,6 +67,7 @@ from .draining import Drain
 from .errors import abort_invalid_argument, abort_with_details
 from .metrics import dispatcher_label, status_label
 from .session_stream import SessionStreams, StreamCalls, Unary
+from .thread_context import CallAborted
 from .tls import caller_identity
 
 log = structlog.get_logger("hpcdispatch.sessions")
@@ -75,6 +80,7 @@ GONE_FAILURES = {
     GoneReason.EXPIRED: pb.SESSION_FAILURE_SESSION_EXPIRED,
     GoneReason.SERVER_RESTARTED: pb.SESSION_FAILURE_SERVER_RESTARTED,
     GoneReason.UNKNOWN: pb.SESSION_FAILURE_UNKNOWN_SESSION,
+    GoneReason.INTERNAL_ERROR: pb.SESSION_FAILURE_INTERNAL_ERROR,
 }
 
 
@@ -146,6 +152,20 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
     def OpenSession(
         self, request: pb.OpenSessionRequest, context: grpc.ServicerContext
     ) -> pb.OpenSessionResponse:
+        try:
+            return self._open(request, context)
+        except CallAborted:
+            raise
+        except Exception as error:  # the server's own; no session was stored
+            log.error("session not opened: internal error", error=repr(error), exc_info=error)
+            context.abort(grpc.StatusCode.INTERNAL,
+                          f"the server failed opening the session ({type(error).__name__}, "
+                          "logged); nothing was stored")
+            raise AssertionError("unreachable") from None  # pragma: no cover
+
+    def _open(
+        self, request: pb.OpenSessionRequest, context: grpc.ServicerContext
+    ) -> pb.OpenSessionResponse:
         received = time.monotonic()
         full = request.snapshot
         try:
@@ -194,11 +214,16 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
             raise AssertionError("unreachable") from None  # pragma: no cover
         try:
             with session.exclusive():
-                last = session.last
-                if last is not None and last.repeated_by(request.sequence,
-                                                         lambda: delta_digest(request)):
-                    return self._answer_again(session, last, request, context, received)
-                return self._apply(session, request, context, received)
+                try:
+                    last = session.last
+                    if last is not None and last.repeated_by(request.sequence,
+                                                             lambda: delta_digest(request)):
+                        return self._answer_again(session, last, request, context, received)
+                    return self._apply(session, request, context, received)
+                except CallAborted:  # the call's own answer (an error it was meant to get)
+                    raise
+                except Exception as error:  # the server's own: the session cannot be trusted
+                    self._failed_internally(context, session, error)
         except SessionBusy as busy:
             self.metrics.session_busy.inc()
             log.info("session busy", session=session.tag)
@@ -291,6 +316,23 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         log.info("session resync asked", reason=failure_name(reason),
                  session=session_tag(session_id), detail=message)
         abort_failed_precondition(context, reason, message, session_id)
+
+    def _failed_internally(self, context: grpc.ServicerContext, session: Session,
+                           error: Exception) -> NoReturn:
+        """A call on `session` failed with an error of the server's own (a bug), perhaps with
+        its delta half applied: the error is logged once with its traceback, the session
+        forgotten, and the caller told to resync (FAILED_PRECONDITION, INTERNAL_ERROR), as a
+        later call naming the session is."""
+        self.store.forget_failed(session)
+        self.metrics.count_session_failure(pb.SESSION_FAILURE_INTERNAL_ERROR)
+        log.error("session failed on an internal error; forgotten, its caller resyncs",
+                  session=session.tag, cluster=session.state.cluster,
+                  sequence=session.state.sequence, error=repr(error), exc_info=error)
+        abort_failed_precondition(
+            context, pb.SESSION_FAILURE_INTERNAL_ERROR,
+            f"the server failed on session {session.tag} ({type(error).__name__}, logged) and "
+            "forgot it", session.id)
+        raise AssertionError("unreachable") from None  # pragma: no cover
 
     def _check_session_id(self, context: grpc.ServicerContext, session_id: str) -> None:
         """A session id within `max_id_chars` (no id this server makes is longer)."""

@@ -3,7 +3,8 @@ all and `max_per_owner` per identity, each forgotten after `idle_seconds` unused
 
 Session ids carry this server instance's id, so a session opened before a restart is told apart
 from one that never existed (SERVER_RESTARTED vs UNKNOWN_SESSION), and the ids of recently
-expired or evicted sessions are remembered (SESSION_EXPIRED). The rest of an id is a secret of
+expired or evicted sessions are remembered (SESSION_EXPIRED), as are those forgotten after an
+internal error on their state (INTERNAL_ERROR, `forget_failed`). The rest of an id is a secret of
 128 random bits: without client certificates (every caller is the same identity, "") knowing
 the id is what makes a caller the session's owner, so ids are never logged, only their `tag`.
 
@@ -41,8 +42,11 @@ from .heap import freeze_long_lived
 from .resend import LastDelta
 from .state import SessionState
 
-# Ids of expired or evicted sessions remembered to answer SESSION_EXPIRED.
+# Ids of expired, evicted or failed sessions remembered to answer SESSION_EXPIRED (or
+# INTERNAL_ERROR for a failed one).
 REMEMBERED_EXPIRED = 10_000
+# Why a session forgotten after an internal error on its state was (`forget_failed`).
+FAILED = "failed"
 # "<server instance>-<session secret>", both hex: 8 and 32 digits (24 before issue #22).
 SESSION_ID = re.compile(r"[0-9a-f]{8}-(?:[0-9a-f]{24}|[0-9a-f]{32})")
 SECRET_BYTES = 16
@@ -85,6 +89,7 @@ class GoneReason(Enum):
     EXPIRED = "expired"  # expired or evicted (remembered: REMEMBERED_EXPIRED)
     SERVER_RESTARTED = "server_restarted"  # opened by an earlier instance of the server
     UNKNOWN = "unknown"  # never opened, another identity's, or long forgotten
+    INTERNAL_ERROR = "internal_error"  # forgotten after an internal error: resync in full
 
 
 class SessionGone(Exception):
@@ -115,10 +120,10 @@ class SessionStore:
         self.idle_seconds = idle_seconds
         self.clock = clock
         self.instance = secrets.token_hex(4)  # this server process
-        self.on_forget = on_forget  # called with "expired" or "evicted"
+        self.on_forget = on_forget  # called with "expired", "evicted" or FAILED
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._owned: Counter[str] = Counter()  # sessions held per owner
-        self._expired: OrderedDict[str, str] = OrderedDict()  # id -> owner
+        self._expired: OrderedDict[str, tuple[str, str]] = OrderedDict()  # id -> (owner, why)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -153,7 +158,12 @@ class SessionStore:
                 session.used = self.clock()
                 self._sessions.move_to_end(session_id)
                 return session
-            if session is None and self._expired.get(session_id) == owner:
+            gone = self._expired.get(session_id) if session is None else None
+            if gone is not None and gone[0] == owner:
+                if gone[1] == FAILED:
+                    raise SessionGone(GoneReason.INTERNAL_ERROR,
+                                      f"session {session_tag(session_id)} was forgotten after "
+                                      "an internal error of the server")
                 raise SessionGone(GoneReason.EXPIRED,
                                   f"session {session_tag(session_id)} expired or was evicted")
         if (session is None and SESSION_ID.fullmatch(session_id)
@@ -172,6 +182,14 @@ class SessionStore:
                 return False
             self._drop(session_id)
             return True
+
+    def forget_failed(self, session: Session) -> None:
+        """Forget `session` after an internal error on its state (a later call naming it is
+        told so: INTERNAL_ERROR, a resync)."""
+        with self._lock:
+            if self._sessions.get(session.id) is session:
+                self._drop(session.id)
+                self._remember(session.id, session.owner, FAILED)
 
     def _fullest(self, opener: str) -> str:
         """The owner to evict from when the server is full: the one holding the most
@@ -203,7 +221,7 @@ class SessionStore:
             self._remember(oldest_id, oldest.owner, "expired")
 
     def _remember(self, session_id: str, owner: str, why: str) -> None:
-        self._expired[session_id] = owner
+        self._expired[session_id] = (owner, why)
         while len(self._expired) > REMEMBERED_EXPIRED:
             self._expired.popitem(last=False)
         if self.on_forget is not None:

@@ -41,6 +41,9 @@ from tests.repo.test_repo_docs import Block, fenced_blocks
 PAGE = "docs/plugins.md"
 
 pytestmark = pytest.mark.slow
+# For a server whose hanging plugin still runs when it is stopped: it waits the grace period
+# for it (then names it and exits 1, tests/server/rpc/test_shutdown.py), not the default 30 s.
+SHORT_GRACE = "grace_seconds: 2\n"
 
 
 def _env(site: Path) -> dict[str, str]:
@@ -186,7 +189,7 @@ def test_broken_plugins_are_reported_by_name_and_the_server_serves_on(tmp_path: 
     # Decisions without a caller's deadline get 2 s: the hanging plugin's is cut there, and
     # the test waits for answers, not for time.
     config.write_text(f"default_dispatcher: easy\nmetrics_port: {metrics_port}\n"
-                      "max_decision_seconds: 2\nworkers: 3\n")
+                      f"max_decision_seconds: 2\nworkers: 3\n{SHORT_GRACE}")
     served = Served(config, _env(site))
     try:
         with DispatcherClient(served.target, timeout=300) as client:
@@ -265,7 +268,7 @@ def test_a_hanging_plugin_predictor_leaves_the_decision_threads_to_the_others(
     metrics_port = free_port()
     config = tmp_path / "server.yaml"
     config.write_text(f"default_dispatcher: easy\nmetrics_port: {metrics_port}\n"
-                      "max_decision_seconds: 4\nworkers: 3\n")  # two decision threads
+                      f"max_decision_seconds: 4\nworkers: 3\n{SHORT_GRACE}")  # two decision threads
     served = Served(config, _env(site))
     try:
         with DispatcherClient(served.target, timeout=300) as client:

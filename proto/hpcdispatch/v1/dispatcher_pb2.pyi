@@ -366,6 +366,10 @@ class _SessionFailureEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Sessio
     """submitted / started names a job the session holds"""
     SESSION_FAILURE_TIME_BACKWARDS: _SessionFailure.ValueType  # 7
     """time is before the session's time"""
+    SESSION_FAILURE_INTERNAL_ERROR: _SessionFailure.ValueType  # 8
+    """The server failed on the session's state (its own error, logged with its traceback) and
+    forgot the session; a later call naming it is answered so too.
+    """
 
 class SessionFailure(_SessionFailure, metaclass=_SessionFailureEnumTypeWrapper):
     """Why a session cannot take a delta (ErrorInfo.reason is the value's name without the prefix,
@@ -387,6 +391,10 @@ SESSION_FAILURE_JOB_CONFLICT: SessionFailure.ValueType  # 6
 """submitted / started names a job the session holds"""
 SESSION_FAILURE_TIME_BACKWARDS: SessionFailure.ValueType  # 7
 """time is before the session's time"""
+SESSION_FAILURE_INTERNAL_ERROR: SessionFailure.ValueType  # 8
+"""The server failed on the session's state (its own error, logged with its traceback) and
+forgot the session; a later call naming it is answered so too.
+"""
 Global___SessionFailure: _TypeAlias = SessionFailure  # noqa: Y015
 
 @_typing.final

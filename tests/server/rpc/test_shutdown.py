@@ -1,6 +1,7 @@
 """After SIGTERM, `hpcdispatch serve` exits within its grace period whatever a plugin does
-(issue #43, item 3): a call stuck in a plugin's code, or a thread a plugin left behind, is named
-in one log line and the process exits (status 1); a clean stop exits 0.
+(issue #43, item 3; issue #51, item 4): a call stuck in a plugin's code, a plugin's decision or
+prediction still running after its caller got the fallback, or a thread a plugin left behind, is
+named in one log line and the process exits (status 1, docs/deployment.md); a clean stop exits 0.
 
 Real `hpcdispatch serve` processes with a plugin package on their PYTHONPATH (an installed
 distribution: a module and its dist-info). Every verdict is an event (a file the plugin
@@ -20,6 +21,7 @@ from typing import Any
 import grpc
 import pytest
 
+from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 from tests.processes import ROOT, start_serve, stop_process
 from tests.server.sessions.test_session_calls import WAIT, snapshot, wait_for
@@ -27,11 +29,19 @@ from tests.server.sessions.test_session_calls import WAIT, snapshot, wait_for
 MODULE = "stuck_hpcdispatch_plugins"
 GRACE_SECONDS = 2.0
 
-_SOURCE = '''"""Predictors that would keep a server from stopping."""
+_SOURCE = '''"""A dispatcher and predictors that would keep a server from stopping."""
 
 import os
 import threading
 from pathlib import Path
+
+
+class NeverDecides:
+    """Never answers: once asked, it says so in the file $STUCK_MARKER and waits for good."""
+
+    def decide(self, problem, control):
+        Path(os.environ["STUCK_MARKER"]).touch()
+        threading.Event().wait()
 
 
 class Stuck:
@@ -57,10 +67,16 @@ class LeavesThread:
         return [job.requested_time for job in jobs]
 '''
 
-_ENTRY_POINTS = f"""[hpcdispatch.predictors]
+_ENTRY_POINTS = f"""[hpcdispatch.dispatchers]
+never-decides = {MODULE}:NeverDecides
+
+[hpcdispatch.predictors]
 stuck = {MODULE}:Stuck
 leaves-thread = {MODULE}:LeavesThread
 """
+# Decisions without a caller's deadline get this long: a plugin that never decides is answered
+# by the fallback then, and still runs.
+DECISION_SECONDS = 2
 
 
 @pytest.fixture
@@ -78,7 +94,8 @@ def plugins(tmp_path: Path) -> Path:
 
 def serve_with(plugins: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], str, Path]:
     config = tmp_path / "server.yaml"
-    config.write_text(f"workers: 2\ngrace_seconds: {GRACE_SECONDS}\n", encoding="utf-8")
+    config.write_text(f"workers: 2\ngrace_seconds: {GRACE_SECONDS}\n"
+                      f"max_decision_seconds: {DECISION_SECONDS}\n", encoding="utf-8")
     marker = tmp_path / "asked"
     path = os.pathsep.join([str(plugins), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     proc, port, _ = start_serve(config, env={"PYTHONPATH": path, "STUCK_MARKER": str(marker)})
@@ -96,12 +113,26 @@ def exit_after_sigterm(proc: subprocess.Popen[str]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
-def dispatch_asking(target: str, predictor: str) -> tuple[grpc.Channel, grpc.Future]:
+def dispatch_asking(target: str, predictor: str = "", dispatcher: str = "",
+                    ) -> tuple[grpc.Channel, grpc.Future]:
+    """A Dispatch naming the plugin `predictor` or `dispatcher`, in flight."""
     request = snapshot()
-    request.ClearField("predictor")
-    request.predictor_name = predictor
+    if predictor:
+        request.ClearField("predictor")
+        request.predictor_name = predictor
+    if dispatcher:
+        request.ClearField("dispatcher")
+        request.dispatcher_name = dispatcher
     channel = grpc.insecure_channel(target)
     return channel, pb_grpc.DispatcherServiceStub(channel).Dispatch.future(request, timeout=300)
+
+
+def plugins_left(lines: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The plugin calls the line "work still running ..." names."""
+    left = next(line for line in lines if line["event"].startswith("work still running"))
+    assert left["level"] == "error"
+    plugins: list[dict[str, str]] = left["plugins"]
+    return plugins
 
 
 def test_sigterm_with_a_plugin_stuck_in_a_decision_exits_within_the_grace_period(
@@ -112,19 +143,46 @@ def test_sigterm_with_a_plugin_stuck_in_a_decision_exits_within_the_grace_period
     try:
         wait_for(marker.exists, "the plugin was asked for a prediction")
         lines = exit_after_sigterm(proc)
-        assert isinstance(call.exception(timeout=WAIT), grpc.RpcError)  # not left waiting
+        call.exception(timeout=WAIT)  # answered or ended: not left waiting
     finally:
         channel.close()
     events = [line["event"] for line in lines]
     assert "stopped" in events
-    # Stuck past the grace period in the pool's thread: named, and left (exit status 1); a
-    # predictor guard that abandons it on cancellation leaves nothing running (status 0).
-    assert proc.returncode in (0, 1), proc.returncode
-    if proc.returncode == 1:
-        left = next(line for line in lines if line["event"].startswith("work still running"))
-        assert [c["call"] for c in left["calls"]] == ["Dispatch"]
-        assert f"{MODULE}.py" in left["calls"][0]["at"]
-        assert "predict_many" in left["calls"][0]["at"]
+    # The decision went on without the plugin when its caller was cancelled; the plugin's
+    # prediction still runs in its own thread: named, and left (exit status 1).
+    assert proc.returncode == 1, proc.returncode
+    [left] = plugins_left(lines)
+    assert (left["plugin"], left["group"], left["call"]) == ("stuck", "predictor",
+                                                             "predict_many")
+    assert f"{MODULE}.py" in left["at"] and "predict_many" in left["at"]
+
+
+@pytest.mark.parametrize("answered", [False, True], ids=["in-flight", "answered"])
+def test_sigterm_with_a_plugin_decision_that_never_returns_exits_1_naming_it(
+    plugins: Path, tmp_path: Path, answered: bool,
+) -> None:
+    """Issue #51: the plugin's decision never returns. In flight at SIGTERM, or answered by
+    the fallback at its deadline before it: either way the plugin still runs at the end of
+    the grace period, and the process names it and exits 1 (docs/deployment.md)."""
+    proc, target, marker = serve_with(plugins, tmp_path)
+    channel, call = dispatch_asking(target, dispatcher="never-decides")
+    try:
+        wait_for(marker.exists, "the plugin was asked for a decision")
+        if answered:
+            answer = call.result(timeout=WAIT)
+            assert answer.report.status == pb.SOLVE_STATUS_FALLBACK
+            assert "(never-decides)" in answer.report.fallback_reason
+        lines = exit_after_sigterm(proc)
+        if not answered:
+            call.exception(timeout=WAIT)  # answered or ended: not left waiting
+    finally:
+        channel.close()
+    assert proc.returncode == 1, proc.returncode
+    [left] = plugins_left(lines)
+    assert (left["plugin"], left["group"], left["call"]) == ("never-decides", "dispatcher",
+                                                             "decide")
+    assert f"{MODULE}.py" in left["at"] and "decide" in left["at"]
+    assert "stopped" in [line["event"] for line in lines]
 
 
 def test_sigterm_with_a_thread_a_plugin_left_names_it_and_exits(
