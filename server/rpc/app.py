@@ -32,6 +32,7 @@ from ..pipeline import Predictors, open_predictors
 from ..sessions.heap import freeze_long_lived
 from .call_pool import CallPool, pooled
 from .decision_front import DecisionFront
+from .decision_threads import identity_reserve
 from .decode_errors import DecodeErrorInterceptor
 from .dispatch_service import DispatcherService
 from .draining import Drain
@@ -121,7 +122,9 @@ def start_server(config: ServerConfig) -> RunningServer:
     if config.metrics_port:
         check_port_free("metrics_port", metrics_host, config.metrics_port)
     credentials = server_credentials(config)
-    metrics, drain, pool, loop = ServiceMetrics(), Drain(), CallPool(config.workers), ServerLoop()
+    # The workers, and a thread for each reserve decision thread (decision_threads.py).
+    pool = CallPool(config.workers + identity_reserve(config))
+    metrics, drain, loop = ServiceMetrics(), Drain(), ServerLoop()
     running: RunningServer | None = None
     try:
         running = loop.run(_built(config, credentials, metrics, drain, pool))
