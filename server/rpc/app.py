@@ -191,6 +191,13 @@ def _channel_options(config: ServerConfig) -> list[tuple[str, int]]:
         ("grpc.keepalive_permit_without_calls", 1),
         # No SO_REUSEPORT: a second server on a busy port must fail, not share it silently.
         ("grpc.so_reuseport", 0),
+        # What a stream's caller sent and the server has not yet taken up stays within one
+        # HTTP/2 window per stream (64 KiB, and the message being read): with the
+        # bandwidth-delay probe on, gRPC grows every stream's window to about 4 MiB, and a
+        # caller that sends faster than its decisions are made (or never reads its answers,
+        # so the server takes up nothing more) had that much buffered per stream
+        # (BENCHMARKS.md §8.3). A stream answers one message at a time; it needs no more.
+        ("grpc.http2.bdp_probe", 0),
     ]
 
 
