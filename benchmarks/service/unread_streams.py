@@ -11,7 +11,7 @@ in all), the server's VmRSS from /proc, the messages its streams answered (its m
 writes the client got through.
 
     .venv/bin/python -m benchmarks.service.unread_streams [--streams 20,200] [--messages 200]
-        [--queued 200] [--seconds 60] [--stall 2] [--set max_sessions=16 ...]
+        [--queued 200] [--seconds 60] [--stall 2] [--probe-on] [--set max_sessions=16 ...]
 
 Prints one line per case. Linux only (reads /proc/PID/status). Loopback only.
 """
@@ -38,13 +38,19 @@ from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 from .knowledge_base_memory import rss_mb, setting
 
 
-def serve(settings: dict[str, Any], pipe: Connection) -> None:
-    """The child: a server with `settings` over the defaults; sends its target, then answers
-    each "count" with the stream messages it answered, until "stop"."""
+def serve(settings: dict[str, Any], probe_on: bool, pipe: Connection) -> None:
+    """The child: a server with `settings` over the defaults (`probe_on`: with gRPC's
+    bandwidth-delay probe, as before BENCHMARKS.md §8.3); sends its target, then answers each
+    "count" with the stream messages it answered, until "stop"."""
     from hpcdispatch.server.config import load_config
     from hpcdispatch.server.logging_config import configure_logging
+    from hpcdispatch.server.rpc import app
     from hpcdispatch.server.rpc.app import start_server
 
+    if probe_on:
+        options = app._channel_options
+        app._channel_options = lambda config: [
+            option for option in options(config) if option[0] != "grpc.http2.bdp_probe"]
     configure_logging("console", "error")  # no line per decision or stream
     config = dataclasses.replace(load_config(env={}), listen="127.0.0.1:0", **settings)
     running = start_server(config)
@@ -64,11 +70,12 @@ def open_message(tag: int, queued: int) -> pb.SessionStreamRequest:
         tag=tag, open=pb.OpenSessionRequest(snapshot=snapshot, decide=True))
 
 
-async def never_read(stub: pb_grpc.SessionServiceStub, message: pb.SessionStreamRequest,
+async def never_read(stub: Any, message: pb.SessionStreamRequest,
                      messages: int, stall: float, until: float) -> int:
-    """One stream: `message` sent up to `messages` times, no answer read; the writes that got
-    through before one was held back `stall` seconds (or `until`, a loop time, passed)."""
-    call = stub.StreamSession()
+    """One stream of `stub` (a grpc.aio SessionService stub): `message` sent up to `messages`
+    times, no answer read; the writes that got through before one was held back `stall`
+    seconds (or `until`, a loop time, passed)."""
+    call: Any = stub.StreamSession()
     written = 0
     loop = asyncio.get_running_loop()
     try:
@@ -84,21 +91,22 @@ async def never_read(stub: pb_grpc.SessionServiceStub, message: pb.SessionStream
 
 
 async def drive(target: str, streams: int, messages: int, queued: int, stall: float,
-                seconds: float) -> tuple[int, list[grpc.aio.StreamStreamCall]]:
+                seconds: float) -> tuple[int, grpc.aio.Channel]:
+    """Every stream's writes through, and the channel (open: the streams too)."""
     message = open_message(1, queued)
     channel = grpc.aio.insecure_channel(target, options=[
         ("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)])
-    stub = pb_grpc.SessionServiceStub(channel)
+    stub: Any = pb_grpc.SessionServiceStub(channel)  # its calls are grpc.aio's
     until = asyncio.get_running_loop().time() + seconds
     written = await asyncio.gather(*(never_read(stub, message, messages, stall, until)
                                      for _ in range(streams)))
-    return sum(written), channel  # type: ignore[return-value]
+    return sum(written), channel
 
 
 def run_case(streams: int, messages: int, queued: int, stall: float, seconds: float,
-             settings: dict[str, Any]) -> str:
+             settings: dict[str, Any], probe_on: bool) -> str:
     parent, child = mp.Pipe()
-    process = mp.get_context("spawn").Process(target=serve, args=(settings, child))
+    process = mp.get_context("spawn").Process(target=serve, args=(settings, probe_on, child))
     process.start()
     try:
         target = parent.recv()
@@ -112,12 +120,13 @@ def run_case(streams: int, messages: int, queued: int, stall: float, seconds: fl
             rss = rss_mb(process.pid)  # type: ignore[arg-type]
             parent.send("count")
             answered = parent.recv()
-            await channel.close()  # type: ignore[attr-defined]
+            await channel.close(None)
             return written, rss, answered
 
         written, after, answered = asyncio.run(measured())
         size = open_message(1, queued).ByteSize()
-        return (f"{streams} streams never read, {messages} open messages each at most "
+        return (f"{'probe on: ' if probe_on else ''}{streams} streams never read, "
+                f"{messages} open messages each at most "
                 f"({size / 1024:.0f} KB, {queued} queued): {written} written "
                 f"({written / streams:.1f} per stream), {answered:.0f} answered "
                 f"({answered / streams:.1f} per stream); server RSS {before:.0f} -> "
@@ -135,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="sending, at most")
     parser.add_argument("--stall", type=float, default=2.0,
                         help="a write held back this long ends its stream's sending")
+    parser.add_argument("--probe-on", action="store_true",
+                        help="the server with gRPC's bandwidth-delay probe on (as before)")
     parser.add_argument("--set", type=setting, action="append", default=[], metavar="KEY=N",
                         help="a server configuration key (integer), e.g. max_sessions=16")
     args = parser.parse_args(argv)
@@ -143,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     settings = dict(args.set)
     for streams in (int(n) for n in args.streams.split(",")):
-        print(run_case(streams, args.messages, args.queued, args.stall, args.seconds, settings),
-              flush=True)
+        print(run_case(streams, args.messages, args.queued, args.stall, args.seconds, settings,
+                       args.probe_on), flush=True)
     return 0
 
 
