@@ -209,11 +209,15 @@ class DecisionFront:
                           f"progress or waiting, its share of the server's "
                           f"{self.decision_threads} (max_decisions_per_identity); retry with "
                           "backoff")
+        reserve = self.threads.reserve
         log.warning("decision refused: all decision threads busy",
-                    threads=self.decision_threads)
+                    threads=self.decision_threads, reserve=reserve)
         context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                       f"{self.decision_threads} decisions in progress or waiting, the server's "
-                      "limit (workers - 1); retry with backoff")
+                      "limit (workers - 1)"
+                      + (f", and the {reserve} reserve threads (identity_reserve) are held by "
+                         "other identities or this one holds a decision already" if reserve
+                         else "") + "; retry with backoff")
 
     def control(self, options: DecisionOptions, slot: DecisionSlot) -> SearchControl:
         """The search settings, allocator and solver workers asked for, under the slot's
