@@ -102,6 +102,10 @@ class ServerConfig:
     # slot at once, of the workers - 1 decision threads; 0: all of them but one with client
     # certificates (tls_client_ca), all of them without (every caller is then one identity).
     max_decisions_per_identity: int = 0
+    # With client certificates: decision threads beyond the workers - 1 shared ones, one each
+    # for a client identity that holds none while the shared are all taken (the call pool has
+    # a thread for each), so that no set of identities takes every decision from another.
+    identity_reserve: int = 8
     # Health says NOT_SERVING for DispatcherService and SessionService (their readiness) once
     # no decision could be admitted for this long, and SERVING again as soon as one can, seconds.
     health_overload_seconds: float = 5.0
@@ -124,6 +128,8 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 DEFAULT_SOURCE = "default"
 # gRPC keeps message sizes in a C int.
 MAX_MESSAGE_BYTES_LIMIT = 2**31 - 1
+# At most this many reserve decision threads (identity_reserve): each is a thread of the pool.
+MAX_IDENTITY_RESERVE = 256
 
 
 def key_types() -> dict[str, Any]:
@@ -230,6 +236,9 @@ def _check_limits(config: ServerConfig, check: Check) -> None:
     for key in ("stream_idle_seconds", "health_overload_seconds"):
         seconds = getattr(config, key)
         check(key, math.isfinite(seconds) and seconds > 0, f"must be > 0 seconds, got {seconds}")
+    check("identity_reserve", 0 <= config.identity_reserve <= MAX_IDENTITY_RESERVE,
+          f"must be 0 to {MAX_IDENTITY_RESERVE} decision threads (a thread each), got "
+          f"{config.identity_reserve}")
     check("max_decisions_per_identity", config.max_decisions_per_identity >= 0,
           f"must be >= 0 (0: all decision threads but one with client certificates), got "
           f"{config.max_decisions_per_identity}")

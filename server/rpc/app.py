@@ -33,6 +33,7 @@ from ..pipeline import Predictors, open_predictors
 from ..sessions.heap import freeze_long_lived
 from .call_pool import CallPool, pooled
 from .decision_front import DecisionFront
+from .decision_threads import identity_reserve
 from .decode_errors import DecodeErrorInterceptor
 from .dispatch_service import DispatcherService
 from .draining import Drain
@@ -122,7 +123,9 @@ def start_server(config: ServerConfig) -> RunningServer:
     if config.metrics_port:
         check_port_free("metrics_port", metrics_host, config.metrics_port)
     credentials = server_credentials(config)
-    metrics, drain, pool, loop = ServiceMetrics(), Drain(), CallPool(config.workers), ServerLoop()
+    # The workers, and a thread for each reserve decision thread (decision_threads.py).
+    pool = CallPool(config.workers + identity_reserve(config))
+    metrics, drain, loop = ServiceMetrics(), Drain(), ServerLoop()
     running: RunningServer | None = None
     try:
         running = loop.run(_built(config, credentials, metrics, drain, pool))
@@ -189,6 +192,13 @@ def _channel_options(config: ServerConfig) -> list[tuple[str, int]]:
         ("grpc.keepalive_permit_without_calls", 1),
         # No SO_REUSEPORT: a second server on a busy port must fail, not share it silently.
         ("grpc.so_reuseport", 0),
+        # What a stream's caller sent and the server has not yet taken up stays within one
+        # HTTP/2 window per stream (64 KiB, and the message being read): with the
+        # bandwidth-delay probe on, gRPC grows every stream's window to about 4 MiB, and a
+        # caller that sends faster than its decisions are made (or never reads its answers,
+        # so the server takes up nothing more) had that much buffered per stream
+        # (BENCHMARKS.md §8.3). A stream answers one message at a time; it needs no more.
+        ("grpc.http2.bdp_probe", 0),
     ]
 
 

@@ -39,7 +39,7 @@ from ..pipeline import (
     predictions_within,
 )
 from .admission import DecisionAdmission, Refused
-from .decision_threads import SHARE_TAKEN, DecisionThreads, identity_share
+from .decision_threads import SHARE_TAKEN, DecisionThreads, identity_reserve, identity_share
 from .metrics import ServiceMetrics
 from .promise_watch import PromiseWatch
 from .tls import caller_identity
@@ -129,10 +129,12 @@ class DecisionFront:
         # Decisions in progress or waiting for a slot may hold all pool threads but one, which
         # stays for completion reports, DescribeService and the calls that decide nothing; of
         # them, `decision_concurrency` compute at once and the others wait in the admission
-        # queue while their deadline allows. One identity holds at most its share.
+        # queue while their deadline allows. One identity holds at most its share; one holding
+        # none gets a reserve thread when the shared are taken (the pool has a thread for each).
         self.decision_threads = max(1, config.workers - 1)
         self.threads = DecisionThreads(
-            self.decision_threads, identity_share(config, self.decision_threads))
+            self.decision_threads, identity_share(config, self.decision_threads),
+            identity_reserve(config))
         self.admission = DecisionAdmission(
             min(config.decision_concurrency or cpu_count(), self.decision_threads)
         )
@@ -140,25 +142,34 @@ class DecisionFront:
         self.promises = PromiseWatch(config, metrics)  # verified in, signed out, counted
 
     def admitting(self) -> bool:
-        """Whether a decision could be admitted now: a decision thread is free, and admission
-        is not refusing every decision (all slots busy, and none given since one was refused
-        for its deadline)."""
+        """Whether the service as a whole could admit a decision now. With client
+        certificates: an identity holding no decision would get a decision thread (a shared
+        or a reserve one) and, running none, its own slot. Without (one identity): a decision
+        thread is free, and admission is not refusing every decision (all slots busy, and none
+        given since one was refused for its deadline)."""
+        if self.config.tls_client_ca:
+            return self.threads.admitting_newcomer()
         return self.threads.free > 0 and not self.admission.refusing
 
     @contextmanager
     def slot(
-        self, dispatcher: int, context: grpc.ServicerContext, received: float
+        self, dispatcher: int, context: grpc.ServicerContext, received: float,
+        profile: str = "",
     ) -> Iterator[DecisionSlot]:
-        """A decision thread and an admission slot for one decision; aborts the call with
-        RESOURCE_EXHAUSTED when refused, CANCELLED or DEADLINE_EXCEEDED when the decision is
-        abandoned. A stream's message takes them as a unary call does, for its decision alone."""
+        """A decision thread and an admission slot for one decision of `dispatcher` under
+        `profile` (the server's defaults when unset: their cost is what admission weighs);
+        aborts the call with RESOURCE_EXHAUSTED when refused, CANCELLED or DEADLINE_EXCEEDED
+        when the decision is abandoned. A stream's message takes them as a unary call does,
+        for its decision alone."""
         identity = caller_identity(context)
         self._take_thread(context, identity)
         try:
             slot = DecisionSlot.of(dispatcher or self.default_dispatcher, context, received,
                                    self.config.max_decision_seconds, identity)
             try:
-                admitted = self.admission.enter(slot.kind, slot.deadline, slot.cancelled)
+                admitted = self.admission.enter(
+                    (slot.kind, profile or self.config.default_profile), slot.deadline,
+                    slot.cancelled, identity)
             except Refused as refused:
                 self.metrics.count_refused("cancelled" if refused.cancelled else "deadline")
                 log.warning("decision refused", reason=str(refused), dispatcher=slot.kind,
@@ -198,11 +209,15 @@ class DecisionFront:
                           f"progress or waiting, its share of the server's "
                           f"{self.decision_threads} (max_decisions_per_identity); retry with "
                           "backoff")
+        reserve = self.threads.reserve
         log.warning("decision refused: all decision threads busy",
-                    threads=self.decision_threads)
+                    threads=self.decision_threads, reserve=reserve)
         context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                       f"{self.decision_threads} decisions in progress or waiting, the server's "
-                      "limit (workers - 1); retry with backoff")
+                      "limit (workers - 1)"
+                      + (f", and the {reserve} reserve threads (identity_reserve) are held by "
+                         "other identities or this one holds a decision already" if reserve
+                         else "") + "; retry with backoff")
 
     def control(self, options: DecisionOptions, slot: DecisionSlot) -> SearchControl:
         """The search settings, allocator and solver workers asked for, under the slot's

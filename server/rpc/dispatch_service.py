@@ -42,7 +42,8 @@ class DispatcherService(pb_grpc.DispatcherServiceServicer):
     ) -> pb.DispatchResponse:
         received = time.monotonic()
         # The kind asked for (the intake refuses a name it does not know; 0 meanwhile).
-        with self.front.slot(asked_dispatcher(request).kind, context, received) as slot:
+        with self.front.slot(asked_dispatcher(request).kind, context, received,
+                             request.search.profile) as slot:
             return self._dispatch(request, context, received, slot)
         raise AssertionError("the decision slot aborts or yields")  # pragma: no cover
 

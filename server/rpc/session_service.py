@@ -190,7 +190,8 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         if request.decide:
             # Decided before the session exists: a refusal or an abandoned decision leaves
             # nothing behind, and no live session is evicted for it.
-            with self.front.slot(options.dispatcher, context, received) as slot:
+            with self.front.slot(options.dispatcher, context, received,
+                                 options.settings.profile) as slot:
                 response.decision.CopyFrom(self._decide(state, options, slot, received))
             if not context.is_active():  # nobody would learn the new session's id
                 left = context.time_remaining()
@@ -281,7 +282,8 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
             return answer
         options = checked.options
         assert options is not None  # set: the delta is ok
-        with self.front.slot(options.dispatcher, context, received) as slot:
+        with self.front.slot(options.dispatcher, context, received,
+                             options.settings.profile) as slot:
             apply_checked(state, request, checked)
             session.last = last = LastDelta[pb.UpdateSessionResponse](
                 request.sequence, digest, options)
@@ -303,7 +305,8 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         if answer is not None:
             return answer
         assert last.options is not None  # a call without decision answers as it applies
-        with self.front.slot(last.options.dispatcher, context, received) as slot:
+        with self.front.slot(last.options.dispatcher, context, received,
+                             last.options.settings.profile) as slot:
             decision = self._decide(session.state, last.options, slot, received)
         last.answer = pb.UpdateSessionResponse(sequence=last.sequence, decision=decision)
         return last.answer

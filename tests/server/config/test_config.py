@@ -46,6 +46,8 @@ def test_a_word_that_is_no_boolean_is_an_error() -> None:
     ("stream_idle_seconds", "inf", "must be > 0"),
     ("health_overload_seconds", "-1", "must be > 0"),
     ("max_decisions_per_identity", "-1", "must be >= 0"),
+    ("identity_reserve", "-1", "must be 0 to 256"),
+    ("identity_reserve", "257", "must be 0 to 256"),
     ("default_dispatcher", "sjf", "unknown dispatcher"),
     ("default_predictor", "psychic", "unknown predictor"),
     ("default_profile", "turbo", "unknown profile"),

@@ -1,4 +1,6 @@
-"""Admission control: slots, FIFO waiting bounded by each request's deadline, measured cost."""
+"""Admission control: slots, waiting bounded by each request's deadline (first come, first served
+within an identity, max-min fair between identities), measured cost per (dispatcher, profile)
+fading with time."""
 
 from __future__ import annotations
 
@@ -7,9 +9,17 @@ import time
 
 import pytest
 
-from hpcdispatch.server.rpc.admission import DecisionAdmission, Refused
+from hpcdispatch.server.rpc.admission import CostBook, CostKey, DecisionAdmission, Refused
 
-EASY, PCP20 = 2, 5
+EASY, PCP20 = (2, "qos"), (5, "qos")  # (dispatcher kind, profile)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def _never() -> bool:
@@ -17,13 +27,13 @@ def _never() -> bool:
 
 
 def _enter_in_thread(
-    admission: DecisionAdmission, kind: int, deadline: float, log: list[str], label: str,
-    cancelled: threading.Event | None = None,
+    admission: DecisionAdmission, kind: CostKey, deadline: float, log: list[str], label: str,
+    cancelled: threading.Event | None = None, identity: str = "",
 ) -> threading.Thread:
     def run() -> None:
         try:
             admitted = admission.enter(kind, deadline,
-                                       cancelled.is_set if cancelled else _never)
+                                       cancelled.is_set if cancelled else _never, identity)
         except Refused as refused:
             log.append(f"{label}: refused{' (cancelled)' if refused.cancelled else ''}")
             return
@@ -67,7 +77,7 @@ def test_a_request_that_cannot_be_ready_by_its_deadline_is_refused_at_once() -> 
     held = admission.enter(PCP20, far, _never)
     time.sleep(0.2)
     admission.leave(held)  # PCP'20 decisions now cost ~0.2 s
-    assert admission.cost(PCP20) >= 0.15
+    assert admission.cost(*PCP20) >= 0.15
     held = admission.enter(PCP20, far, _never)
     # Refused on arrival, by the estimate, without joining the queue (a request refused after
     # waiting says how long it waited instead).
@@ -119,15 +129,85 @@ def test_a_request_behind_one_that_left_is_not_blocked_by_it() -> None:
 
 
 def test_an_abandoned_decision_does_not_lower_the_measured_cost() -> None:
-    admission = DecisionAdmission(slots=1)
+    admission = DecisionAdmission(slots=1, costs=CostBook(FakeClock()))  # no fading meanwhile
     held = admission.enter(EASY, time.monotonic() + 60, _never)
     time.sleep(0.1)
     admission.leave(held)
-    cost = admission.cost(EASY)
+    cost = admission.cost(*EASY)
     admission.leave(admission.enter(EASY, time.monotonic() + 60, _never), measure=False)
-    assert admission.cost(EASY) == cost
+    assert admission.cost(*EASY) == cost
 
 
 def test_slots_must_be_positive() -> None:
     with pytest.raises(ValueError, match="slots"):
         DecisionAdmission(0)
+
+
+def test_an_identity_running_no_decision_starts_one_beside_busy_slots() -> None:
+    # Bob's decision holds the only slot; Carol's first runs at once (its own slot), her
+    # second waits like Bob's second, and each goes in once its identity runs none again.
+    admission = DecisionAdmission(slots=1)
+    far = time.monotonic() + 60
+    bob = admission.enter(EASY, far, _never, "bob")
+    log: list[str] = []
+    bobs = _enter_in_thread(admission, EASY, far, log, "bob 2", identity="bob")
+    _wait_until(lambda: admission.waiting == 1)
+    carol = admission.enter(EASY, far, _never, "carol")
+    assert admission.busy == 2 and admission.waiting == 1
+    carols = _enter_in_thread(admission, EASY, far, log, "carol 2", identity="carol")
+    _wait_until(lambda: admission.waiting == 2)
+    admission.leave(carol)  # Carol runs none again: her waiting one takes its own slot
+    carols.join(60)
+    assert log == ["carol 2: in"]
+    admission.leave(bob)
+    bobs.join(60)
+    assert log == ["carol 2: in", "bob 2: in"] and admission.busy == 0
+
+
+def test_a_freed_slot_goes_to_the_identity_running_fewest_not_to_the_earliest() -> None:
+    admission = DecisionAdmission(slots=4)
+    far = time.monotonic() + 60
+    bobs = [admission.enter(EASY, far, _never, "bob") for _ in range(3)]
+    carol = admission.enter(EASY, far, _never, "carol")
+    log: list[str] = []
+    waiters = [_enter_in_thread(admission, EASY, far, log, "bob 4", identity="bob")]
+    _wait_until(lambda: admission.waiting == 1)
+    waiters.append(_enter_in_thread(admission, EASY, far, log, "carol 2", identity="carol"))
+    _wait_until(lambda: admission.waiting == 2)
+    admission.leave(bobs.pop())  # a slot frees: Carol runs 1, Bob 2
+    for w in waiters:
+        w.join(60)
+    assert log == ["carol 2: in", "bob 4: in"]
+    for held in (*bobs, carol):
+        admission.leave(held)
+
+
+def test_the_cost_is_kept_per_dispatcher_and_profile_and_fades_with_time() -> None:
+    clock = FakeClock()
+    costs = CostBook(clock, half_life=60.0)
+    costs.record((5, "book"), 30.0)
+    assert costs.estimate((5, "book")) == 30.0 and costs.estimate((5, "qos")) == 0.0
+    clock.now = 60.0
+    assert costs.estimate((5, "book")) == pytest.approx(15.0)  # one half-life later
+    costs.record((5, "book"), 1.0)  # the faded mean, then the new measurement weighed in
+    assert costs.estimate((5, "book")) == pytest.approx(0.8 * 15.0 + 0.2 * 1.0)
+    clock.now = 60.0 + 600.0
+    assert costs.estimate((5, "book")) < 0.02
+
+
+def test_a_request_a_free_slot_can_serve_is_never_refused_for_its_cost() -> None:
+    clock = FakeClock()
+    admission = DecisionAdmission(slots=1, costs=CostBook(clock))
+    admission.costs.record(PCP20, 30.0)  # one slow decision
+    soon = time.monotonic() + 5
+    admission.leave(admission.enter(PCP20, soon, _never))  # idle: admitted, 5 s or not
+    held = admission.enter(EASY, time.monotonic() + 60, _never)
+    with pytest.raises(Refused, match="would not leave this one"):
+        admission.enter(PCP20, time.monotonic() + 5, _never)  # it would have to wait
+    clock.now += 20 * 60.0  # twenty half-lives without a PCP'20 decision
+    log: list[str] = []
+    waiter = _enter_in_thread(admission, PCP20, time.monotonic() + 60, log, "later")
+    _wait_until(lambda: admission.waiting == 1)
+    admission.leave(held)
+    waiter.join(60)
+    assert log == ["later: in"]

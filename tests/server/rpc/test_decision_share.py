@@ -19,6 +19,7 @@ from hpcdispatch.server.rpc.decision_threads import (
     ALL_TAKEN,
     SHARE_TAKEN,
     DecisionThreads,
+    identity_reserve,
     identity_share,
 )
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -44,6 +45,20 @@ def test_a_share_is_all_threads_but_one_with_client_certificates_and_all_without
     assert threads.take("a") is None and threads.take("c") == ALL_TAKEN
     threads.give_back("b")
     assert threads.take("c") is None and threads.free == 0
+
+
+def test_an_identity_holding_none_gets_a_reserve_thread_once_the_shared_are_taken() -> None:
+    assert identity_reserve(ServerConfig()) == 0  # one identity: nobody else to keep one for
+    assert identity_reserve(ServerConfig(tls_client_ca="ca.pem")) == 8
+    threads = DecisionThreads(3, 2, reserve=2)
+    assert [threads.take(who) for who in ("b", "b", "c")] == [None, None, None]
+    assert threads.take("c") == ALL_TAKEN  # Carol holds one: the reserve is for newcomers
+    assert threads.take("a") is None and threads.take("a") == ALL_TAKEN
+    assert threads.admitting_newcomer() and threads.take("d") is None
+    assert not threads.admitting_newcomer() and threads.take("e") == ALL_TAKEN
+    threads.give_back("a")
+    assert threads.reserve_free == 1 and threads.held_by("a") == 0
+    assert threads.take("e") is None
 
 
 def test_an_identity_beyond_its_share_is_refused_and_another_is_answered(
