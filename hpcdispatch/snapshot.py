@@ -56,6 +56,9 @@ class QueuedJob:
     actual_duration: int | None = None  # simulation only (oracle)
     promised_start: int | None = None  # a promise an earlier answer gave (the promise book)
     promise_token: str = ""  # the token that promise came with (ExpectedStart.promise_token)
+    # Set by the server's edge only: a real promise (absolute start) whose token was made for
+    # another shape (units, request, requested time); the job is promised anew, the move said.
+    reshaped_promise: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -260,7 +260,9 @@ class ServiceMetrics:
             "Promised starts sent back that were not believed, their jobs treated as holding "
             "no promise (reason: missing = no token, malformed = not a token of this service "
             "or no start, expired = past the token's expiry, invalid = not signed by a key of "
-            "this server for this job, cluster, caller and start).", ("reason",), registry=r)
+            "this server for this job, cluster, caller and start, older = the older promises "
+            "it was planned around not all sent, reshaped = the job's units, request or "
+            "requested time changed).", ("reason",), registry=r)
 
     # -- decisions ----------------------------------------------------------------------------
 

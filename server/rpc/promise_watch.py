@@ -54,10 +54,12 @@ class PromiseWatch:
     # -- in ----------------------------------------------------------------------------------
 
     def verified(self, jobs: Iterable[QueuedJob], scope: CallerScope, t: int,
-                 interruption: Interruption = NEVER) -> tuple[QueuedJob, ...]:
-        """`jobs` sent at t by `scope`, each promise this server cannot verify taken away;
+                 interruption: Interruption = NEVER, held: Iterable[QueuedJob] = (),
+                 ) -> tuple[QueuedJob, ...]:
+        """`jobs` sent at t by `scope`, each promise this server cannot verify taken away
+        (`verify_queue`: `held` are jobs whose promises are believed already);
         DecisionAbandoned once `interruption` says the deadline has passed or the caller left."""
-        checked = verify_queue(self.tokens, jobs, scope, t, interruption)
+        checked = verify_queue(self.tokens, jobs, scope, t, interruption, held)
         if checked.refused:
             for reason, count in checked.refused.items():
                 self.metrics.promises_refused.labels(reason).inc(count)
@@ -82,19 +84,17 @@ class PromiseWatch:
         them."""
         report = response.report
         name = report.dispatcher_name or dispatcher_label(report.dispatcher)
-        promised: dict[str, int] = {}
-        submits: dict[str, int] | None = None
-        for expected in report.expected_starts:
-            if not expected.promised:
-                continue
-            if submits is None:
-                submits = {q.id: q.submit_time for q in snapshot.queued}
-            expected.promise_token = self.tokens.token(
-                scope, expected.job_id, submits[expected.job_id], expected.start_time)
-            promised[expected.job_id] = expected.start_time
-            if expected.moved_later_seconds > 0:
-                self.metrics.promise_moved_later.labels(name).observe(
-                    expected.moved_later_seconds)
+        promised = {e.job_id: e.start_time for e in report.expected_starts if e.promised}
+        if promised:  # each token signs the job's shape and the older promises (module doc)
+            queued = {q.id: q for q in snapshot.queued}
+            tokens = self.tokens.sign(scope, [(queued[job_id], start)
+                                              for job_id, start in promised.items()])
+            for expected in report.expected_starts:
+                if expected.promised:
+                    expected.promise_token = tokens[expected.job_id]
+                    if expected.moved_later_seconds > 0:
+                        self.metrics.promise_moved_later.labels(name).observe(
+                            expected.moved_later_seconds)
         brought = {q.id: q.promised_start for q in snapshot.queued
                    if q.promised_start is not None}
         self._follow(scope, name, snapshot.time, promised, brought,

@@ -267,10 +267,14 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
             self._fail(context, checked.failure.reason, checked.failure.message, session.id)
         if checked.violations:
             self._reject(context, "invalid delta", checked.violations)
-        try:  # only the promises it signed
+        try:  # only the promises it signed (after those the session holds)
+            replaced = {q.id for q in checked.submitted}
+            promising = any(q.promised_start is not None for q in checked.submitted)
             checked.submitted = self.front.promises.verified(
                 checked.submitted, CallerScope(caller_identity(context), state.cluster),
-                request.time, interruption_of(context, received))
+                request.time, interruption_of(context, received),
+                held=[q for q in state.queued.values() if q.id not in replaced] if promising
+                else ())
         except DecisionAbandoned as abandoned:
             abort_abandoned(context, abandoned)
         digest = delta_digest(request)

@@ -618,7 +618,13 @@ class QueuedJob(_message.Message):
     promise_key_file), issued this token for this job id and submit time, this cluster, this
     caller (the mTLS client identity; "" without client certificates) and this exact start,
     and the request's time t is not past the token's expiry (the promised start +
-    promise_token_ttl_seconds). A token without `promised_start` is ignored too.
+    promise_token_ttl_seconds). A token without `promised_start` is ignored too. The token
+    also signs the job's shape (units, unit_request, requested_time) and the promises of every
+    job before it in submit order (submit_time, then id) that the same answer made: its start
+    was planned around them, so it is believed only when they are sent back too, each with
+    its token (else refused as "older": a newer job cannot start ahead of an older promise a
+    replica does not know of). A job whose shape changed loses its promise openly: refused as
+    "reshaped", promised anew, its move reported (docs/service.md, "Promised starts").
     """
     @_builtins.property
     def unit_request(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
@@ -1096,10 +1102,12 @@ class ExpectedStart(_message.Message):
     promise_token: _builtins.str
     """Set when `promised`: the service's signature of this promise (an HMAC over the job id and
     submit time, the cluster, the caller's identity, start_time and an expiry, seconds on the
-    caller's clock, start_time + promise_token_ttl_seconds), opaque text of at most 64
+    caller's clock, start_time + promise_token_ttl_seconds; and over the job's shape and the
+    answer's promises of the jobs before it in submit order), opaque text of at most 64
     characters. Send it back in QueuedJob.promise_token beside QueuedJob.promised_start =
     start_time so that any replica sharing the promise key keeps the promise; the same
-    promise gets the same token at every decision. Empty for estimates.
+    promise, shape and older promises get the same token at every decision. Send back every
+    promise of the latest answer. Empty for estimates.
     """
     def __init__(
         self,

@@ -27,13 +27,13 @@ d_i hold. The book's steps wrap the selected model's own (HCP'19, PCP'19, PCP'20
 
 from __future__ import annotations
 
-from ...domain.outcome_kinds import SkipReason, SolveStatus
+from ...domain.outcome_kinds import PromiseMove, SkipReason, SolveStatus
 from ..planning.job_orders import fcfs
 from ..planning.job_selection import Selection, never_fits
 from ..planning.oldest_first import with_started
 from ..planning.problem import Job, Problem
 from ..planning.promise_room import PromiseRoom
-from ..planning.promises import PromisePlan, guard_of, keep_promises
+from ..planning.promises import PromisePlan, Recalled, guard_of, keep_promises, shape_of
 from ..planning.start_estimates import StepPlan
 from ..planning.stopping import Stopped, every_few
 from .decision import Abandoned, Decision, Next, PromiseState
@@ -47,13 +47,18 @@ def keep_the_promises(d: Decision) -> Next:
     recalled = book.recall(problem, control.scope)
     never = {j.index for j in problem.jobs if never_fits(problem, j)}
     held = {i: kept for i, kept in recalled.held.items() if i not in never}
-    freed = recalled.room_freed
+    reshaped = _reshaped(problem, recalled, held, never)  # promised anew (SHAPE_CHANGED)
+    freed = recalled.room_freed or bool(reshaped)
+    learned: list[Job] = []  # promises this book did not hold, sent back by the caller
     for job in problem.jobs:  # a promise the caller sends back (its token checked at the
         # edge), where this book holds none or a later one: the earlier of the two is kept
         if job.promised is not None and job.index not in never:
             kept = held.get(job.index)
             if kept is None or kept[0] > job.promised - t:  # not the book's: placed anew
                 held[job.index], freed = (job.promised - t, []), True
+                reshaped.pop(job.index, None)  # a promise made for its shape now
+                if job.index not in recalled.held:
+                    learned.append(job)
     d.promised = state = PromiseState(problem, recalled, never)
     waiting = [j for j in fcfs(problem) if j.index not in never]
     if not held:
@@ -66,17 +71,55 @@ def keep_the_promises(d: Decision) -> Next:
             return Next.DONE
     after = control.settings.promise_after_s
     try:
-        plan = keep_promises(problem, held, waiting, lambda j: t - j.submit >= after,
+        plan = keep_promises(problem, held, waiting,
+                             lambda j: j.index in reshaped or t - j.submit >= after,
                              control.first_fit, control.should_stop, compress=freed)
     except Stopped:  # not even the held promises placed: nothing starts, the book stays
         raise Abandoned from None
     state.plan = plan
     d.outcome.promises_moved.update(plan.moved)
+    _say_why_promises_moved(d, plan, reshaped, learned)
     d.started_first = plan.due()
     d.problem = with_started(problem, d.started_first)
     ahead = {i: start for i, start in plan.starts.items() if start[0] > 0}
     d.reservation = PromiseRoom(plan.profile, guard_of(plan), ahead, frozenset(plan.starts))
     return Next.GO_ON
+
+
+def _reshaped(problem: Problem, recalled: Recalled, held: dict[int, tuple[int, list[int]]],
+              never: set[int]) -> dict[int, int]:
+    """The jobs whose promise was made for another shape (units, request, requested time),
+    job index -> that promise (absolute): taken out of `held`, they are promised anew. The
+    book's own promises are compared with the job as sent; a caller-sent one the edge found
+    signed for another shape (`Job.reshaped`) counts where the book holds none."""
+    lost: dict[int, int] = {}
+    for job in problem.jobs:
+        kept = recalled.before.get((job.id, job.submit)) if job.index in held else None
+        if kept is not None and kept.shape and kept.shape != shape_of(job):
+            lost[job.index] = kept.start
+            del held[job.index]
+        elif job.reshaped is not None and job.index not in held and job.index not in never:
+            lost[job.index] = job.reshaped
+    return lost
+
+
+def _say_why_promises_moved(d: Decision, plan: PromisePlan, reshaped: dict[int, int],
+                            learned: list[Job]) -> None:
+    """Each promise made anew for a new shape is reported SHAPE_CHANGED, with how much later
+    than the lost one it is; a held promise that moved later behind an older one learned from
+    the caller (another replica's) is reported OLDER_PROMISE."""
+    outcome, t = d.outcome, d.problem.t
+    for i, was in reshaped.items():
+        outcome.promise_move_reasons[i] = PromiseMove.SHAPE_CHANGED
+        now = plan.starts.get(i)
+        if now is not None and t + now[0] > max(was, t):
+            outcome.promises_moved[i] = t + now[0] - max(was, t)
+    if learned:
+        first = min((j.submit, j.id) for j in learned)
+        jobs = d.problem.jobs
+        for i in plan.moved:
+            if (jobs[i].submit, jobs[i].id) > first:
+                outcome.promise_move_reasons.setdefault(i, PromiseMove.OLDER_PROMISE)
 
 
 def _all_start_now(

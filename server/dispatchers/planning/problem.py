@@ -45,6 +45,8 @@ class Job:
     pooled: Vec = ()  # rn_i × req_i, when the maker computed it (build_problem does)
     promised: int | None = None  # s_i an earlier answer promised (absolute), sent back
     requested: int = 0  # the user's limit, seconds: the job is killed then (0: not known)
+    # s_i (absolute) a real promise held before its shape changed: promised anew, move reported
+    reshaped: int | None = None
 
     @property
     def at_most(self) -> int:
@@ -311,6 +313,7 @@ def build_problem(
             pooled=tuple([units * r for r in req]),
             promised=q.promised_start,
             requested=q.requested_time,
+            reshaped=q.reshaped_promise,
         ))
     return Problem(
         t=snapshot.time,

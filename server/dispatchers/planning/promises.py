@@ -283,12 +283,18 @@ Release = tuple[int, int, tuple[int, ...]]  # (node, absolute end, amounts) of r
 
 @dataclass(frozen=True, slots=True)
 class Kept:
-    """A promise between decisions: absolute start, the node of each unit, and the d_i it was
-    made with."""
+    """A promise between decisions: absolute start, the node of each unit, the d_i it was
+    made with, and the job's shape then (`shape_of`)."""
 
     start: int
     nodes: tuple[int, ...]
     duration: int
+    shape: tuple[object, ...] = ()
+
+
+def shape_of(job: Job) -> tuple[object, ...]:
+    """What a promise is made for: rn_i, the request per unit, the requested time."""
+    return job.units, job.req, job.requested
 
 
 @dataclass(slots=True)
@@ -350,7 +356,8 @@ class PromiseBook:
         now are started) and the running work after it: the snapshot's and what `started`
         (job index -> nodes) adds."""
         t, jobs = problem.t, problem.jobs
-        after = {(jobs[i].id, jobs[i].submit): Kept(t + s, tuple(nodes), jobs[i].duration)
+        after = {(jobs[i].id, jobs[i].submit): Kept(t + s, tuple(nodes), jobs[i].duration,
+                                                    shape_of(jobs[i]))
                  for i, (s, nodes) in starts.items() if s > 0}
         releases = None
         if after:  # the next decision compares the running work with this

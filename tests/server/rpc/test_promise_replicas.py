@@ -2,7 +2,10 @@
 memory, as behind a load balancer. Two sharing a key keep each other's promises exactly; one
 whose key differs (or that has none, and signs with a random key of its own) keeps none of
 them; and over random sequences of decisions alternating between two replicas, no forged,
-replayed or foreign promise is ever believed while every real one keeps its start."""
+replayed or foreign promise is ever believed while every real one keeps its start. A token
+also signs the older promises its start was planned around and the job's shape (issue #51):
+a newer job's token sent without the older promise is not believed, and a job whose shape
+changed is promised anew, reported."""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from tests.promise_cases import T, plan, promises, request
 
 KEY = "3f9c2b7a41d85e60c1a4b9f07e2d3c58a6b1e9d4f7c20a85b3e6d1c9f4a7b2e0"
 NEW_KEY = "a0b1c2d3e4f5061728394a5b6c7d8e9f00112233445566778899aabbccddeeff"
-REASONS = ("missing", "malformed", "expired", "invalid")
+REASONS = ("missing", "malformed", "expired", "invalid", "older", "reshaped")
 _clusters = itertools.count()
 
 
@@ -98,9 +101,9 @@ def test_replicas_sharing_a_key_keep_each_others_promises_exactly(
     on_twin = twin.dispatch(request(T + 1, "shared", real, late_e=True))
     on_rotating = rotating.dispatch(request(T + 1, "shared", real, late_e=True))
     assert plan(on_twin) == plan(on_rotating) == expected
-    assert promises(on_twin)["B"] == real["B"]
-    assert promises(on_rotating)["B"][0] == real["B"][0]
-    assert promises(on_rotating)["B"][1] != real["B"][1]
+    assert promises(on_twin)["A"] == real["A"]  # B's token signs E's promise now (older)
+    assert promises(on_rotating)["A"][0] == real["A"][0]
+    assert promises(on_rotating)["A"][1] != real["A"][1]
     assert twin.refused() == 0 and rotating.refused() == 0
     # Back to one: the twin's tokens are its own; the rotating replica's new key is not.
     assert plan(one.dispatch(request(T + 2, "shared", promises(on_twin), late_e=True))) == expected
@@ -199,6 +202,10 @@ class Caller:
         assert set(now) == set(self.queued)  # the book promises every waiting job
         self.told = now
 
+    def order(self, job_id: str) -> tuple[int, str]:
+        """Submit order (q_i, then id), in which each token signs the promises before it."""
+        return T + self.queued[job_id].arrives, job_id
+
     def next_time(self) -> int | None:
         times = [T + j.arrives for j in self.jobs if T + j.arrives > self.t]
         times += [s + d for s, d, _ in self.running.values() if s + d > self.t]
@@ -257,10 +264,13 @@ def test_two_replicas_believe_no_forged_promise_and_keep_every_real_one(
             before = replica.refused()
             forged = replica.dispatch(caller.request(
                 forge(FORGERIES[forgery], caller, victim, replicas["keyless"])))
+            # The forgery, and each newer promise (planned around the victim's: `older`).
+            newer = sum(caller.order(j) > caller.order(victim) for j in caller.told)
+            assert replica.refused() == before + 1 + newer, (FORGERIES[forgery], victim,
+                                                              caller.told)
             without = {j: p for j, p in caller.told.items() if j != victim}
             stripped = replica.dispatch(caller.request(without))
             assert plan(forged) == plan(stripped), FORGERIES[forgery]
-            assert replica.refused() == before + 1, (FORGERIES[forgery], victim, caller.told)
         caller.apply(replica.dispatch(caller.request()))
         upcoming = caller.next_time()
         if upcoming is None:
@@ -269,3 +279,98 @@ def test_two_replicas_believe_no_forged_promise_and_keep_every_real_one(
         caller.arrive_and_end()
     assert not caller.queued and set(caller.started) == {j.id for j in jobs}
     assert all(caller.started[j] <= first for j, first in caller.first.items())
+
+
+# -- promises across replicas (issue #51, item 1) ----------------------------------------------
+
+
+def moved(response: pb.DispatchResponse) -> dict[str, int]:
+    return {e.job_id: e.moved_later_seconds for e in response.report.expected_starts}
+
+
+def test_a_fresh_replica_sent_only_the_newer_jobs_token_keeps_the_older_promise(
+    replicas: dict[str, Replica],
+) -> None:
+    """The issue's first case: one promises A T + 1,000 and B T + 2,000; twin, which made
+    neither, is sent B's real token alone at T + 60. Believed (main before this change), B
+    started at once and A moved to T + 2,060. B's token signs A's promise, which B's start was
+    planned around: without it B's promise is not believed (counted `older`), and twin plans
+    both from nothing, A first."""
+    one, twin = replicas["one"], replicas["twin"]
+    real = promises(one.dispatch(request(T, "b2-fresh")))
+    before = twin.refused("older")
+    answer = twin.dispatch(request(T + 60, "b2-fresh", {"B": real["B"]}))
+    assert plan(answer) == ([], [("A", T + 1000, True, 0), ("B", T + 2000, True, 0)])
+    assert twin.refused("older") == before + 1
+    assert any('"promises refused' in line and '"b2-fresh"' in line for line in twin.lines)
+    # Both sent back, as told: twin keeps them exactly, and so does one.
+    for replica in (twin, one):
+        both = replica.dispatch(request(T + 61, "b2-fresh", real))
+        assert plan(both) == ([], [("A", T + 1000, True, 0), ("B", T + 2000, True, 0)])
+
+
+def grown(message: pb.DispatchRequest, job_id: str, units: int | None = None,
+          requested: int | None = None) -> pb.DispatchRequest:
+    """`message` with one queued job's units or requested time changed."""
+    job = next(q for q in message.queued_jobs if q.id == job_id)
+    job.units = units or job.units
+    job.requested_time = requested or job.requested_time
+    return message
+
+
+def test_a_grown_job_sent_with_its_token_alone_is_promised_anew_and_the_older_promise_stays(
+    replicas: dict[str, Replica],
+) -> None:
+    """The issue's second case: one holds A at T + 1,000 and B at T + 2,000; B comes back grown
+    from 1 to 2 units with its token alone. Before, B kept its promise and moved before A, to
+    T + 1,000, and A moved to T + 3,000 with moved_later_seconds 0. The token signs A's promise
+    (not sent: `older`) and B's shape: B is promised anew after A, A keeps T + 1,000; sent with
+    A's token too, B's is refused as `reshaped`, counted and logged."""
+    one = replicas["one"]
+    real = promises(one.dispatch(request(T, "b2-grown")))
+    expected = ([], [("A", T + 1000, True, 0), ("B", T + 2000, True, 0)])
+    before = one.refused("older")
+    assert plan(one.dispatch(grown(request(T, "b2-grown", {"B": real["B"]}), "B", 2))) == expected
+    assert one.refused("older") == before + 1
+    before = one.refused("reshaped")
+    assert plan(one.dispatch(grown(request(T + 60, "b2-grown", real), "B", 2))) == expected
+    assert one.refused("reshaped") == before + 1
+    assert any('"reshaped": 1' in line and '"b2-grown"' in line for line in one.lines)
+
+
+def test_a_forged_or_older_promise_omitting_token_cannot_move_the_older_promise(
+    replicas: dict[str, Replica],
+) -> None:
+    """On twin, which made neither promise, B's token with its part that signs the older
+    promises altered, or in the format before this change (which signed neither them nor the
+    shape), is not believed: A keeps T + 1,000 and B does not start ahead of it."""
+    one, twin = replicas["one"], replicas["twin"]
+    real = promises(one.dispatch(request(T, "b2-forged")))
+    start, token = real["B"]
+    _, expires, macs = token.split(".")
+    forgeries = {"older": (start, token[:-11] + "A" * 11),
+                 "malformed": (start, f"1.{expires}.{macs[:22]}")}
+    for reason, forged in forgeries.items():
+        before = twin.refused(reason)
+        answer = twin.dispatch(request(T + 60, "b2-forged", {"A": real["A"], "B": forged}
+                                       if reason == "older" else {"B": forged}))
+        assert plan(answer) == ([], [("A", T + 1000, True, 0), ("B", T + 2000, True, 0)])
+        assert twin.refused(reason) == before + 1
+
+
+def test_every_promise_that_moves_later_says_by_how_much_and_is_counted(
+    replicas: dict[str, Replica],
+) -> None:
+    """A comes back to twin asking for 1,500 s instead of 1,000, with both tokens: A's is real
+    but made for another shape (`reshaped`), B's believed (it was planned around A's promise,
+    sent). A is promised anew: B starts now and A's new promise is T + 2,060, 1,060 s later,
+    which the answer says and the histogram counts."""
+    one, twin = replicas["one"], replicas["twin"]
+    real = promises(one.dispatch(request(T, "b2-later")))
+    name = "hpcdispatch_promise_moved_later_seconds_count"
+    before = value(scrape_text(twin.metrics_port), name, dispatcher="pcp20")
+    answer = twin.dispatch(grown(request(T + 60, "b2-later", real), "A", requested=1500))
+    assert plan(answer) == (["B"], [("A", T + 2060, True, 1060)])
+    for e in answer.report.expected_starts:  # later than promised: said, by exactly that
+        assert e.moved_later_seconds == max(0, e.start_time - real[e.job_id][0])
+    assert value(scrape_text(twin.metrics_port), name, dispatcher="pcp20") == before + 1

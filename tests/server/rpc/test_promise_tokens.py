@@ -63,7 +63,7 @@ def _altered(token: str, part: int, text: str) -> str:
 # reason it is refused for.
 FORGERIES: dict[str, tuple[Callable[[dict[str, tuple[int, str]]], Promises], str]] = {
     "no token": (lambda real: {"B": (T + 1, "")}, "missing"),
-    "a made-up token": (lambda real: {"B": (T + 1, "1.99999.AAAAAAAAAAAAAAAAAAAAAA")},
+    "a made-up token": (lambda real: {"B": (T + 1, "2.99999." + "A" * 44)},
                         "invalid"),
     "another job's token": (lambda real: {"B": real["A"]}, "invalid"),
     "another cluster's token": (lambda real: {"B": real["B"]}, "invalid"),
@@ -108,15 +108,15 @@ def test_a_real_promise_sent_back_keeps_its_start_exactly(
     server: RunningServer, client: DispatcherClient, real: dict[str, tuple[int, str]],
 ) -> None:
     """On the cluster it was issued for, where the book has moved on (E arrived): B keeps
-    T + 2,000, E goes after it, and the same promise comes back with the same token."""
-    before = sum(refused(server, reason) for reason in ("missing", "malformed", "invalid",
-                                                        "expired"))
+    T + 2,000, E goes after it, and the same promise comes back with the same token (B's
+    changes: it signs the older promises, and E, submitted before B, holds one now)."""
+    reasons = ("missing", "malformed", "invalid", "expired", "older", "reshaped")
+    before = sum(refused(server, reason) for reason in reasons)
     answer = client.dispatch(request(T + 1, "issued", real, late_e=True))
     assert plan(answer) == ([], [("A", T + 1000, True, 0), ("B", T + 2000, True, 0),
                                  ("E", T + 4000, True, 0)])
-    assert promises(answer)["B"] == real["B"] and promises(answer)["A"] == real["A"]
-    after = sum(refused(server, reason) for reason in ("missing", "malformed", "invalid",
-                                                       "expired"))
+    assert promises(answer)["A"] == real["A"] and promises(answer)["B"][0] == real["B"][0]
+    after = sum(refused(server, reason) for reason in reasons)
     assert after == before
 
 
