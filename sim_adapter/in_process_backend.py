@@ -104,6 +104,7 @@ def _expected_start(decided: InProcessDecision, i: int) -> ExpectedStart:
     likely = outcome.likely_starts.get(i)
     moved = max(outcome.promises_moved.get(i, 0), 0)
     reason = outcome.promise_move_reasons.get(i)
-    return ExpectedStart(job_id, t + start, True, None if likely is None else t + likely, moved,
+    return ExpectedStart(job_id, t + start, True,
+                         None if likely is None else t + min(likely, start), moved,
                          (reason.name.lower() if reason is not None else "unspecified")
                          if moved else "")

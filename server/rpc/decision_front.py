@@ -304,7 +304,7 @@ def _report(
         if not promised:
             continue  # an estimate: start_time is itself the likely start
         if (likely := outcome.likely_starts.get(i)) is not None:
-            expected.likely_start = problem.t + likely
+            expected.likely_start = problem.t + min(likely, start)  # never after the promise
         if (moved := outcome.promises_moved.get(i, 0)) > 0:
             expected.moved_later_seconds = moved
             expected.move_reason = promise_move_to_pb(
