@@ -19,7 +19,7 @@ from hpcdispatch.server.in_process import InProcessDecision, InProcessService, I
 from hpcdispatch.snapshot import JobCompletion, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from .backend import Answer, AnswerReport, ExpectedStart, ServiceFacts, StateChange
+from .backend import Answer, AnswerReport, ExpectedStart, ServiceFacts, StateChange, enum_name
 
 
 class LocalService:
@@ -103,8 +103,10 @@ def _expected_start(decided: InProcessDecision, i: int) -> ExpectedStart:
         return ExpectedStart(job_id, t + start, False)
     likely = outcome.likely_starts.get(i)
     moved = max(outcome.promises_moved.get(i, 0), 0)
-    reason = outcome.promise_move_reasons.get(i)
+    reason = outcome.promise_move_reasons.get(i, 0)
+    named = pb.PromiseMoveReason.values()  # the edge's: a number naming no reason is unspecified
+    said = enum_name(pb.PromiseMoveReason, pb.PromiseMoveReason.ValueType(
+        reason if reason in named else 0), "PROMISE_MOVE_REASON_")
     return ExpectedStart(job_id, t + start, True,
                          None if likely is None else t + min(likely, start), moved,
-                         (reason.name.lower() if reason is not None else "unspecified")
-                         if moved else "")
+                         said if moved else "")

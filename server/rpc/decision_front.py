@@ -307,5 +307,7 @@ def _report(
             expected.likely_start = problem.t + min(likely, start)  # never after the promise
         if (moved := outcome.promises_moved.get(i, 0)) > 0:
             expected.moved_later_seconds = moved
-            expected.move_reason = promise_move_to_pb(
-                outcome.promise_move_reasons.get(i, PromiseMove.UNSPECIFIED))
+            why = outcome.promise_move_reasons.get(i, PromiseMove.UNSPECIFIED)
+            if why not in PromiseMove._value2member_map_:
+                why = PromiseMove.UNSPECIFIED  # a plugin's number that names no reason
+            expected.move_reason = promise_move_to_pb(why)

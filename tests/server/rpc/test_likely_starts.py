@@ -14,6 +14,8 @@ import pytest
 
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.server.dispatchers import DISPATCHERS
+from hpcdispatch.server.dispatchers.base import Outcome, SearchControl
+from hpcdispatch.server.dispatchers.planning.problem import Problem
 from hpcdispatch.server.rpc.app import RunningServer
 from hpcdispatch.sim_adapter.adapter import DispatchSettings
 from hpcdispatch.sim_adapter.in_process_backend import LocalService
@@ -116,3 +118,25 @@ def test_a_replay_records_the_same_likely_starts_and_moves_through_grpc_and_in_p
     assert accuracy["moved"]["by_reason"] == {
         "ran_past_limit": sum(r["promise_move_reasons"].count("ran_past_limit") for r in jobs),
         "unspecified": sum(r["promise_move_reasons"].count("unspecified") for r in jobs)}
+
+
+class PlainNumbers(PromisingWithLikelyStarts):
+    """A plugin's reasons as plain numbers: 2 (RAN_PAST_LIMIT's), and 99, which names none."""
+
+    def decide(self, problem: Problem, control: SearchControl) -> Outcome:
+        outcome = super().decide(problem, control)
+        for i in outcome.promises_moved:
+            number = 2 if problem.jobs[i].id == "j3" else 99
+            outcome.promise_move_reasons[i] = number  # type: ignore[assignment]
+        return outcome
+
+
+def test_a_plugins_plain_number_reads_as_its_reason_and_one_naming_none_as_unspecified(
+    monkeypatch: pytest.MonkeyPatch, serve: Callable[..., RunningServer],
+) -> None:
+    monkeypatch.setitem(DISPATCHERS, pb.DISPATCHER_CONSERVATIVE, PlainNumbers())
+    with DispatcherClient(serve().target, timeout=60) as client:
+        shown = {e.job_id: e for e in client.dispatch(request(T)).report.expected_starts}
+    assert shown["j3"].move_reason == pb.PROMISE_MOVE_REASON_RAN_PAST_LIMIT
+    assert (shown["j7"].moved_later_seconds, shown["j7"].move_reason) == (
+        NOT_SAID, pb.PROMISE_MOVE_REASON_UNSPECIFIED)
