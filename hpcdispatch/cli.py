@@ -102,7 +102,11 @@ def _add_dispatch(sub: argparse._SubParsersAction) -> None:
         help="send a snapshot (protobuf JSON DispatchRequest) and print the decision",
         description="Without --target, a service is started on loopback for this one call. "
         f"Without SNAPSHOT, the bundled example hpcdispatch/examples/{EXAMPLE_SNAPSHOT} "
-        "(Eurora-size, 100 queued jobs) is sent: a template for your own snapshots.",
+        "(Eurora-size, 100 queued jobs) is sent: a template for your own snapshots. After "
+        "the decision, each waiting job's start is printed as squeue --start shows it: a "
+        "promise's STARTS_BY (a guarantee, moved later only by a node going down or a job "
+        "running past its requested time) and LIKELY (the predictor's plan), an estimate's "
+        "LIKELY alone.",
     )
     p.add_argument("snapshot", nargs="?", help="DispatchRequest as protobuf JSON (default: "
                    f"hpcdispatch/examples/{EXAMPLE_SNAPSHOT})")
@@ -110,8 +114,10 @@ def _add_dispatch(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dispatcher", choices=sorted(dispatcher_names()),
                    help="override the request's (a built-in's or an installed plugin's name)")
     p.add_argument("--profile", metavar="PROFILE",
-                   help="search profile of the CP dispatchers, e.g. book (every waiting job a "
-                   "promised start); overrides the request's; default: the service's")
+                   help="search profile of the CP dispatchers, e.g. book (a job that waited "
+                   "24 h holds a promise, a start guaranteed from requested times, shown with "
+                   "its likely start; the others a likely start, an estimate); overrides the "
+                   "request's; default: the service's")
     p.add_argument("--timeout", type=float, default=30.0, help="deadline, seconds")
     p.add_argument("--output", help="write the DispatchResponse JSON here instead of stdout")
     p.add_argument("--tls-ca", help="TLS: PEM bundle that signed the server's certificate "

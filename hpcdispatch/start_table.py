@@ -1,7 +1,10 @@
 """Each waiting job's expected start as a site admin reads `squeue --start`: one line per job of
-`DecisionReport.expected_starts`, soonest first, with its start as a date and as "in 2h13m",
-whether it is a promise (kept, only ever moved earlier: the promise book, conservative's
-reservations) or an estimate of the current plan, and how much later a promise had to move."""
+`DecisionReport.expected_starts`, soonest first. A promise (the promise book, conservative's
+reservations) is a guarantee computed from requested times: the job starts by STARTS_BY unless
+a node goes down or a running job runs past its limit, and LIKELY beside it is the predictor's
+plan. An estimate has no STARTS_BY: its LIKELY is the current plan, which may change either
+way. IN is the wait until LIKELY (until STARTS_BY for a promise without a likely start);
+MOVED_LATER and WHY say how much later a promise had to move at this decision, and why."""
 
 from __future__ import annotations
 
@@ -9,7 +12,16 @@ import datetime
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-HEADER = ("JOBID", "PARTITION", "USER", "START_TIME", "IN", "KIND", "MOVED_LATER")
+HEADER = ("JOBID", "PARTITION", "USER", "KIND", "STARTS_BY", "LIKELY", "IN", "MOVED_LATER",
+          "WHY")
+# Why a promise moved later (pb.PromiseMoveReason), in a word or two.
+MOVE_WORDS = {
+    pb.PROMISE_MOVE_REASON_UNSPECIFIED: "not-said",
+    pb.PROMISE_MOVE_REASON_NODE_UNAVAILABLE: "node-down",
+    pb.PROMISE_MOVE_REASON_RAN_PAST_LIMIT: "job-past-limit",
+    pb.PROMISE_MOVE_REASON_SHAPE_CHANGED: "job-changed",
+    pb.PROMISE_MOVE_REASON_OLDER_PROMISE: "older-promise",
+}
 
 
 def span(seconds: int) -> str:
@@ -36,17 +48,30 @@ def date(t: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S")
 
 
+def likely_start(e: pb.ExpectedStart) -> int | None:
+    """The likely start: beside a promise, its `likely_start` (None without one); an
+    estimate's start_time."""
+    if not e.promised:
+        return e.start_time
+    return e.likely_start if e.HasField("likely_start") else None
+
+
 def start_rows(request: pb.DispatchRequest, response: pb.DispatchResponse) -> list[tuple[str, ...]]:
     """The table's rows (HEADER's columns), soonest start first."""
     jobs = {q.id: q for q in request.queued_jobs}
     rows: list[tuple[str, ...]] = []
     for e in sorted(response.report.expected_starts, key=lambda e: (e.start_time, e.job_id)):
         job = jobs.get(e.job_id, pb.QueuedJob())
+        likely = likely_start(e)
+        moved = e.moved_later_seconds if e.promised and e.moved_later_seconds > 0 else 0
         rows.append((
             e.job_id, job.queue or "-", job.user or "-",
-            date(e.start_time), f"in {span(e.start_time - response.time)}",
             "promised" if e.promised else "estimate",
-            f"+{span(e.moved_later_seconds)}" if e.moved_later_seconds else "-",
+            date(e.start_time) if e.promised else "-",
+            "-" if likely is None else date(likely),
+            span((e.start_time if likely is None else likely) - response.time),
+            f"+{span(moved)}" if moved else "-",
+            MOVE_WORDS.get(e.move_reason, "not-said") if moved else "-",
         ))
     return rows
 
@@ -56,12 +81,15 @@ def start_table(request: pb.DispatchRequest, response: pb.DispatchResponse) -> s
     rows = start_rows(request, response)
     if not rows:
         return ("no expected starts: this dispatcher and profile plan no start for the waiting "
-                "jobs (--profile book promises one to each; easy and conservative report their "
-                "reservations)")
+                "jobs (--profile book promises one to each job that waited its promise_after_s "
+                "and estimates the others; easy and conservative report their reservations)")
     widths = [max(len(r[i]) for r in (HEADER, *rows)) for i in range(len(HEADER))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
              for row in (HEADER, *rows)]
-    promised = sum(1 for r in rows if r[5] == "promised")
-    lines.append(f"{promised} promised (kept, only ever moved earlier), {len(rows) - promised} "
-                 "estimated (the current plan); START_TIME: the snapshot's clock as UTC")
+    promised = sum(1 for r in rows if r[3] == "promised")
+    lines.append(
+        f"{promised} promised (starts by STARTS_BY unless a node goes down or a running job "
+        f"runs past its requested time; LIKELY: the predictor's plan), {len(rows) - promised} "
+        "estimated (LIKELY: the current plan, which may change); times: the snapshot's clock "
+        "as UTC")
     return "\n".join(lines)

@@ -3,9 +3,9 @@
 The dispatchers, the predictors and the domain model speak their own types (`domain.outcome_kinds`,
 `domain.search_settings.SearchRequest`); the rooms above the pipeline meet the wire's messages.
 What crosses between the two is converted here, by name: the decision's status, each attempt's
-status and end, each skipped job's reason (answers), and the search a request asks for
-(requests). A change of the .proto touches this module and the edge, never the core; a domain
-value without its wire name fails at import.
+status and end, each skipped job's reason and each moved promise's reason (answers), and the
+search a request asks for (requests). A change of the .proto touches this module and the edge,
+never the core; a domain value without its wire name fails at import.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from .domain.outcome_kinds import AttemptEnd, SkipReason, SolveStatus
+from .domain.outcome_kinds import AttemptEnd, PromiseMove, SkipReason, SolveStatus
 from .domain.search_settings import SearchRequest
 
 E = TypeVar("E", bound=IntEnum)
@@ -29,6 +29,7 @@ def _by_name(domain: type[E], wire: Any, prefix: str) -> dict[E, int]:
 _SOLVE_STATUS = _by_name(SolveStatus, pb.SolveStatus, "SOLVE_STATUS_")
 _ATTEMPT_END = _by_name(AttemptEnd, pb.AttemptEnd, "ATTEMPT_END_")
 _SKIP_REASON = _by_name(SkipReason, pb.SkipReason, "SKIP_REASON_")
+_PROMISE_MOVE = _by_name(PromiseMove, pb.PromiseMoveReason, "PROMISE_MOVE_REASON_")
 
 
 def solve_status_to_pb(status: int) -> pb.SolveStatus.ValueType:
@@ -44,6 +45,11 @@ def attempt_end_to_pb(ended_by: int) -> pb.AttemptEnd.ValueType:
 def skip_reason_to_pb(reason: int) -> pb.SkipReason.ValueType:
     """The wire's SkipReason of why a queued job did not start."""
     return pb.SkipReason.ValueType(_SKIP_REASON[SkipReason(reason)])
+
+
+def promise_move_to_pb(reason: int) -> pb.PromiseMoveReason.ValueType:
+    """The wire's PromiseMoveReason of why a promise moved later."""
+    return pb.PromiseMoveReason.ValueType(_PROMISE_MOVE[PromiseMove(reason)])
 
 
 def search_request_from_pb(search: pb.SearchParameters) -> SearchRequest:

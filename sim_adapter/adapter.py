@@ -28,7 +28,14 @@ from hpcdispatch.proto_convert import completion_to_pb, decision_from_pb, snapsh
 from hpcdispatch.snapshot import JobCompletion, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from .backend import Answer, AnswerReport, ExpectedStart, ServiceFacts, StateChange
+from .backend import (
+    Answer,
+    AnswerReport,
+    ExpectedStart,
+    ServiceFacts,
+    StateChange,
+    enum_name,
+)
 
 DEFAULT = "default"  # leave the request field unset: the server's default
 
@@ -195,9 +202,18 @@ def answer_at(response: pb.DispatchResponse, time: int,
                         report.model_constraints, report.total_seconds, report.fallback_reason,
                         report.dispatcher_name, report.predictor_name),
         tuple(problems),
-        tuple(ExpectedStart(e.job_id, e.start_time, e.promised)
-              for e in report.expected_starts),
+        tuple(expected_start_of(e) for e in report.expected_starts),
     )
+
+
+def expected_start_of(e: pb.ExpectedStart) -> ExpectedStart:
+    """The wire's expected start as the simulator reads it (the in-process answer's twin,
+    in_process_backend.py `_expected_start`)."""
+    moved = e.moved_later_seconds if e.promised and e.moved_later_seconds > 0 else 0
+    return ExpectedStart(
+        e.job_id, e.start_time, e.promised,
+        e.likely_start if e.promised and e.HasField("likely_start") else None, moved,
+        enum_name(pb.PromiseMoveReason, e.move_reason, "PROMISE_MOVE_REASON_") if moved else "")
 
 
 @contextmanager

@@ -108,7 +108,21 @@ class ExpectedStart:
 
     job_id: str
     start: int  # seconds, on the trace's clock (after the decision's t)
-    promised: bool  # a promise (only moves earlier while the durations hold), else an estimate
+    # A promise (a guarantee from requested times: the job starts no later unless a node goes
+    # down or a job runs past its limit), else an estimate (the likely start of the plan).
+    promised: bool
+    # Beside a promise: its likely start, seconds on the trace's clock (the predictor's plan);
+    # None for an estimate (`start` is its likely start) or when the dispatcher gave none.
+    likely: int | None = None
+    moved_later: int = 0  # seconds this decision moved the promise later; 0: kept
+    # Why it moved (a PromiseMoveReason's name without its prefix, in lower case:
+    # "node_unavailable", "ran_past_limit", ...); "" when it did not move.
+    move_reason: str = ""
+
+    @property
+    def likely_start(self) -> int:
+        """The likely start: the one beside a promise, else the estimate itself."""
+        return self.start if self.likely is None else self.likely
 
 
 @dataclass(frozen=True, slots=True)

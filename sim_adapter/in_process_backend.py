@@ -19,7 +19,7 @@ from hpcdispatch.server.in_process import InProcessDecision, InProcessService, I
 from hpcdispatch.snapshot import JobCompletion, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
-from .backend import Answer, AnswerReport, ExpectedStart, ServiceFacts, StateChange
+from .backend import Answer, AnswerReport, ExpectedStart, ServiceFacts, StateChange, enum_name
 
 
 class LocalService:
@@ -80,9 +80,7 @@ class InProcessBackend:
 def _answer(decided: InProcessDecision) -> Answer:
     result = decided.result
     outcome = result.outcome
-    jobs, t = result.problem.jobs, result.problem.t
-    expected = tuple(ExpectedStart(jobs[i].id, t + start, promised)
-                     for i, (start, promised) in outcome.expected_starts.items())
+    expected = tuple(_expected_start(decided, i) for i in outcome.expected_starts)
     return Answer(
         result.decision,
         AnswerReport.of(enum_value(decided.dispatcher, pb.Dispatcher),
@@ -93,3 +91,22 @@ def _answer(decided: InProcessDecision) -> Answer:
                         predictor_name(decided.predictor) or ""),
         expected_starts=expected,
     )
+
+
+def _expected_start(decided: InProcessDecision, i: int) -> ExpectedStart:
+    """Job i's expected start as the gRPC path's answer carries it (the edge's report,
+    rpc/decision_front.py; adapter.py `expected_start_of` reads it back)."""
+    outcome, problem = decided.result.outcome, decided.result.problem
+    job_id, t = problem.jobs[i].id, problem.t
+    start, promised = outcome.expected_starts[i]
+    if not promised:
+        return ExpectedStart(job_id, t + start, False)
+    likely = outcome.likely_starts.get(i)
+    moved = max(outcome.promises_moved.get(i, 0), 0)
+    reason = outcome.promise_move_reasons.get(i, 0)
+    named = pb.PromiseMoveReason.values()  # the edge's: a number naming no reason is unspecified
+    said = enum_name(pb.PromiseMoveReason, pb.PromiseMoveReason.ValueType(
+        reason if reason in named else 0), "PROMISE_MOVE_REASON_")
+    return ExpectedStart(job_id, t + start, True,
+                         None if likely is None else t + min(likely, start), moved,
+                         said if moved else "")

@@ -25,7 +25,15 @@ JOB_COLUMNS = (
     # The first start a decision reported while the job waited, 1 if it was a promise (0 an
     # estimate), and the first promised start; empty where none was reported.
     "first_reported_start", "first_reported_promised", "first_promised_start",
+    # The likely start reported beside the first promise (empty: none), and the promise's moves
+    # later while the job waited: how many, their seconds in all, their reasons (space
+    # separated PromiseMoveReason names in lower case, in order).
+    "first_promised_likely_start", "promise_moves", "promise_moved_later_seconds",
+    "promise_move_reasons",
 )
+# The columns of the starts the decisions reported while jobs waited (the others say where and
+# when each job ran).
+REPORTED_START_COLUMNS = JOB_COLUMNS[JOB_COLUMNS.index("first_reported_start"):]
 DECISION_COLUMNS = (
     "time", "queue_length", "running_jobs", "dispatcher", "predictor", "profile", "attempts",
     "status", "model_variables", "model_constraints", "started", "decision_seconds",
@@ -136,13 +144,19 @@ def tail(values: array[float]) -> dict[str, float | None]:
     return {"p50": quantile(data, 0.5), "p95": quantile(data, 0.95), "max": data[-1]}
 
 
+HOUR = 3600  # seconds: a likely start this close to the actual one is "within 1 h"
+
+
 @dataclass(slots=True)
 class KeptStarts:
-    """Jobs' first reported starts of one kind (promises, or estimates) against their actual
-    starts: on time when the job started no later; else late by the difference."""
+    """Jobs' first reported starts of one kind (promises, estimates, or the likely starts
+    beside promises) against their actual starts: on time when the job started no later; else
+    late by the difference; and the absolute error |actual - first| (`drift_seconds`: its p50
+    is the median absolute error), within 1 h or not."""
 
     jobs: int = 0
     on_time: int = 0
+    within_hour: int = 0
     late: array[float] = field(default_factory=lambda: array("d"))  # seconds, late jobs only
     drift: array[float] = field(default_factory=lambda: array("d"))  # |actual - first|
 
@@ -153,6 +167,7 @@ class KeptStarts:
         else:
             self.late.append(actual - first)
         self.drift.append(abs(actual - first))
+        self.within_hour += abs(actual - first) <= HOUR
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -161,18 +176,23 @@ class KeptStarts:
             "late_jobs": len(self.late),
             "late_seconds": tail(self.late),
             "drift_seconds": tail(self.drift),
+            "within_hour_share": self.within_hour / self.jobs if self.jobs else None,
         }
 
 
 @dataclass(slots=True)
 class PromiseAccuracy:
     """How the starts the decisions reported were kept (summary.json `promise_accuracy`): a
-    promised job against its first promise, a job never promised against its first
-    estimate."""
+    promised job against its first promise (`promised`: the share kept) and against the likely
+    start beside it (`likely`: its error), a job never promised against its first estimate;
+    and the promises moved later, by reason (`moved`)."""
 
     reported: int = 0
     promised: KeptStarts = field(default_factory=KeptStarts)
+    likely: KeptStarts = field(default_factory=KeptStarts)
     estimated: KeptStarts = field(default_factory=KeptStarts)
+    moved_jobs: int = 0
+    moves: Counter[str] = field(default_factory=Counter)  # reason -> moves later
 
     def add(self, record: JobRecord) -> None:
         if record.first_reported_start is None:
@@ -180,12 +200,18 @@ class PromiseAccuracy:
         self.reported += 1
         if record.first_promised_start is not None:
             self.promised.add(record.first_promised_start, record.start)
+            if record.first_promised_likely_start is not None:
+                self.likely.add(record.first_promised_likely_start, record.start)
         else:
             self.estimated.add(record.first_reported_start, record.start)
+        self.moved_jobs += record.promise_moves > 0
+        self.moves.update(reason or "unspecified" for reason in record.promise_move_reasons)
 
     def as_dict(self) -> dict[str, Any]:
         return {"reported_jobs": self.reported, "promised": self.promised.as_dict(),
-                "estimated": self.estimated.as_dict()}
+                "likely": self.likely.as_dict(), "estimated": self.estimated.as_dict(),
+                "moved": {"jobs": self.moved_jobs, "moves": sum(self.moves.values()),
+                          "by_reason": dict(sorted(self.moves.items()))}}
 
 
 def _blank(value: int | None) -> int | str:
@@ -279,7 +305,9 @@ class RunRecorder:
                 f"{record.slowdown:.6g}", f"{record.bounded_slowdown:.6g}", record.units,
                 record.cores, len(record.nodes), " ".join(record.nodes), _blank(reported),
                 "" if reported is None else int(record.first_reported_promised),
-                _blank(record.first_promised_start),
+                _blank(record.first_promised_start), _blank(record.first_promised_likely_start),
+                record.promise_moves, record.promise_moved_later_seconds,
+                " ".join(record.promise_move_reasons),
             ))
 
     def decision_made(self, record: DecisionRecord) -> None:

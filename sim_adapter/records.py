@@ -30,6 +30,14 @@ class JobRecord:
     # Its first promised start (the first report, or a later one for a job first given an
     # estimate); None: never promised.
     first_promised_start: int | None = None
+    # The likely start reported beside that first promise (the predictor's plan); None: never
+    # promised, or promised without a likely start.
+    first_promised_likely_start: int | None = None
+    # Its promise's moves later while it waited (a node down, a job past its limit): how many,
+    # their seconds in all, and their reasons in order (PromiseMoveReason names, lower case).
+    promise_moves: int = 0
+    promise_moved_later_seconds: int = 0
+    promise_move_reasons: tuple[str, ...] = ()
 
     @property
     def wait(self) -> int:

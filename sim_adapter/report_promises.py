@@ -4,8 +4,12 @@ One panel per series whose decisions reported starts (a run, or a dispatcher's p
 sequences): a point per job given a start while it waited, at (the wait its first promise
 meant, the wait it got), both axes logarithmic in hours. Points on the diagonal started
 exactly when first promised, below it earlier, above it later: a kept promise never lies
-above. Jobs that only ever had an estimate (no promise) are drawn as crosses against their
-first estimate. Waits under a minute are drawn at one minute.
+above (a promise is a guarantee from requested times: only a node going down or a job running
+past its limit puts a point there). Jobs that only ever had an estimate (no promise) are drawn
+as crosses against their first estimate. Each panel's caption gives the share of promises kept
+and the error of the likely start reported beside the first promise (the predictor's plan):
+its median absolute value and the share within 1 h. Waits under a minute are drawn at one
+minute.
 """
 
 from __future__ import annotations
@@ -24,19 +28,25 @@ ESTIMATE_COLOUR = "tab:orange"
 LATE_COLOUR = "tab:red"
 
 
-def _points(one: Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(first promise or estimate as a wait, actual wait, in hours; promised) pooled, as
-    recorded (drawn at one minute at least: `_drawn`)."""
+Points = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _points(one: Series) -> Points:
+    """(first promise or estimate as a wait, actual wait, in hours; promised; the likely start
+    beside the first promise as a wait in hours, NaN where none) pooled, as recorded (drawn at
+    one minute at least: `_drawn`)."""
     first: list[float] = []
     actual: list[float] = []
     promised: list[bool] = []
+    likely: list[float] = []
     for run in one.runs:
-        f, a, p = run.reported_starts()
+        f, a, p, li = run.reported_starts()
         first += f
         actual += a
         promised += p
+        likely += li
     return (np.asarray(first) / HOUR, np.asarray(actual) / HOUR,
-            np.asarray(promised, dtype=bool))
+            np.asarray(promised, dtype=bool), np.asarray(likely, dtype=float) / HOUR)
 
 
 def _drawn(hours: np.ndarray) -> np.ndarray:
@@ -44,11 +54,19 @@ def _drawn(hours: np.ndarray) -> np.ndarray:
     return np.maximum(hours, ONE_MINUTE_HOURS)
 
 
-def _caption(first: np.ndarray, actual: np.ndarray, promised: np.ndarray) -> str:
+def _caption(first: np.ndarray, actual: np.ndarray, promised: np.ndarray,
+             likely: np.ndarray | None = None) -> str:
+    """The panel's figures, on the recorded waits (hours): promises kept, the likely start's
+    error beside them, estimates on time."""
     parts = []
     if promised.any():
         kept = float(np.mean(actual[promised] <= first[promised]))
         parts.append(f"{int(promised.sum()):,} promised, {kept:.1%} kept")
+        given = promised & ~np.isnan(likely) if likely is not None else promised & False
+        if likely is not None and given.any():
+            error = np.abs(actual[given] - likely[given])
+            parts[-1] += (f", likely |err| p50 {float(np.median(error)):.2f} h, "
+                          f"{float(np.mean(error <= 1.0)):.0%} within 1 h")
     if (~promised).any():
         on_time = float(np.mean(actual[~promised] <= first[~promised]))
         parts.append(f"{int((~promised).sum()):,} estimated, {on_time:.1%} on time")
@@ -68,10 +86,10 @@ def promises_figure(series: Sequence[Series], path: Path) -> Path | None:
     fig, axes = plt.subplots(rows, columns, figsize=(WIDTH_INCHES, 0.6 + 3.6 * rows),
                              sharex=True, sharey=True, squeeze=False)
     top = max(float(max(p[0].max(), p[1].max(), ONE_MINUTE_HOURS)) for _, p in drawn) * 1.5
-    for ax, (one, (first, actual, promised)) in zip(axes.flat, drawn, strict=False):
+    for ax, (one, (first, actual, promised, likely)) in zip(axes.flat, drawn, strict=False):
         late = promised & (actual > first)  # on the recorded times, not the drawn ones
         kept = promised & ~late
-        ax.set_title(f"{one.name}\n{_caption(first, actual, promised)}", fontsize=8)
+        ax.set_title(f"{one.name}\n{_caption(first, actual, promised, likely)}", fontsize=8)
         first, actual = _drawn(first), _drawn(actual)
         ax.scatter(first[kept], actual[kept], s=6, color=PROMISE_COLOUR, alpha=0.5,
                    linewidths=0, label="promise kept")

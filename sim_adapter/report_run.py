@@ -7,6 +7,7 @@ so that `report_plots` does not import `report`, which imports it.
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,17 +57,19 @@ class Run:
                 slowdowns.append(float(row["bounded_slowdown"]))
         return waits, slowdowns
 
-    def reported_starts(self) -> tuple[list[float], list[float], list[bool]]:
+    def reported_starts(self) -> tuple[list[float], list[float], list[bool], list[float]]:
         """(the first promise, or for a job never promised its first estimate, and the actual
-        start, both as waits in seconds since submission; whether it was a promise) of each
-        job of jobs.csv given a start while it waited; empty without them (a replay older than
-        those columns, or a dispatcher that reports none)."""
+        start, both as waits in seconds since submission; whether it was a promise; the likely
+        start beside the first promise as a wait, NaN where none) of each job of jobs.csv
+        given a start while it waited; empty without them (a replay older than those columns,
+        or a dispatcher that reports none)."""
         first: list[float] = []
         actual: list[float] = []
         promised: list[bool] = []
+        likely: list[float] = []
         path = self.path / "jobs.csv"
         if not path.exists():
-            return first, actual, promised
+            return first, actual, promised, likely
         with path.open(newline="", encoding="utf-8") as handle:
             for row in csv.DictReader(handle):
                 reported = row.get("first_promised_start") or row.get("first_reported_start")
@@ -76,4 +79,6 @@ class Run:
                 first.append(float(reported) - submit)
                 actual.append(float(row["start"]) - submit)
                 promised.append(bool(row.get("first_promised_start")))
-        return first, actual, promised
+                beside = row.get("first_promised_likely_start")
+                likely.append(float(beside) - submit if beside else math.nan)
+        return first, actual, promised, likely

@@ -3,9 +3,10 @@
 Two tables, so that neither is wider than a terminal: what the jobs got (bounded slowdown and
 wait, with their tails: p95, p99 and the longest wait; utilisation) and what the service cost
 (decisions and their time, predictor error, replay time); `report` adds a third for the runs
-whose decisions reported waiting jobs' starts: how the promises and estimates were kept. A run
-of `--sequences` is named by its sequence (`seq03 easy-walltime`), and the rows are ordered by
-sequence, so the dispatchers of one sequence sit together.
+whose decisions reported waiting jobs' starts: how the promises were kept, how close the likely
+starts beside them came, and how the estimates were kept. A run of `--sequences` is named by
+its sequence (`seq03 easy-walltime`), and the rows are ordered by sequence, so the dispatchers
+of one sequence sit together.
 """
 
 from __future__ import annotations
@@ -44,9 +45,12 @@ SERVICE_COLUMNS: tuple[Column, ...] = (
 
 # How the starts the decisions reported were kept (summary.json `promise_accuracy`): the jobs
 # given a promise, the share that started no later than their first promise and how late the
-# others were; the jobs given only estimates, the share that started no later than their
-# first estimate and how far the estimate was from the start (either way).
+# others were, the promises' moves later (a node down, a job past its limit), and the error of
+# the likely start beside the first promise (median absolute, share within 1 h); the jobs given
+# only estimates, the share that started no later than their first estimate and how far the
+# estimate was from the start (either way).
 PROMISED = ("promise_accuracy", "promised")
+LIKELY = ("promise_accuracy", "likely")
 ESTIMATED = ("promise_accuracy", "estimated")
 PROMISE_COLUMNS: tuple[Column, ...] = (
     ("promised", (*PROMISED, "jobs"), 1, 0),
@@ -54,6 +58,9 @@ PROMISE_COLUMNS: tuple[Column, ...] = (
     ("late p50 [h]", (*PROMISED, "late_seconds", "p50"), 1 / HOUR, 2),
     ("late p95 [h]", (*PROMISED, "late_seconds", "p95"), 1 / HOUR, 2),
     ("late max [h]", (*PROMISED, "late_seconds", "max"), 1 / HOUR, 2),
+    ("moved later", ("promise_accuracy", "moved", "moves"), 1, 0),
+    ("likely |err| p50 [h]", (*LIKELY, "drift_seconds", "p50"), 1 / HOUR, 2),
+    ("likely <=1h %", (*LIKELY, "within_hour_share"), 100, 1),
     ("estimated", (*ESTIMATED, "jobs"), 1, 0),
     ("on time %", (*ESTIMATED, "on_time_share"), 100, 1),
     ("drift p50 [h]", (*ESTIMATED, "drift_seconds", "p50"), 1 / HOUR, 2),
@@ -129,8 +136,9 @@ def reports_starts(summary: dict[str, Any]) -> bool:
 
 
 def promise_table(summaries: Sequence[dict[str, Any]]) -> str:
-    """The runs whose dispatcher reported starts: how their promises and estimates were kept
-    (PROMISE_COLUMNS), then a line naming the runs that reported none; '' when none did."""
+    """The runs whose dispatcher reported starts: how their promises were kept, the likely
+    starts' error and how the estimates were kept (PROMISE_COLUMNS), then a line naming the
+    runs that reported none; '' when none did."""
     reporting = [s for s in summaries if reports_starts(s)]
     silent = [run_name(s) for s in in_sequence_order(summaries) if not reports_starts(s)]
     if not reporting:

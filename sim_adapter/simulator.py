@@ -24,7 +24,7 @@ import heapq
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
@@ -92,6 +92,8 @@ class _Live:
     first_reported: int | None = None  # the first start a decision reported for it
     first_reported_promised: bool = False
     first_promised: int | None = None
+    first_promised_likely: int | None = None  # the likely start beside the first promise
+    moved_later: list[tuple[int, str]] = field(default_factory=list)  # (seconds, reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +244,10 @@ class Simulator:
                 first_reported_start=live.first_reported,
                 first_reported_promised=live.first_reported_promised,
                 first_promised_start=live.first_promised,
+                first_promised_likely_start=live.first_promised_likely,
+                promise_moves=len(live.moved_later),
+                promise_moved_later_seconds=sum(seconds for seconds, _ in live.moved_later),
+                promise_move_reasons=tuple(reason for _, reason in live.moved_later),
             )
         )
         self._completions.append(
@@ -322,7 +328,8 @@ class Simulator:
         return decision, delay
 
     def _note_expected_starts(self, reported: Iterable[ExpectedStart]) -> None:
-        """Each waiting job's first reported start and first promise (jobs.csv)."""
+        """Each waiting job's first reported start, first promise with the likely start
+        beside it, and its promise's moves later (jobs.csv)."""
         queue = self.queue
         for expected in reported:
             live = queue.get(expected.job_id)
@@ -333,6 +340,9 @@ class Simulator:
                 live.first_reported_promised = expected.promised
             if expected.promised and live.first_promised is None:
                 live.first_promised = expected.start
+                live.first_promised_likely = expected.likely
+            if expected.moved_later > 0:
+                live.moved_later.append((expected.moved_later, expected.move_reason))
 
     def _apply(self, decision: Decision, t: int) -> None:
         for start in decision.starts:

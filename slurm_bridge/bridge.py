@@ -117,7 +117,7 @@ class BridgeConfig:
     # before it holds a promise, a rung of its ladder (0: every job from its arrival); None:
     # the profile's.
     promise_after_s: int | None = None
-    # Show each held job's promised start in its Comment (promise_comment.py).
+    # Show each held job's promised start and likely start in its Comment (promise_comment.py).
     promise_comments: bool = True
 
 
@@ -151,8 +151,10 @@ class CycleResult:
     decided: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
     left_held: list[str] = field(default_factory=list)  # decided but not applied
-    # The decision's promised starts of the jobs that wait: job id -> Unix seconds.
+    # The decision's promised starts of the jobs that wait: job id -> Unix seconds; and the
+    # likely start beside each promise the decision gave one (ExpectedStart.likely_start).
     promised: dict[str, int] = field(default_factory=dict)
+    likely: dict[str, int] = field(default_factory=dict)
 
 
 class Bridge:
@@ -345,6 +347,8 @@ class Bridge:
         result = CycleResult(ok=True, decided=[s.job_id for s in decision.starts])
         result.promised = {e.job_id: e.start_time for e in response.report.expected_starts
                            if e.promised}
+        result.likely = {e.job_id: e.likely_start for e in response.report.expected_starts
+                         if e.promised and e.HasField("likely_start")}
         self.log.info("decision", time=snapshot.time, held_jobs=len(held), via=via,
                       starts={s.job_id: list(s.nodes) for s in decision.starts},
                       status=pb.SolveStatus.Name(response.report.status))
@@ -440,10 +444,10 @@ class Bridge:
                       num_nodes=num_nodes)
 
     def _show_promises(self, jobs: Sequence[SlurmJob], result: CycleResult) -> None:
-        """Each held job's promised start in its Comment; the user's own comment back on any
-        other job that still shows one (promise_comment.py). A failed update is logged and
-        counted, and tried again next cycle."""
-        updates = comment_updates(jobs, result.promised, result.released)
+        """Each held job's promised start, and the likely start beside it, in its Comment; the
+        user's own comment back on any other job that still shows one (promise_comment.py). A
+        failed update is logged and counted, and tried again next cycle."""
+        updates = comment_updates(jobs, result.promised, result.released, result.likely)
         for job_id, comment in updates.items():
             try:
                 self.slurm.set_comment(job_id, comment)

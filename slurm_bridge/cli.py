@@ -68,8 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "promise, a rung of its ladder (0: every held job from its arrival; "
                    "docs/dispatchers.md); default: the profile's")
     p.add_argument("--no-promise-comments", action="store_true",
-                   help="do not show held jobs' promised starts in their Comment "
-                   "(squeue -o %%k)")
+                   help="do not show held jobs' promised starts (\"starts by\", with the "
+                   "likely start beside it) in their Comment (squeue -o %%k)")
     p.add_argument("--cluster", default="", help="knowledge-base name at the service")
     p.add_argument("--dispatch-timeout", type=float, default=30.0,
                    help="deadline of one decision call (session or Dispatch), seconds")

@@ -40,8 +40,8 @@ class BridgeMetrics:
                                    "Finished jobs reported to the predictors", registry=r)
         self.promise_comments = Counter(
             p + "promise_comments_total", "Comments of held jobs updated to show their promised "
-            "start (action=shown) or given back without it (action=cleared)", ["action"],
-            registry=r)
+            "start and likely start (action=shown) or given back without them "
+            "(action=cleared)", ["action"], registry=r)
         self.held_jobs = Gauge(p + "held_jobs", "Held jobs managed by the bridge", registry=r)
         self.in_flight_jobs = Gauge(p + "in_flight_jobs",
                                     "Released jobs Slurm has not started yet", registry=r)

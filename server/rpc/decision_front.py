@@ -24,8 +24,14 @@ from hpcdispatch.snapshot import Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
-from ..core_wire import attempt_end_to_pb, skip_reason_to_pb, solve_status_to_pb
+from ..core_wire import (
+    attempt_end_to_pb,
+    promise_move_to_pb,
+    skip_reason_to_pb,
+    solve_status_to_pb,
+)
 from ..domain.duration_predictor import DurationPredictor
+from ..domain.outcome_kinds import PromiseMove
 from ..domain.profiles import PROFILES
 from ..domain.search_control import SearchControl
 from ..domain.search_settings import SearchSettings
@@ -308,6 +314,15 @@ def _report(
     for i, reason in outcome.skipped:
         report.skipped_jobs.add(job_id=problem.jobs[i].id, reason=skip_reason_to_pb(reason))
     for i, (start, promised) in outcome.expected_starts.items():
-        report.expected_starts.add(
-            job_id=problem.jobs[i].id, start_time=problem.t + start, promised=promised,
-            moved_later_seconds=outcome.promises_moved.get(i, 0))
+        expected = report.expected_starts.add(
+            job_id=problem.jobs[i].id, start_time=problem.t + start, promised=promised)
+        if not promised:
+            continue  # an estimate: start_time is itself the likely start
+        if (likely := outcome.likely_starts.get(i)) is not None:
+            expected.likely_start = problem.t + min(likely, start)  # never after the promise
+        if (moved := outcome.promises_moved.get(i, 0)) > 0:
+            expected.moved_later_seconds = moved
+            why = outcome.promise_move_reasons.get(i, PromiseMove.UNSPECIFIED)
+            if why not in PromiseMove._value2member_map_:
+                why = PromiseMove.UNSPECIFIED  # a plugin's number that names no reason
+            expected.move_reason = promise_move_to_pb(why)

@@ -238,8 +238,9 @@ class ServiceMetrics:
             d, buckets=SECONDS_BUCKETS, registry=r)
 
     def _promise_metrics(self, r: CollectorRegistry) -> None:
-        """The promise book's promises: kept, moved later, pending, and those refused
-        (server/rpc/promise_watch.py records them)."""
+        """The promise book's promises: kept, moved later (by reason), pending, those refused,
+        and the error of the likely start beside them (server/rpc/promise_watch.py records
+        them)."""
         d = ("dispatcher",)
         self.promised_starts = Counter(
             "hpcdispatch_promised_starts_total",
@@ -248,9 +249,17 @@ class ServiceMetrics:
             (*d, "outcome"), registry=r)
         self.promise_moved_later = Histogram(
             "hpcdispatch_promise_moved_later_seconds",
-            "How much later a promise moved when it could not be kept (a running job outlived "
-            "its expected end, a node went down), one observation per move.", d,
-            buckets=PROMISE_BUCKETS, registry=r)
+            "How much later a promise moved when it could not be kept, one observation per "
+            "move (reason: node_unavailable = a node went down, ran_past_limit = a running job "
+            "ran past its requested time, shape_changed = the job's request changed, "
+            "older_promise = an older promise took its room, unspecified = not said).",
+            (*d, "reason"), buckets=PROMISE_BUCKETS, registry=r)
+        self.likely_start_error = Histogram(
+            "hpcdispatch_likely_start_error_seconds",
+            "How far a promised job started from the likely start told beside its first "
+            "promise (ExpectedStart.likely_start, the predictor's plan), either way, one "
+            "observation per started job that was told one.", d,
+            buckets=ERROR_BUCKETS, registry=r)
         self.promises_pending = Gauge(
             "hpcdispatch_promises_pending",
             "Waiting jobs holding a promise, as the latest decision of each caller and "

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hpcdispatch import cli
-from hpcdispatch.start_table import HEADER, span
+from hpcdispatch.start_table import HEADER, date, span
 
 
 def dispatch(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict, list[str]]:
@@ -24,7 +24,7 @@ def table(err: list[str]) -> list[list[str]]:
     at = next(i for i, line in enumerate(err) if line.split() == list(HEADER))
     rows = []
     for line in err[at + 1:]:
-        if not re.match(r"^\S+\s+\S+\s+\S+\s+\d{4}-\d\d-\d\dT", line):
+        if not re.match(r"^\S+\s+\S+\s+\S+\s+(promised|estimate)\s", line):
             break
         rows.append(line.split())
     return rows
@@ -42,15 +42,25 @@ def test_dispatch_with_the_book_profile_prints_every_waiting_jobs_start(
     rows = table(err)
     assert len(rows) == len(expected) > 0 and not started & {r[0] for r in rows}
     t = int(answer["time"])
-    for job_id, _partition, _user, _date, in_word, wait, kind, moved in rows:
+    for job_id, _partition, _user, kind, starts_by, likely, wait, moved, why in rows:
         e = expected[job_id]
-        assert in_word == "in" and wait == span(int(e["start_time"]) - t)
-        assert kind == ("promised" if e.get("promised") else "estimate") and moved == "-"
+        start = int(e["start_time"])
+        assert kind == ("promised" if e.get("promised") else "estimate")
+        # A promise: starts by its start_time, the likely start beside it where one was given;
+        # an estimate: no "starts by", its start_time is the likely start.
+        assert starts_by == (date(start) if kind == "promised" else "-")
+        beside = int(e["likely_start"]) if "likely_start" in e else None
+        assert likely == (date(start) if kind == "estimate" else
+                          date(beside) if beside is not None else "-")
+        shown = start if kind == "estimate" or beside is None else beside
+        assert wait == span(shown - t)
+        assert (moved, why) == ("-", "-")
         assert bool(e.get("promise_token")) == (kind == "promised")  # sent back to keep it
     starts = [int(expected[r[0]]["start_time"]) for r in rows]
     assert starts == sorted(starts)  # soonest first
-    promised = sum(1 for r in rows if r[6] == "promised")
-    assert promised > 0 and err[-1].startswith(f"{promised} promised")
+    promised = sum(1 for r in rows if r[3] == "promised")
+    assert promised > 0 and err[-1].startswith(f"{promised} promised (starts by STARTS_BY")
+    assert "kept" not in err[-1] and "earlier" not in err[-1]  # no more than the guarantee
 
 
 def test_the_embedded_service_takes_the_default_profile_from_the_environment(

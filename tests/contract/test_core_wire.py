@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from hpcdispatch.server import core_wire
-from hpcdispatch.server.domain.outcome_kinds import AttemptEnd, SkipReason, SolveStatus
+from hpcdispatch.server.domain.outcome_kinds import AttemptEnd, PromiseMove, SkipReason, SolveStatus
 from hpcdispatch.server.domain.profiles import PROFILES, resolve_settings
 from hpcdispatch.server.domain.search_settings import SearchRequest
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -19,6 +19,7 @@ ENUMS = [
     (SolveStatus, pb.SolveStatus, "SOLVE_STATUS_", core_wire.solve_status_to_pb),
     (AttemptEnd, pb.AttemptEnd, "ATTEMPT_END_", core_wire.attempt_end_to_pb),
     (SkipReason, pb.SkipReason, "SKIP_REASON_", core_wire.skip_reason_to_pb),
+    (PromiseMove, pb.PromiseMoveReason, "PROMISE_MOVE_REASON_", core_wire.promise_move_to_pb),
 ]
 
 
@@ -43,6 +44,8 @@ def test_a_value_outside_the_domain_is_refused() -> None:
         core_wire.solve_status_to_pb(99)
     with pytest.raises(ValueError):
         core_wire.skip_reason_to_pb(0)  # the wire's UNSPECIFIED is no reason
+    with pytest.raises(ValueError):
+        core_wire.promise_move_to_pb(99)
 
 
 def test_a_search_request_carries_the_fields_the_request_sets() -> None:

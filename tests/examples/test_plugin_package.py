@@ -23,7 +23,7 @@ from hpcdispatch.client import DispatcherClient
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.proto_convert import decision_from_pb, snapshot_from_pb
 from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE
-from hpcdispatch.sim_adapter.outputs import JOB_COLUMNS
+from hpcdispatch.sim_adapter.outputs import JOB_COLUMNS, REPORTED_START_COLUMNS
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.observability import free_port, scrape_text, small_request, value
 from tests.plugin_packages import (
@@ -133,7 +133,7 @@ def test_the_pages_replay_runs_the_plugin_as_the_built_in_it_reproduces(
     plugin, built_in = out / "01-sjf-backfill", out / "02-easy-sjbf"
     # Where and when each job started: every column but the starts the dispatcher reported
     # while jobs waited (the plugin reports none; easy-sjbf its head's promise).
-    started = [c for c in JOB_COLUMNS if not c.startswith("first_")]
+    started = [c for c in JOB_COLUMNS if c not in REPORTED_START_COLUMNS]
     assert [[r[c] for c in started] for r in _rows(plugin / "jobs.csv")] == [
         [r[c] for c in started] for r in _rows(built_in / "jobs.csv")]
     decisions = _rows(plugin / "decisions.csv")

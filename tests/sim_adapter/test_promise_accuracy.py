@@ -29,6 +29,9 @@ from tests.processes import quiet_embedded_service
 
 LIMIT = 600  # jobs of the bundled slice: queues form and many jobs wait
 NEW_COLUMNS = ("first_reported_start", "first_reported_promised", "first_promised_start")
+# Appended by issue #49: the likely start beside the first promise, the promise's moves later.
+LIKELY_COLUMNS = ("first_promised_likely_start", "promise_moves", "promise_moved_later_seconds",
+                  "promise_move_reasons")
 PROMISING = (("conservative", ""), ("easy", ""), ("easy-k", ""), ("los", ""),
              ("pcp20", "book"))
 
@@ -59,7 +62,7 @@ def test_the_new_columns_follow_the_old_ones_in_their_order() -> None:
         "job_id", "user", "submit", "start", "end", "wait", "run", "requested_time",
         "predicted", "killed", "slowdown", "bounded_slowdown", "units", "cores", "node_count",
         "nodes")
-    assert JOB_COLUMNS[16:] == NEW_COLUMNS
+    assert JOB_COLUMNS[16:] == (*NEW_COLUMNS, *LIKELY_COLUMNS)
 
 
 @pytest.mark.parametrize(("dispatcher", "profile"), PROMISING)

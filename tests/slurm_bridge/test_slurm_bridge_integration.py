@@ -421,9 +421,11 @@ def test_held_jobs_show_their_promised_start_in_squeue_until_they_start(
         assert set(result.promised) == {second, third}
         shown = {line.split()[0]: line.split(None, 4)[4] for line in
                  cluster.run(*SQUEUE_PROMISES).splitlines()[1:] if len(line.split()) > 4}
-        assert shown[second] == with_promise("", result.promised[second])
-        assert shown[third] == with_promise("my note", result.promised[third])
-        assert shown[third].startswith("hpcdispatch: promised start ")
+        assert shown[second] == with_promise("", result.promised[second],
+                                             result.likely.get(second))
+        assert shown[third] == with_promise("my note", result.promised[third],
+                                            result.likely.get(third))
+        assert shown[third].startswith("hpcdispatch: starts by ")
         assert shown[third].endswith(" | my note")
         seen_running: dict[str, str] = {}
         deadline = time.monotonic() + 180.0  # a hang guard: the jobs take seconds

@@ -21,6 +21,7 @@ from hpcdispatch.slurm_bridge.metrics import BridgeMetrics
 from hpcdispatch.slurm_bridge.promise_comment import (
     MARKER,
     comment_updates,
+    shows_promise,
     slurm_time,
     users_comment,
     with_promise,
@@ -36,13 +37,29 @@ START = 1_795_240_000
 def test_the_promise_goes_before_the_users_comment_and_comes_off_whole() -> None:
     shown = with_promise("my note | with a bar", START)
     assert shown == f"{MARKER}{slurm_time(START)} | my note | with a bar"
-    assert shown.startswith("hpcdispatch: promised start ")
+    assert shown.startswith("hpcdispatch: starts by ")
     assert users_comment(shown) == "my note | with a bar"
     assert with_promise(shown, START - 60) == with_promise("my note | with a bar", START - 60)
     assert with_promise("", START) == MARKER + slurm_time(START)
     assert users_comment(with_promise("", START)) == ""
     assert users_comment("a note of the user's own") == "a note of the user's own"
     assert slurm_time(START) == time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(START))
+
+
+def test_the_comment_says_starts_by_the_promise_and_likely_the_plan() -> None:
+    """"starts by <promise>, likely <likely start>", in Slurm's time format; no "likely" when
+    the decision gave none (or one no earlier than the promise); an older bridge's text is
+    recognised and replaced whole."""
+    likely = START - 5400
+    shown = with_promise("my note", START, likely)
+    assert shown == (f"hpcdispatch: starts by {slurm_time(START)}, likely {slurm_time(likely)}"
+                     " | my note")
+    assert users_comment(shown) == "my note"
+    assert with_promise("", START, None) == f"hpcdispatch: starts by {slurm_time(START)}"
+    assert with_promise("", START, START) == with_promise("", START)
+    older = f"hpcdispatch: promised start {slurm_time(START)} | my note"
+    assert shows_promise(older) and users_comment(older) == "my note"
+    assert with_promise(older, START, likely) == shown
 
 
 def test_only_changed_comments_are_written_and_a_started_job_loses_its_promise() -> None:
@@ -94,7 +111,8 @@ def test_held_jobs_show_their_promise_until_released_on_every_cycle(
                         # Every held job holds a promise (the ladder's first rung).
                         start = result.promised[job_id]
                         assert job.comment == with_promise(
-                            "my own note" if job_id == jobs[2] else "", start), job_id
+                            "my own note" if job_id == jobs[2] else "", start,
+                            result.likely.get(job_id)), job_id
                         shown[job_id].add(job.comment)
                     else:  # released, running or done: the user's own comment only
                         assert job.comment == ("my own note" if job_id == jobs[2] else "")
@@ -168,6 +186,39 @@ def test_a_failed_comment_update_is_counted_and_changes_no_decision() -> None:
     assert bridge.cycle().ok
     assert set(slurm.comments) == set(held)
     assert all(c.startswith(MARKER) for c in slurm.comments.values())
+
+
+def test_the_bridge_writes_the_likely_start_beside_the_promise() -> None:
+    """The decision's promise (start_time) and likely start (likely_start) of each held job
+    reach its Comment as "starts by ..., likely ..."; a promise without a likely start shows
+    "starts by" alone."""
+    slurm = FakeSlurm()
+    held = [j.id for j in parse_jobs(slurm.squeue_doc) if j.held]
+    assert len(held) >= 2
+
+    class Promising:
+        def dispatch(self, request: pb.DispatchRequest,
+                     timeout: float | None = None) -> pb.DispatchResponse:
+            response = pb.DispatchResponse(time=request.time)
+            first = response.report.expected_starts.add(
+                job_id=held[0], start_time=request.time + 7200, promised=True)
+            first.likely_start = request.time + 1800
+            response.report.expected_starts.add(
+                job_id=held[1], start_time=request.time + 9000, promised=True)
+            return response
+
+        def report_completions(self, *args: object, **kwargs: object) -> int:
+            return 0
+
+    bridge = Bridge(BridgeConfig(frozenset({"batch"}), full_snapshots=True,
+                                 report_completions=False), slurm, Promising(), BridgeMetrics())
+    result = bridge.cycle()
+    assert result.ok and result.likely == {held[0]: result.promised[held[0]] - 5400}
+    assert slurm.comments[held[0]] == (
+        f"hpcdispatch: starts by {slurm_time(result.promised[held[0]])}, "
+        f"likely {slurm_time(result.promised[held[0]] - 5400)}")
+    assert slurm.comments[held[1]] == (
+        f"hpcdispatch: starts by {slurm_time(result.promised[held[1]])}")
 
 
 def test_the_promise_rung_reaches_every_request() -> None:

@@ -345,6 +345,53 @@ ATTEMPT_END_CALLER_GONE: AttemptEnd.ValueType  # 5
 """the caller cancelled or disconnected meanwhile"""
 Global___AttemptEnd: _TypeAlias = AttemptEnd  # noqa: Y015
 
+class _PromiseMoveReason:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PromiseMoveReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PromiseMoveReason.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PROMISE_MOVE_REASON_UNSPECIFIED: _PromiseMoveReason.ValueType  # 0
+    """not said (a plugin's outcome without a reason)"""
+    PROMISE_MOVE_REASON_NODE_UNAVAILABLE: _PromiseMoveReason.ValueType  # 1
+    """a node it was planned on went down, was drained"""
+    PROMISE_MOVE_REASON_RAN_PAST_LIMIT: _PromiseMoveReason.ValueType  # 2
+    """or left the pool
+    a running job it waits for is still running past
+    """
+    PROMISE_MOVE_REASON_SHAPE_CHANGED: _PromiseMoveReason.ValueType  # 3
+    """its requested time
+    its units, request or requested time changed:
+    """
+    PROMISE_MOVE_REASON_OLDER_PROMISE: _PromiseMoveReason.ValueType  # 4
+    """the promise is made anew
+    an older promise, learned since (e.g. from
+    """
+
+class PromiseMoveReason(_PromiseMoveReason, metaclass=_PromiseMoveReasonEnumTypeWrapper):
+    """Why a promised start moved later (ExpectedStart.move_reason). A promise is computed from
+    requested times, so no prediction moves it: only what no dispatcher controls, or a promise
+    the caller can no longer hold the service to.
+    """
+
+PROMISE_MOVE_REASON_UNSPECIFIED: PromiseMoveReason.ValueType  # 0
+"""not said (a plugin's outcome without a reason)"""
+PROMISE_MOVE_REASON_NODE_UNAVAILABLE: PromiseMoveReason.ValueType  # 1
+"""a node it was planned on went down, was drained"""
+PROMISE_MOVE_REASON_RAN_PAST_LIMIT: PromiseMoveReason.ValueType  # 2
+"""or left the pool
+a running job it waits for is still running past
+"""
+PROMISE_MOVE_REASON_SHAPE_CHANGED: PromiseMoveReason.ValueType  # 3
+"""its requested time
+its units, request or requested time changed:
+"""
+PROMISE_MOVE_REASON_OLDER_PROMISE: PromiseMoveReason.ValueType  # 4
+"""the promise is made anew
+an older promise, learned since (e.g. from
+"""
+Global___PromiseMoveReason: _TypeAlias = PromiseMoveReason  # noqa: Y015
+
 class _SessionFailure:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -760,11 +807,13 @@ class SearchParameters(_message.Message):
     promise_after_s: _builtins.int
     """The promise book (HCP'19, PCP'19, PCP'20): a queued job holds a promised start once it has
     waited this long, seconds, >= -1 (0: from its arrival; -1: off, no promises). A promise is
-    kept from one decision to the next and only ever moves earlier while the expected
-    durations hold; it is reported in DecisionReport.expected_starts and may be sent back in
-    QueuedJob.promised_start. Jobs whose promise is due start; the jobs without one that fit
-    around every promise start by the most processors first, then the papers' slowdown.
-    Unset = the profile's (0 in "book", -1 otherwise).
+    a guarantee computed from requested times: the job starts no later, unless a node goes
+    down or a running job runs past its requested time (ExpectedStart.promised); it is
+    reported in DecisionReport.expected_starts, with the likely start beside it, and may be
+    sent back in QueuedJob.promised_start. Jobs whose promise is due start; the jobs without
+    one that fit around every promise start by the most processors first, then the papers'
+    slowdown. Unset = the profile's (86400, 24 h, in "book", the promise ladder's default
+    rung; -1 otherwise).
     """
     def __init__(
         self,
@@ -1086,18 +1135,26 @@ class ExpectedStart(_message.Message):
     PROMISED_FIELD_NUMBER: _builtins.int
     MOVED_LATER_SECONDS_FIELD_NUMBER: _builtins.int
     PROMISE_TOKEN_FIELD_NUMBER: _builtins.int
+    LIKELY_START_FIELD_NUMBER: _builtins.int
+    MOVE_REASON_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     start_time: _builtins.int
-    """seconds, on the caller's clock (> t: the job waits)"""
+    """Seconds, on the caller's clock (> t: the job waits). When `promised`: the start the job is
+    guaranteed, at the latest; else the likely start of the current plan (an estimate).
+    """
     promised: _builtins.bool
-    """A promise (profiles with the promise book, e.g. "book"): kept from one decision to the
-    next and only ever moved earlier while the expected durations hold. false: the estimate of
-    the current plan (a list schedule in priority order), which the next decision may change.
+    """A promise (the promise book, profile "book"; conservative's reservations): a guarantee.
+    It is computed from the requested times (the limit at which the workload manager ends a
+    job), not from predictions, so no predictor can make it late: the job starts at or before
+    start_time. Only what no dispatcher controls can move it later: a node going
+    down, or a running job still running past its requested time; then it is promised again at
+    once and reported in moved_later_seconds and move_reason. false: an estimate (the likely
+    start of the current plan, which the next decision may change either way).
     """
     moved_later_seconds: _builtins.int
-    """> 0: the promise could not be kept (a running job outlived its expected end, a node went
-    down, d_i grew) and moved later by this many seconds, the least possible given the
-    promises made before it. 0: kept, or moved earlier.
+    """Seconds, > 0: this decision moved the promise later by this much, the least possible given
+    the promises made before it, for `move_reason`. 0: kept, or moved earlier (and always 0
+    for an estimate).
     """
     promise_token: _builtins.str
     """Set when `promised`: the service's signature of this promise (an HMAC over the job id and
@@ -1109,6 +1166,16 @@ class ExpectedStart(_message.Message):
     promise, shape and older promises get the same token at every decision. Send back every
     promise of the latest answer. Empty for estimates.
     """
+    likely_start: _builtins.int
+    """Set beside a promise: the likely start of the predictor's plan, seconds on the caller's
+    clock, t <= likely_start <= start_time (an estimate, not a guarantee). Unset for an
+    estimate, whose start_time is itself the likely start, and from a dispatcher that plans no
+    likely start beside its promises.
+    """
+    move_reason: Global___PromiseMoveReason.ValueType
+    """Why the promise moved later, set when moved_later_seconds > 0 (UNSPECIFIED otherwise, or
+    when the dispatcher did not say).
+    """
     def __init__(
         self,
         *,
@@ -1117,12 +1184,16 @@ class ExpectedStart(_message.Message):
         promised: _builtins.bool = ...,
         moved_later_seconds: _builtins.int = ...,
         promise_token: _builtins.str = ...,
+        likely_start: _builtins.int | None = ...,
+        move_reason: Global___PromiseMoveReason.ValueType = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_likely_start", b"_likely_start", "likely_start", b"likely_start"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "moved_later_seconds", b"moved_later_seconds", "promise_token", b"promise_token", "promised", b"promised", "start_time", b"start_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_likely_start", b"_likely_start", "job_id", b"job_id", "likely_start", b"likely_start", "move_reason", b"move_reason", "moved_later_seconds", b"moved_later_seconds", "promise_token", b"promise_token", "promised", b"promised", "start_time", b"start_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__likely_start: _TypeAlias = _typing.Literal["likely_start"]  # noqa: Y015
+    _WhichOneofArgType__likely_start: _TypeAlias = _typing.Literal["_likely_start", b"_likely_start"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__likely_start) -> _WhichOneofReturnType__likely_start | None: ...
 
 Global___ExpectedStart: _TypeAlias = ExpectedStart  # noqa: Y015
 
@@ -1191,8 +1262,9 @@ class DecisionReport(_message.Message):
 
     @_builtins.property
     def expected_starts(self) -> _containers.RepeatedCompositeFieldContainer[Global___ExpectedStart]:
-        """Waiting jobs' promised starts (every promised job) and, for up to the window m of the
-        others, their planned starts; empty for dispatchers that make no such plan.
+        """Waiting jobs' promised starts (every promised job, each with its likely start beside it)
+        and, for up to the window m of the others, their likely starts (estimates); empty for
+        dispatchers that make no such plan.
         """
 
     def __init__(
