@@ -15,72 +15,25 @@
 
 A series is a run, or for runs of `--sequences` a dispatcher (its label) with all its
 sequences' jobs pooled. Each series has its own colour (no repeats: tab10, tab20, then evenly
-spaced on a continuous map).
+spaced on a continuous map; `report_series`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .report_promises import promises_figure
 from .report_run import Run
+from .report_series import DPI, ONE_MINUTE_HOURS, WIDTH_INCHES, Series, series_of
 from .report_tables import HOUR, sequence_id
 
-WIDTH_INCHES = 11.0
-DPI = 100
 MAX_BINS = 400
 BINS = ((HOUR, "hour"), (6 * HOUR, "6 hours"), (24 * HOUR, "day"), (7 * 24 * HOUR, "week"))
-ONE_MINUTE_HOURS = 1 / 60
-
-
-@dataclass(slots=True)
-class Series:
-    name: str
-    colour: Any
-    runs: list[Run] = field(default_factory=list)
-
-    def pooled_jobs(self) -> tuple[np.ndarray, np.ndarray]:
-        """(waits in hours, bounded slowdowns) of all the series' jobs."""
-        waits: list[float] = []
-        slowdowns: list[float] = []
-        for run in self.runs:
-            w, s = run.jobs()
-            waits += w
-            slowdowns += s
-        return np.asarray(waits) / HOUR, np.asarray(slowdowns)
-
-
-def colours(count: int) -> list[Any]:
-    import matplotlib
-
-    if count <= 20:  # the qualitative maps: tab10's colours, or tab20's
-        qualitative = matplotlib.colormaps["tab10" if count <= 10 else "tab20"]
-        return [qualitative(i) for i in range(count)]
-    return [matplotlib.colormaps["turbo"](x) for x in np.linspace(0.05, 0.95, count)]
-
-
-def series_of(runs: Sequence[Run]) -> list[Series]:
-    """Runs of `--sequences` grouped by label; other runs one series each (named by the
-    label, with the run folder's name where two share a label)."""
-    keys: list[str] = []
-    groups: dict[str, list[Run]] = {}
-    labels = [r.label for r in runs]
-    for run in runs:
-        if sequence_id(run.summary):
-            key = run.label
-        else:
-            key = run.label if labels.count(run.label) == 1 else f"{run.label} ({run.path.name})"
-        if key not in groups:
-            keys.append(key)
-            groups[key] = []
-        groups[key].append(run)
-    return [Series(key, colour, groups[key])
-            for key, colour in zip(keys, colours(len(keys)), strict=True)]
 
 
 def write_plots(runs: Sequence[Run], out_dir: Path) -> list[Path]:
@@ -97,8 +50,6 @@ def write_plots(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     ]
     if any(sequence_id(r.summary) for r in runs):
         written.append(sequences_figure(series, out_dir / "sequences.png"))
-    from .report_promises import promises_figure  # it imports this module
-
     if (promises := promises_figure(series, out_dir / "promises.png")) is not None:
         written.append(promises)
     return written
