@@ -74,3 +74,20 @@ def test_the_system_file_of_the_docs_replays(tmp_path: Path) -> None:
                     "--dispatcher", "fcfs", "--out", str(tmp_path / "runs"))
     assert done.returncode == 0, done.stderr
     assert "system eurora (64 nodes, 1024 cores)" in done.stdout
+
+
+# -- a trace that is not SWF -------------------------------------------------------------------
+
+
+def test_a_gzip_file_that_is_not_swf_is_said_not_to_be_a_trace(tmp_path: Path) -> None:
+    """It was blamed on the header: "the trace header gives neither MaxNodes nor MaxProcs"."""
+    import gzip
+
+    trace = tmp_path / "jobs.swf.gz"
+    with gzip.open(trace, "wt", encoding="utf-8") as out:
+        out.write("job,user,submit\n1,alice,0\n")
+    error = refused(simulate("--trace", str(trace), "--dispatcher", "fcfs",
+                             "--out", str(tmp_path / "runs")))
+    assert error == (f"{trace}:1: not an SWF trace: the first line is 'job,user,submit', "
+                     "neither a ';' header comment nor a job record of 18 numbers (expected 18 "
+                     "whitespace-separated fields, found 1)")
