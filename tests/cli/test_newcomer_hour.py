@@ -4,6 +4,7 @@ wrong cause, and what the commands write says what it is."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
@@ -91,3 +92,89 @@ def test_a_gzip_file_that_is_not_swf_is_said_not_to_be_a_trace(tmp_path: Path) -
     assert error == (f"{trace}:1: not an SWF trace: the first line is 'job,user,submit', "
                      "neither a ';' header comment nor a job record of 18 numbers (expected 18 "
                      "whitespace-separated fields, found 1)")
+
+
+# -- --out: a file, a folder of earlier runs ---------------------------------------------------
+
+
+def test_out_naming_a_file_is_a_usage_error(tmp_path: Path) -> None:
+    """It printed a NotADirectoryError traceback."""
+    (tmp_path / "runs").write_text("my notes\n", encoding="utf-8")
+    error = refused(simulate("--records", "0:20", "--dispatcher", "fcfs",
+                             "--out", str(tmp_path / "runs")))
+    assert error == (f"--out {tmp_path / 'runs'}: is a file, not a folder; give a folder for "
+                     "the runs (one that does not exist is made)")
+    assert (tmp_path / "runs").read_text(encoding="utf-8") == "my notes\n"
+
+
+def test_a_folder_of_earlier_runs_is_refused_unless_overwrite(tmp_path: Path) -> None:
+    """The second replay wrote beside (and over) the first's, and `report` mixed them."""
+    out = tmp_path / "runs"
+    first = simulate("--records", "0:20", "--dispatcher", "fcfs", "--dispatcher", "easy",
+                     "--out", str(out))
+    assert first.returncode == 0, first.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["01-fcfs", "02-easy"]
+    kept = (out / "02-easy" / "summary.json").read_text(encoding="utf-8")
+    error = refused(simulate("--records", "0:30", "--dispatcher", "easy-sjf", "--out", str(out)))
+    assert error == (f"--out {out} already holds 2 run folders of an earlier replay (01-fcfs, "
+                     "02-easy): `report` would mix them with these; give a new folder, or "
+                     "--overwrite to replace them")
+    assert (out / "02-easy" / "summary.json").read_text(encoding="utf-8") == kept
+    (out / "notes.txt").write_text("mine\n", encoding="utf-8")
+    again = simulate("--records", "0:30", "--dispatcher", "easy-sjf", "--overwrite",
+                     "--out", str(out))
+    assert again.returncode == 0, again.stderr
+    assert (f"hpcdispatch simulate: --overwrite: removed 2 run folders of an earlier replay "
+            f"from {out}") in again.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["01-easy-sjf", "notes.txt"]
+
+
+# -- Ctrl-C during a replay --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["grpc-stream", "in-process"])
+def test_ctrl_c_during_a_pcp20_replay_stops_cleanly_leaving_a_run_that_says_it_is_incomplete(
+        tmp_path: Path, path: str) -> None:
+    """It aborted once in three in C++ (std::bad_function_call: CP-SAT's own SIGINT handler)
+    and left a run folder `report` could not explain."""
+    import json
+    import signal
+
+    out = tmp_path / "runs"
+    command = [*CLI, "simulate", "--dispatcher", "pcp20", "--no-progress", "--out", str(out),
+               *(["--in-process"] if path == "in-process" else [])]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    decisions = out / "01-pcp20" / "decisions.csv"
+    try:
+        # After the first decisions: their rows are on disk (written as they are made).
+        while process.poll() is None and (
+                not decisions.exists() or decisions.read_text(encoding="utf-8").count("\n") < 2):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=0.2)
+        assert process.poll() is None, "the replay ended before it could be interrupted"
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=600)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, stderr
+    for crash in ("Traceback", "Fatal Python error", "bad_function_call", "terminate called"):
+        assert crash not in stderr, stderr
+    assert stdout == ""
+    assert stderr.splitlines()[-1].startswith("hpcdispatch simulate: interrupted at t=")
+    assert stderr.splitlines()[-1].endswith(f"; {out / '01-pcp20'} is incomplete: its "
+                                            "incomplete.json says so and `report` leaves it out")
+    run_dir = out / "01-pcp20"
+    assert not (run_dir / "summary.json").exists()
+    marker = json.loads((run_dir / "incomplete.json").read_text(encoding="utf-8"))
+    assert marker["decisions"] >= 1 and marker["jobs_expected"] == 3000
+    assert marker["label"] == "pcp20-qos-data-driven"
+    # Every decision it made is in decisions.csv: none was torn down half-way.
+    rows = (run_dir / "decisions.csv").read_text(encoding="utf-8").splitlines()
+    assert len(rows) == marker["decisions"] + 1
+    error = refused(run("report", "--no-plots", str(out)), "report")
+    assert error == (f"left out {run_dir}: an incomplete run, {marker['reason']}; replay it "
+                     "again to report it")
+    assert marker["reason"].startswith("interrupted (Ctrl-C) at simulated time t=")
