@@ -6,7 +6,7 @@
   p1-p99), horizontal so that long names stay readable;
 - `queue_length.png`: queued jobs over time, one row per series, in time bins (hour, 6 h,
   day or week, whichever gives at most `MAX_BINS` bins): the time-weighted mean as a line and
-  the bin's min-max as a band;
+  the bin's min-max as a band, of the queue each decision leaves (held until the next one);
 - `sequences.png` (runs of `--sequences` only): each sequence's mean bounded slowdown and
   longest wait per dispatcher, sequence ids on the x axis, and per dispatcher the spread over
   the sequences;
@@ -147,7 +147,7 @@ def time_bin(span_seconds: float) -> tuple[float, str]:
 def binned_queue(times: Sequence[float], queue: Sequence[int],
                  bin_seconds: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(bin starts in seconds since the first decision, time-weighted mean, min, max) of the
-    queue length, which holds from one decision to the next: sampled 60 times per bin, the
+    queue length each decision left, which holds until the next one: sampled 60 times per bin, the
     last bin (up to the last decision, often a part of a bin) over the time it covers."""
     t = np.asarray(times, dtype=float) - times[0]
     q = np.asarray(queue, dtype=float)

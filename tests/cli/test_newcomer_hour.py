@@ -178,3 +178,34 @@ def test_ctrl_c_during_a_pcp20_replay_stops_cleanly_leaving_a_run_that_says_it_i
     assert error == (f"left out {run_dir}: an incomplete run, {marker['reason']}; replay it "
                      "again to report it")
     assert marker["reason"].startswith("interrupted (Ctrl-C) at simulated time t=")
+
+
+# -- queue_length.png ----------------------------------------------------------------------------
+
+
+def test_the_queue_plot_draws_the_queue_each_decision_leaves(tmp_path: Path) -> None:
+    """It drew the queue each decision was asked about, held to the next: never below 1 (the
+    job that arrived), however light the load."""
+    import csv
+    import json
+
+    from hpcdispatch.sim_adapter.report_plots import binned_queue
+    from hpcdispatch.sim_adapter.report_run import Run
+
+    out = tmp_path / "runs"
+    done = simulate("--records", "0:60", "--dispatcher", "easy", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    report = run("report", str(out))
+    assert report.returncode == 0, report.stderr
+    assert (out / "report" / "queue_length.png").stat().st_size > 0
+    run_dir = out / "01-easy"
+    with (run_dir / "decisions.csv").open(newline="", encoding="utf-8") as rows:
+        asked = [(float(r["time"]), int(r["queue_length"]), int(r["started"]))
+                 for r in csv.DictReader(rows)]
+    assert min(q for _, q, _ in asked) >= 1  # a decision is asked about a queue
+    times, queue, _ = Run(run_dir, json.loads((run_dir / "summary.json").read_text())).decisions()
+    assert times == [t for t, _, _ in asked]
+    assert queue == [q - started for _, q, started in asked]
+    assert min(queue) == 0  # light load: decisions that start every queued job
+    _, mean, low, _ = binned_queue(times, queue, 3600)
+    assert low.min() == 0 and mean.min() < 1
