@@ -209,3 +209,34 @@ def test_the_queue_plot_draws_the_queue_each_decision_leaves(tmp_path: Path) -> 
     assert min(queue) == 0  # light load: decisions that start every queued job
     _, mean, low, _ = binned_queue(times, queue, 3600)
     assert low.min() == 0 and mean.min() < 1
+
+
+# -- dispatch --promise-after ------------------------------------------------------------------
+
+
+def test_dispatch_sets_the_promise_books_knob(capsys: pytest.CaptureFixture[str]) -> None:
+    """dispatch could not set promise_after_s: `simulate --search` and `slurm-bridge
+    --promise-after` could. At 0 (the ladder's arrival rung) every waiting job holds a promise;
+    at the profile's 24 h some hold an estimate."""
+    import json
+
+    from hpcdispatch import cli
+
+    def kinds(*flags: str) -> dict[str, int]:
+        assert cli.main(["dispatch", "--profile", "book", *flags]) == 0
+        out, _ = capsys.readouterr()
+        expected = json.loads(out)["report"]["expected_starts"]
+        promised = sum(1 for e in expected if e.get("promised"))
+        return {"promised": promised, "estimate": len(expected) - promised}
+
+    profile = kinds()
+    assert profile["estimate"] > 0
+    arrival = kinds("--promise-after", "0")
+    assert arrival["estimate"] == 0 and arrival["promised"] > 0
+    assert cli.main(["dispatch", "--profile", "book", "--promise-after", "-2"]) == 1
+    assert ("  search.promise_after_s: must be >= -1 (-1: no promises)"
+            in capsys.readouterr().err.splitlines())
+    assert cli.main(["dispatch", "--promise-after", str(2**31)]) == 2
+    assert capsys.readouterr().err == (
+        f"hpcdispatch dispatch: --promise-after {2**31}: beyond the largest value, "
+        "2,147,483,647 s (the ladder's head rung)\n")
