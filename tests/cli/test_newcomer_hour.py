@@ -240,3 +240,36 @@ def test_dispatch_sets_the_promise_books_knob(capsys: pytest.CaptureFixture[str]
     assert capsys.readouterr().err == (
         f"hpcdispatch dispatch: --promise-after {2**31}: beyond the largest value, "
         "2,147,483,647 s (the ladder's head rung)\n")
+
+
+# -- dispatch: a job that can never fit --------------------------------------------------------
+
+
+@pytest.mark.parametrize("flags", [[], ["--profile", "book"], ["--dispatcher", "easy"]])
+def test_a_job_that_can_never_fit_gets_a_line_saying_why(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str]) -> None:
+    """It was left out of the start table with no note."""
+    import json
+    from importlib import resources
+
+    from hpcdispatch import cli
+
+    snapshot = json.loads(resources.files("hpcdispatch.examples").joinpath(
+        "eurora_snapshot.json").read_text(encoding="utf-8"))  # 64 nodes of 16 cores, 2 GPUs/MICs
+    first = snapshot["queued_jobs"][0]
+    snapshot["queued_jobs"] += [
+        {**first, "id": "wide", "units": 500, "unit_request": {"core": 8, "mem": 2048}},
+        {**first, "id": "gpu-hog", "units": 1, "unit_request": {"core": 1, "gpu": 5}},
+    ]
+    (tmp_path / "snapshot.json").write_text(json.dumps(snapshot), encoding="utf-8")
+    assert cli.main(["dispatch", str(tmp_path / "snapshot.json"), *flags,
+                     "--output", str(tmp_path / "decision.json")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2:] == [
+        "never fits, so not in the table: wide asks 500 units of core=8, mem=2048; the up "
+        "nodes, all idle, hold at most 128 such units",
+        "never fits, so not in the table: gpu-hog asks 5 gpu per unit (core=1, gpu=5); no up "
+        "node has more than 2",
+    ]
+    answer = json.loads((tmp_path / "decision.json").read_text(encoding="utf-8"))
+    assert not {"wide", "gpu-hog"} & {s["job_id"] for s in answer.get("starts", [])}
