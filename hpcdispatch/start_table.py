@@ -7,7 +7,7 @@ that can never fit on the snapshot's up nodes has no start: a line after the tab
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
@@ -69,7 +69,7 @@ def never_fits_lines(request: pb.DispatchRequest, response: pb.DispatchResponse)
     return lines
 
 
-def _why_never(job: pb.QueuedJob, up: list[Mapping[str, int]]) -> str | None:
+def _why_never(job: pb.QueuedJob, up: Sequence[Mapping[str, int]]) -> str | None:
     """Why `job`'s units could not all start even on the idle up nodes, or None if they could."""
     request = {r: a for r, a in job.unit_request.items() if a > 0}
     shown = ", ".join(f"{r}={a}" for r, a in sorted(request.items()))
