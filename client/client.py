@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
 from collections.abc import Iterable, Sequence
 from types import TracebackType
+from typing import Any
 
 import grpc
 
@@ -90,6 +92,67 @@ def _likely_cause(detail: str, tls: bool) -> str | None:
     if "failed to connect" in text:
         return "the connection could not be set up"
     return None
+
+
+def _listening_cause(target: str, timeout: float) -> str | None:
+    """For a plaintext client: why a server at one of `target`'s addresses did not answer
+    (it speaks TLS, or it is not a gRPC service), or None when none of them accepts a
+    connection (or the target is not host:port)."""
+    host, _, port = target.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port.isdigit() or host.startswith(("dns:", "unix:", "ipv4:", "ipv6:")):
+        return None
+    try:
+        addresses = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return None
+    listening = None
+    for family, kind, proto, _, address in addresses:
+        speaks = _speaks_tls(family, kind, proto, address, min(timeout, 2.0))
+        if speaks:
+            return (f"the server at {_shown_address(address)} speaks TLS: give {_TLS_OPTIONS} "
+                    "(a plaintext client cannot talk to it)")
+        if speaks is not None and listening is None:
+            listening = address
+    if listening is None:
+        return None
+    return (f"something listens at {_shown_address(listening)} but closed the connection: "
+            "not an hpcdispatch service (or one behind a proxy that speaks neither TLS nor "
+            "gRPC)")
+
+
+def _shown_address(address: tuple[Any, ...]) -> str:
+    host, port = address[0], address[1]
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+
+
+def _speaks_tls(family: int, kind: int, proto: int, address: tuple[Any, ...],
+                timeout: float) -> bool | None:
+    """Whether the server at `address` answers a TLS handshake (its certificate not checked:
+    only whether it speaks TLS); None when nothing accepts a connection there."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["h2"])
+    try:
+        raw = socket.socket(family, kind, proto)
+    except OSError:
+        return None
+    with raw:
+        raw.settimeout(timeout)
+        try:
+            raw.connect(address)
+        except OSError:
+            return None
+        try:
+            with context.wrap_socket(raw):
+                return True
+        except ssl.SSLError as error:
+            # An alert is TLS talking (a server that wants a client certificate, say); a
+            # plaintext server answers a ClientHello with bytes that are not a record.
+            return "alert" in str(error).lower()
+        except OSError:
+            return False
 
 
 def _service_config(attempts: int, initial_backoff: float, max_backoff: float) -> str:
@@ -189,6 +252,11 @@ class DispatcherClient:
                 return  # a service answered (UNIMPLEMENTED from a stand-in, ...)
             detail = " ".join(str(error.details() or "").split())
             cause = _likely_cause(detail, self._tls)
+            if not self._tls and cause is not None and (
+                    cause.startswith(("nothing is listening", "the connection was closed"))):
+                # gRPC names the last address it tried (localhost: ::1, refused) and cannot
+                # tell a TLS server from another closing the connection: ask each address.
+                cause = _listening_cause(self.target, timeout) or cause
             if cause is None and not self._connected():
                 cause = "the connection could not be set up"
             if cause is not None:

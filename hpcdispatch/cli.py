@@ -118,6 +118,10 @@ def _add_dispatch(sub: argparse._SubParsersAction) -> None:
                    "24 h holds a promise, a start guaranteed from requested times, shown with "
                    "its likely start; the others a likely start, an estimate); overrides the "
                    "request's; default: the service's")
+    p.add_argument("--promise-after", type=int, metavar="SECONDS", dest="promise_after_s",
+                   help="with the promise book (--profile book): how long a job waits before "
+                   "it holds a promise, a rung of its ladder (0: every job from its arrival; "
+                   "docs/dispatchers.md); overrides the request's; default: the profile's")
     p.add_argument("--timeout", type=float, default=30.0, help="deadline, seconds")
     p.add_argument("--output", help="write the DispatchResponse JSON here instead of stdout")
     p.add_argument("--tls-ca", help="TLS: PEM bundle that signed the server's certificate "
@@ -251,6 +255,11 @@ def _dispatch_checked(args: argparse.Namespace) -> int:
         select_dispatcher(request, args.dispatcher)
     if args.profile:
         request.search.profile = args.profile
+    if args.promise_after_s is not None:
+        if abs(args.promise_after_s) > 2**31 - 1:  # an int32 field; the service checks the rest
+            raise UsageError(f"--promise-after {args.promise_after_s}: beyond the largest "
+                             f"value, {2**31 - 1:,} s (the ladder's head rung)")
+        request.search.promise_after_s = args.promise_after_s
     with (
         _embedded_or_remote(args.target) as target,
         DispatcherClient(target, credentials=credentials, extra_options=options) as client,

@@ -4,11 +4,13 @@ reservations) is a guarantee computed from requested times: the job starts by ST
 a node goes down or a running job runs past its limit, and LIKELY beside it is the predictor's
 plan. An estimate has no STARTS_BY: its LIKELY is the current plan, which may change either
 way. IN is the wait until LIKELY (until STARTS_BY for a promise without a likely start);
-MOVED_LATER and WHY say how much later a promise had to move at this decision, and why."""
+MOVED_LATER and WHY say how much later a promise had to move at this decision, and why. A job
+that can never fit on the snapshot's up nodes has no start: a line after the table says why."""
 
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping, Sequence
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
@@ -76,13 +78,48 @@ def start_rows(request: pb.DispatchRequest, response: pb.DispatchResponse) -> li
     return rows
 
 
+def never_fits_lines(request: pb.DispatchRequest, response: pb.DispatchResponse) -> list[str]:
+    """A line per waiting job that could not start even on the idle up nodes of the snapshot
+    (one unit never spans two nodes): it has no start to show, and the line says why."""
+    up = [n.capacity for n in request.nodes if n.state == pb.NODE_STATE_UP]
+    shown = {e.job_id for e in response.report.expected_starts} | {
+        s.job_id for s in response.starts}
+    lines = []
+    for job in request.queued_jobs:
+        if job.id in shown:
+            continue
+        why = _why_never(job, up)
+        if why is not None:
+            lines.append(f"never fits, so not in the table: {job.id} {why}")
+    return lines
+
+
+def _why_never(job: pb.QueuedJob, up: Sequence[Mapping[str, int]]) -> str | None:
+    """Why `job`'s units could not all start even on the idle up nodes, or None if they could."""
+    request = {r: a for r, a in job.unit_request.items() if a > 0}
+    shown = ", ".join(f"{r}={a}" for r, a in sorted(request.items()))
+    for r, a in sorted(request.items()):
+        most = max((c.get(r, 0) for c in up), default=0)
+        if most < a:
+            return (f"asks {a} {r} per unit ({shown}); no up node has more than {most}"
+                    f"{'' if up else ' (no node is up)'}")
+    room = sum(min((c.get(r, 0) // a for r, a in request.items()), default=0) for c in up)
+    if room >= job.units:
+        return None
+    return (f"asks {job.units:,} units of {shown}; the up nodes, all idle, hold at most "
+            f"{room:,} such units")
+
+
 def start_table(request: pb.DispatchRequest, response: pb.DispatchResponse) -> str:
-    """The table, or a line saying why there is none."""
+    """The table, or a line saying why there is none; a line per job that never fits."""
+    never = never_fits_lines(request, response)
     rows = start_rows(request, response)
     if not rows:
-        return ("no expected starts: this dispatcher and profile plan no start for the waiting "
-                "jobs (--profile book promises one to each job that waited its promise_after_s "
-                "and estimates the others; easy and conservative report their reservations)")
+        return "\n".join([
+            "no expected starts: this dispatcher and profile plan no start for the waiting "
+            "jobs (--profile book promises one to each job that waited its promise_after_s "
+            "and estimates the others; easy and conservative report their reservations)",
+            *never])
     widths = [max(len(r[i]) for r in (HEADER, *rows)) for i in range(len(HEADER))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
              for row in (HEADER, *rows)]
@@ -92,4 +129,4 @@ def start_table(request: pb.DispatchRequest, response: pb.DispatchResponse) -> s
         f"runs past its requested time; LIKELY: the predictor's plan), {len(rows) - promised} "
         "estimated (LIKELY: the current plan, which may change); times: the snapshot's clock "
         "as UTC")
-    return "\n".join(lines)
+    return "\n".join([*lines, *never])

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv (if missing) and install hpcdispatch into it, editable, with the given extras.
-# Re-running is cheap: the install is redone only when pyproject.toml changed.
+# Re-running is cheap: the install is redone only when pyproject.toml changed. It says what it
+# installs, and shows pip's output only when the install fails.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 extras="${1:-}"
@@ -21,8 +22,16 @@ fi
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "== installing hpcdispatch${extras:+ with its '$extras' extras} and its Python" \
     "dependencies (grpcio, ortools, ...) into $venv with pip: 1-3 min the first time" >&2
-  "$venv/bin/python" -m pip install --quiet --upgrade pip
-  "$venv/bin/python" -m pip install --quiet -e "$root${extras:+[$extras]}"
+  # pip's and setuptools' output (some 35 lines) only if the install fails.
+  log="$(mktemp "${TMPDIR:-/tmp}/hpcdispatch-install.XXXXXX")"
+  if ! { "$venv/bin/python" -m pip install --upgrade pip &&
+         "$venv/bin/python" -m pip install -e "$root${extras:+[$extras]}"; } >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "== the install into $venv failed: pip's output is above" >&2
+    rm -f "$log"
+    exit 1
+  fi
+  rm -f "$log"
   echo "$want" > "$stamp"
 fi
 echo "$venv"

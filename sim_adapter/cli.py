@@ -9,7 +9,7 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -118,7 +118,10 @@ def _add_dispatch_options(p: argparse.ArgumentParser) -> None:
                    "promise book's ladder; docs/configuration.md, Search profiles)")
     p.add_argument("--target", help="host:port of a running service (default: embedded)")
     p.add_argument("--out", type=Path, help="directory for the runs (default: "
-                   "./replay-YYYYmmdd-HHMMSS)")
+                   "./replay-YYYYmmdd-HHMMSS); one that holds runs already is refused, "
+                   "unless --overwrite")
+    p.add_argument("--overwrite", action="store_true",
+                   help="remove the runs --out holds from an earlier replay before replaying")
     p.add_argument("--charge-decision-time", action="store_true",
                    help="let each decision's wall time pass in simulated time")
 
@@ -190,7 +193,7 @@ def _add_report(sub: Any) -> None:
 
 def run_simulate(args: argparse.Namespace) -> int:
     from .replay import resolve_trace
-    from .simulator import SimulationError
+    from .simulator import ReplayInterrupted, SimulationError
     from .swf import SwfFormatError
 
     try:
@@ -204,6 +207,10 @@ def run_simulate(args: argparse.Namespace) -> int:
     if wrong is not None:
         print(wrong, file=sys.stderr)
         return 2
+    refusal = _out_refusal(out, args.overwrite)
+    if refusal is not None:
+        print(f"hpcdispatch simulate: {refusal}", file=sys.stderr)
+        return 2
     predictor = _predictor_of(args)
     summaries: list[dict[str, Any]] = []
     unmeasured: list[str] = []  # runs whose every decision was the fallback's
@@ -213,6 +220,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     except (SwfFormatError, ValueError, FileNotFoundError) as exc:
         print(f"hpcdispatch simulate: {exc}", file=sys.stderr)
         return 2
+    except ReplayInterrupted:
+        return 130  # as a shell reports a command ended by SIGINT
     except grpc.RpcError as exc:
         print(f"hpcdispatch simulate: {rpc_error_text(exc)}", file=sys.stderr)
         return 1
@@ -250,7 +259,9 @@ def _replay_runs(
     # The system the trace makes, before any service starts: a header that cannot make
     # one is the user's error, answered without starting (and stopping) a server.
     system_of(trace, args.system, args.max_nodes)
-    with _service(args.target, args.in_process) as target:
+    if args.overwrite:
+        _remove_earlier(out)
+    with _stop_at_ctrl_c() as interrupted, _service(args.target, args.in_process) as target:
         problem = _check_profile(args.profile, dispatchers, target, args.timeout)
         if problem is not None:
             print(f"hpcdispatch simulate: {problem}", file=sys.stderr)
@@ -263,7 +274,7 @@ def _replay_runs(
                     parts = [f"{d:02d}", safe_dirname(dispatcher), name,
                              f"repeat-{repeat + 1}" if args.repeats > 1 else ""]
                     run_dir = out / "-".join(part for part in parts if part)
-                    summary = _replay_or_clean_up(replay, spec, target, run_dir)
+                    summary = _replay_or_clean_up(replay, spec, target, run_dir, interrupted)
                     if sequence is not None:
                         summary["sequence"] = {**sequence, "repeat": repeat + 1}
                         write_summary(run_dir / "summary.json", summary)
@@ -367,12 +378,20 @@ def _service(target: str | None, in_process: bool) -> Iterator[Any]:
         yield address
 
 
-def _replay_or_clean_up(replay: Any, spec: Any, target: Any, run_dir: Path) -> dict[str, Any]:
+def _replay_or_clean_up(replay: Any, spec: Any, target: Any, run_dir: Path,
+                        interrupted: Callable[[], bool] | None = None) -> dict[str, Any]:
     """replay(spec, target, run_dir); a replay that fails leaves no half-written run folder
-    (a folder without summary.json, which `report` could not read)."""
+    (a folder without summary.json, which `report` could not read); one interrupted keeps
+    what it did, in a folder that says it is incomplete (incomplete.json)."""
+    from .simulator import ReplayInterrupted
+
     existed = run_dir.exists()
     try:
-        return dict(replay(spec, target, run_dir))
+        return dict(replay(spec, target, run_dir, interrupted=interrupted))
+    except ReplayInterrupted as stopped:
+        print(f"hpcdispatch simulate: {stopped}; {run_dir} is incomplete: its incomplete.json "
+              "says so and `report` leaves it out", file=sys.stderr)
+        raise
     except BaseException:
         if not existed and run_dir.is_dir() and not (run_dir / "summary.json").exists():
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -382,6 +401,74 @@ def _replay_or_clean_up(replay: Any, spec: Any, target: Any, run_dir: Path) -> d
             if parent.is_dir() and not any(parent.iterdir()):
                 parent.rmdir()
         raise
+
+
+# What a folder of runs holds of an earlier replay (a run's folder has one of these).
+RUN_FILES = ("summary.json", "incomplete.json", "jobs.csv", "decisions.csv")
+
+
+def _earlier_runs(out: Path) -> list[Path]:
+    """The run folders `out` holds from an earlier replay."""
+    if not out.is_dir():
+        return []
+    return sorted(p for p in out.iterdir()
+                  if p.is_dir() and any((p / name).exists() for name in RUN_FILES))
+
+
+def _out_refusal(out: Path, overwrite: bool) -> str | None:
+    """Why the runs cannot go to `out` (a file; a folder of earlier runs without
+    --overwrite, which `report` would mix with these), or None."""
+    if out.exists() and not out.is_dir():
+        return (f"--out {out}: is a file, not a folder; give a folder for the runs (one that "
+                "does not exist is made)")
+    earlier = _earlier_runs(out)
+    if not earlier or overwrite:
+        return None
+    shown = ", ".join(p.name for p in earlier[:3]) + (", ..." if len(earlier) > 3 else "")
+    return (f"--out {out} already holds {len(earlier)} run folder"
+            f"{'s' if len(earlier) != 1 else ''} of an earlier replay ({shown}): `report` "
+            "would mix them with these; give a new folder, or --overwrite to replace them")
+
+
+def _remove_earlier(out: Path) -> None:
+    """--overwrite: the earlier replay's run folders go (nothing else of `out`)."""
+    earlier = _earlier_runs(out)
+    if not earlier:
+        return
+    for run in earlier:
+        shutil.rmtree(run)
+    print(f"hpcdispatch simulate: --overwrite: removed {len(earlier)} run folder"
+          f"{'s' if len(earlier) != 1 else ''} of an earlier replay from {out}",
+          file=sys.stderr)
+
+
+@contextmanager
+def _stop_at_ctrl_c() -> Iterator[Callable[[], bool]]:
+    """While replays run, Ctrl-C (SIGINT) asks them to stop after the decision in progress,
+    which ends as any decision does (no CP-SAT search is torn down mid-solve, in this process
+    or in the embedded service); a second Ctrl-C stops at once (KeyboardInterrupt)."""
+    import os
+    import signal
+    import threading
+
+    asked = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield asked.is_set  # signals reach the main thread only: nothing to catch here
+        return
+
+    def ask(signum: int, frame: Any) -> None:
+        if asked.is_set():
+            raise KeyboardInterrupt
+        asked.set()
+        # os.write, not print: the handler may run while the main thread is in a print.
+        os.write(2, b"\nhpcdispatch simulate: interrupted: stopping after the decision in "
+                    b"progress (Ctrl-C again to stop at once)\n")
+
+    previous = signal.signal(signal.SIGINT, ask)
+    try:
+        yield asked.is_set
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _check_profile(profile: str, dispatchers: list[str], target: Any,

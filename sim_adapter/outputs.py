@@ -370,6 +370,10 @@ class RunRecorder:
         }
 
 
+# In a run folder whose replay was interrupted, in place of summary.json (replay.write_incomplete).
+INCOMPLETE = "incomplete.json"
+
+
 def write_summary(path: Path, summary: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

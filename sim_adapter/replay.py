@@ -29,9 +29,9 @@ from .adapter import (
     search_label,
 )
 from .backend import DispatchBackend, ServiceFacts
-from .outputs import RunRecorder, write_summary
+from .outputs import INCOMPLETE, RunRecorder, write_summary
 from .record_window import describe, iter_selected_jobs
-from .simulator import ReplayOptions, Simulator
+from .simulator import ReplayInterrupted, ReplayOptions, Simulator
 from .stream_backend import StreamBackend
 from .swf import CleaningStats, SwfHeader, iter_jobs, read_header
 from .workload import MAX_NODES, UnitMode, UnitRule, resolve_system, rule_for_system
@@ -154,14 +154,18 @@ def describe_target(target: str | LocalService, timeout: float) -> ServiceFacts:
         return describe_service(client, min(timeout, 15.0))
 
 
-def replay(spec: RunSpec, target: str | LocalService, out_dir: Path | None) -> dict[str, Any]:
-    """Replay `spec.trace` through the service at `target`; returns (and writes) the summary."""
+def replay(spec: RunSpec, target: str | LocalService, out_dir: Path | None, *,
+           interrupted: Callable[[], bool] | None = None) -> dict[str, Any]:
+    """Replay `spec.trace` through the service at `target`; returns (and writes) the summary.
+    `interrupted` is asked between decisions: once it says True the replay stops with
+    ReplayInterrupted, and `out_dir` says it is incomplete (INCOMPLETE) instead of a summary."""
     if not isinstance(target, str):
-        return _replay(spec, target.describe(), target.backend, "in-process", out_dir)
+        return _replay(spec, target.describe(), target.backend, "in-process", out_dir,
+                       interrupted)
     with DispatcherClient(target, timeout=spec.timeout) as client:
         path, backend_for = grpc_path(spec, client)
         return _replay(spec, describe_service(client, min(spec.timeout, 15.0)), backend_for,
-                       path, out_dir)
+                       path, out_dir, interrupted)
 
 
 def grpc_path(spec: RunSpec, client: DispatcherClient) -> tuple[
@@ -188,7 +192,7 @@ def system_of(trace: Path, system: str | None, max_nodes: int = MAX_NODES,
 def _replay(
     spec: RunSpec, described: ServiceFacts,
     backend_for: Callable[[pb.DispatchRequest], _ClosingBackend], path: str,
-    out_dir: Path | None,
+    out_dir: Path | None, interrupted: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     header = read_header(spec.trace)
     system = system_of(spec.trace, spec.system, spec.max_nodes, header)
@@ -223,11 +227,16 @@ def _replay(
             progress=spec.progress,
             expected_jobs=total,
             progress_label=f"{label} on {trace_name(spec.trace)}",
+            interrupted=interrupted,
         ),
     )
     cpu_before = time.process_time()
     try:
         result = simulator.run(jobs)
+    except ReplayInterrupted as stopped:
+        if out_dir is not None:
+            write_incomplete(out_dir, label, spec.trace, total, stopped)
+        raise
     finally:
         recorder.close()
         backend.close()
@@ -275,3 +284,21 @@ def _run_meta(
         # included; a service elsewhere not).
         "replay_cpu_seconds": round(replay_cpu, 3),
     }
+
+
+def write_incomplete(out_dir: Path, label: str, trace: Path, expected_jobs: int | None,
+                     stopped: ReplayInterrupted) -> None:
+    """INCOMPLETE in a run folder whose replay was interrupted: what it holds and why it has
+    no summary.json (`hpcdispatch report` skips it, saying so)."""
+    of = f" of {expected_jobs:,}" if expected_jobs is not None else ""
+    write_summary(out_dir / INCOMPLETE, {
+        "label": label,
+        "trace": str(trace),
+        "reason": (f"interrupted (Ctrl-C) at simulated time t={stopped.time}, after "
+                   f"{stopped.decisions:,} decisions, with {stopped.finished:,}{of} jobs "
+                   f"finished ({stopped.queued:,} queued, {stopped.running:,} running): "
+                   "jobs.csv and decisions.csv hold what was done, there is no summary.json"),
+        "time": stopped.time, "decisions": stopped.decisions,
+        "jobs_finished": stopped.finished, "jobs_expected": expected_jobs,
+        "queued": stopped.queued, "running": stopped.running,
+    })

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .outputs import TAIL_QUANTILES, quantile
+from .outputs import INCOMPLETE, TAIL_QUANTILES, quantile
 from .report_plots import write_plots
 from .report_run import Run
 from .report_tables import comparison_table, fixed_width
@@ -35,28 +35,46 @@ def find_runs(paths: Iterable[Path]) -> list[Run]:
     """Run directories given directly, or found one level below a given directory, each
     labelled with its search profile (report_workload.with_profile_in_label). A given
     directory with no run (such as the `report/` folder an earlier report wrote, which a glob
-    like `runs/kth/*` picks up) is skipped with a note on stderr; FileNotFoundError when a
-    path does not exist or no run is found at all."""
+    like `runs/kth/*` picks up) is skipped with a note on stderr, and so is a run that was
+    interrupted (its INCOMPLETE says why); FileNotFoundError when a path does not exist or no
+    run is found at all."""
     runs: list[Run] = []
     skipped: list[Path] = []
+    incomplete: list[str] = []  # what the runs that were interrupted say of themselves
     for path in paths:
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such file or directory")
         candidates = [path] if (path / SUMMARY).exists() else sorted(
             p for p in path.iterdir() if (p / SUMMARY).exists()
         ) if path.is_dir() else []
-        if not candidates:
+        stopped = [path] if (path / INCOMPLETE).exists() else sorted(
+            p for p in path.iterdir() if (p / INCOMPLETE).exists()
+        ) if path.is_dir() and not candidates else []
+        incomplete += [_incomplete_note(run) for run in stopped]
+        if not candidates and not stopped:
             skipped.append(path)
         for run in candidates:
             summary = json.loads((run / SUMMARY).read_text(encoding="utf-8"))
             runs.append(Run(run, with_profile_in_label(with_tails(summary, run / "jobs.csv"))))
     if not runs:
-        raise FileNotFoundError(
-            f"{', '.join(map(str, skipped))}: no {SUMMARY} here or in the subdirectories")
+        raise FileNotFoundError("; ".join(incomplete) if incomplete else
+                                f"{', '.join(map(str, skipped))}: no {SUMMARY} here or in "
+                                "the subdirectories")
+    for note in incomplete:
+        print(f"note: {note}", file=sys.stderr)
     for path in skipped:
         print(f"note: skipped {path}: no {SUMMARY} there or one level below (not a run)",
               file=sys.stderr)
     return runs
+
+
+def _incomplete_note(run: Path) -> str:
+    """Why an interrupted run is not reported, from its INCOMPLETE file."""
+    try:
+        reason = str(json.loads((run / INCOMPLETE).read_text(encoding="utf-8"))["reason"])
+    except (OSError, ValueError, KeyError, TypeError):
+        reason = f"its replay did not finish ({INCOMPLETE} is unreadable)"
+    return f"left out {run}: an incomplete run, {reason}; replay it again to report it"
 
 
 def with_tails(summary: dict[str, Any], jobs_csv: Path) -> dict[str, Any]:

@@ -6,7 +6,7 @@
   p1-p99), horizontal so that long names stay readable;
 - `queue_length.png`: queued jobs over time, one row per series, in time bins (hour, 6 h,
   day or week, whichever gives at most `MAX_BINS` bins): the time-weighted mean as a line and
-  the bin's min-max as a band;
+  the bin's min-max as a band, of the queue each decision leaves (held until the next one);
 - `sequences.png` (runs of `--sequences` only): each sequence's mean bounded slowdown and
   longest wait per dispatcher, sequence ids on the x axis, and per dispatcher the spread over
   the sequences;
@@ -15,72 +15,25 @@
 
 A series is a run, or for runs of `--sequences` a dispatcher (its label) with all its
 sequences' jobs pooled. Each series has its own colour (no repeats: tab10, tab20, then evenly
-spaced on a continuous map).
+spaced on a continuous map; `report_series`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .report_promises import promises_figure
 from .report_run import Run
+from .report_series import DPI, ONE_MINUTE_HOURS, WIDTH_INCHES, Series, series_of
 from .report_tables import HOUR, sequence_id
 
-WIDTH_INCHES = 11.0
-DPI = 100
 MAX_BINS = 400
 BINS = ((HOUR, "hour"), (6 * HOUR, "6 hours"), (24 * HOUR, "day"), (7 * 24 * HOUR, "week"))
-ONE_MINUTE_HOURS = 1 / 60
-
-
-@dataclass(slots=True)
-class Series:
-    name: str
-    colour: Any
-    runs: list[Run] = field(default_factory=list)
-
-    def pooled_jobs(self) -> tuple[np.ndarray, np.ndarray]:
-        """(waits in hours, bounded slowdowns) of all the series' jobs."""
-        waits: list[float] = []
-        slowdowns: list[float] = []
-        for run in self.runs:
-            w, s = run.jobs()
-            waits += w
-            slowdowns += s
-        return np.asarray(waits) / HOUR, np.asarray(slowdowns)
-
-
-def colours(count: int) -> list[Any]:
-    import matplotlib
-
-    if count <= 20:  # the qualitative maps: tab10's colours, or tab20's
-        qualitative = matplotlib.colormaps["tab10" if count <= 10 else "tab20"]
-        return [qualitative(i) for i in range(count)]
-    return [matplotlib.colormaps["turbo"](x) for x in np.linspace(0.05, 0.95, count)]
-
-
-def series_of(runs: Sequence[Run]) -> list[Series]:
-    """Runs of `--sequences` grouped by label; other runs one series each (named by the
-    label, with the run folder's name where two share a label)."""
-    keys: list[str] = []
-    groups: dict[str, list[Run]] = {}
-    labels = [r.label for r in runs]
-    for run in runs:
-        if sequence_id(run.summary):
-            key = run.label
-        else:
-            key = run.label if labels.count(run.label) == 1 else f"{run.label} ({run.path.name})"
-        if key not in groups:
-            keys.append(key)
-            groups[key] = []
-        groups[key].append(run)
-    return [Series(key, colour, groups[key])
-            for key, colour in zip(keys, colours(len(keys)), strict=True)]
 
 
 def write_plots(runs: Sequence[Run], out_dir: Path) -> list[Path]:
@@ -97,8 +50,6 @@ def write_plots(runs: Sequence[Run], out_dir: Path) -> list[Path]:
     ]
     if any(sequence_id(r.summary) for r in runs):
         written.append(sequences_figure(series, out_dir / "sequences.png"))
-    from .report_promises import promises_figure  # it imports this module
-
     if (promises := promises_figure(series, out_dir / "promises.png")) is not None:
         written.append(promises)
     return written
@@ -196,7 +147,7 @@ def time_bin(span_seconds: float) -> tuple[float, str]:
 def binned_queue(times: Sequence[float], queue: Sequence[int],
                  bin_seconds: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(bin starts in seconds since the first decision, time-weighted mean, min, max) of the
-    queue length, which holds from one decision to the next: sampled 60 times per bin, the
+    queue length each decision left, which holds until the next one: sampled 60 times per bin, the
     last bin (up to the last decision, often a part of a bin) over the time it covers."""
     t = np.asarray(times, dtype=float) - times[0]
     q = np.asarray(queue, dtype=float)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .report_plots import DPI, ONE_MINUTE_HOURS, WIDTH_INCHES, Series
+from .report_series import DPI, ONE_MINUTE_HOURS, WIDTH_INCHES, Series
 from .report_tables import HOUR
 
 COLUMNS = 3

@@ -30,7 +30,9 @@ class Run:
         return run_name({"label": self.label, **self.summary})
 
     def decisions(self) -> tuple[list[float], list[int], list[float]]:
-        """(times, queue lengths, decision seconds) from decisions.csv; empty without it."""
+        """(times, queue lengths after each decision, decision seconds) from decisions.csv;
+        empty without it. The queue after a decision (its queue_length, the queue it was
+        asked about, less the jobs it started) is the queue until the next one."""
         times: list[float] = []
         queue: list[int] = []
         seconds: list[float] = []
@@ -40,7 +42,7 @@ class Run:
         with path.open(newline="", encoding="utf-8") as handle:
             for row in csv.DictReader(handle):
                 times.append(float(row["time"]))
-                queue.append(int(row["queue_length"]))
+                queue.append(max(int(row["queue_length"]) - int(row["started"] or 0), 0))
                 seconds.append(float(row["decision_seconds"]))
         return times, queue, seconds
 

@@ -52,6 +52,18 @@ class SimulationError(RuntimeError):
     """The replay cannot go on."""
 
 
+class ReplayInterrupted(Exception):
+    """The replay was asked to stop (Ctrl-C) and stopped between two decisions: at time `t`,
+    after `decisions` decisions, with `finished` jobs done, `queued` and `running` left."""
+
+    def __init__(self, t: int, decisions: int, finished: int, queued: int,
+                 running: int) -> None:
+        super().__init__(f"interrupted at t={t}, after {decisions:,} decisions, with "
+                         f"{finished:,} jobs finished, {queued:,} queued and {running:,} running")
+        self.time, self.decisions, self.finished = t, decisions, finished
+        self.queued, self.running = queued, running
+
+
 class InvalidDecisionError(SimulationError):
     def __init__(self, t: int, problems: list[str]) -> None:
         shown = "; ".join(problems[:5]) + (f" (+{len(problems) - 5} more)" if
@@ -69,6 +81,8 @@ class ReplayOptions:
     expected_jobs: int | None = None  # progress bar total
     progress_label: str = "replay"  # what the bar says it replays (run label, trace)
     stall_retries: int = 3  # calls at t+1, t+2, ... before an idle-system stall is an error
+    # Asked between decisions (never during one): True stops the replay with ReplayInterrupted.
+    interrupted: Callable[[], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +184,9 @@ class Simulator:
                 if not (self.queue and changed and pending is None):
                     continue
                 changed = False
+                if self.options.interrupted is not None and self.options.interrupted():
+                    raise ReplayInterrupted(t, self.decisions, self.finished, len(self.queue),
+                                            len(self.running))
                 decision, delay = self._dispatch(t)
                 if delay > 0:
                     pending = _Pending(t + delay, decision)

@@ -283,9 +283,25 @@ def read_header(path: str | Path) -> SwfHeader:
         if not line:
             continue
         if not line.startswith(";"):
+            _check_first_record(path, lineno, line, header)
             break
         last_key = _header_line(header, lineno, line, last_key)
     return header
+
+
+def _check_first_record(path: str | Path, lineno: int, line: str, header: SwfHeader) -> None:
+    """A file whose first line is neither a header comment nor a job record is not an SWF
+    trace (a CSV, a log, another archive's contents): said so, with what was found, rather
+    than blamed on a header it does not have."""
+    if header.values:
+        return  # an SWF header: a broken job line is reported as such where it is read
+    try:
+        parse_record(path, lineno, line)
+    except SwfFormatError as error:
+        raise SwfFormatError(
+            path, lineno, f"not an SWF trace: the first line is {_shown(line)}, neither a "
+            f"';' header comment nor a job record of {FIELD_COUNT} numbers ({error.problem})"
+        ) from None
 
 
 def iter_records(path: str | Path) -> Iterator[tuple[int, SwfRecord]]:

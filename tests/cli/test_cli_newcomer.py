@@ -87,7 +87,7 @@ def test_a_failed_replay_leaves_no_half_written_run_folder(
 ) -> None:
     run_dir = tmp_path / "out" / "01-pcp20"
 
-    def failing_replay(spec: Any, target: str, out_dir: Path) -> dict[str, Any]:
+    def failing_replay(spec: Any, target: str, out_dir: Path, **_: Any) -> dict[str, Any]:
         out_dir.mkdir(parents=True)
         (out_dir / "jobs.csv").write_text("job_id\n")
         raise Refused()

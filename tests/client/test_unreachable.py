@@ -47,6 +47,12 @@ def mtls_server(pki: Pki) -> Iterator[RunningServer]:
 
 
 @pytest.fixture(scope="module")
+def tls_server(pki: Pki) -> Iterator[RunningServer]:
+    with metrics_server(tls_cert=str(pki.server.cert), tls_key=str(pki.server.key)) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
 def plaintext_server() -> Iterator[RunningServer]:
     with metrics_server() as server:
         yield server
@@ -81,7 +87,7 @@ def test_a_host_that_does_not_resolve_is_named() -> None:
     ("server", "tls", "cause"),
     [
         ("nothing", "", "nothing is listening there"),
-        ("mtls", "", "the server most likely requires TLS"),
+        ("mtls", "", "speaks TLS: give --tls-ca"),
         ("mtls", "ca-only", "it most likely requires a client certificate"),
         ("plaintext", "ca-only", "the server does not speak TLS there"),
     ],
@@ -112,3 +118,44 @@ def test_a_reachable_service_still_answers(pki: Pki, mtls_server: RunningServer,
                                str(pki.client.cert), "--tls-key", str(pki.client.key),
                                "--output", str(tmp_path / "decision.json"))
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("server", ["tls", "mtls"])
+def test_a_plaintext_client_of_a_tls_server_on_localhost_is_told_it_speaks_tls(
+        request: pytest.FixtureRequest, server: str) -> None:
+    """localhost is ::1 and 127.0.0.1: gRPC named the refused ::1, and the command said
+    "nothing is listening there" (issue #51)."""
+    running: RunningServer = request.getfixturevalue(f"{server}_server")
+    port = running.target.rsplit(":", 1)[1]  # the server listens on 127.0.0.1 only
+    done = dispatch_command(f"localhost:{port}")
+    assert done.returncode == 1, done.stderr
+    assert (f"hpcdispatch dispatch: UNAVAILABLE: cannot reach an hpcdispatch service at "
+            f"localhost:{port}: the server at 127.0.0.1:{port} speaks TLS: give --tls-ca, "
+            "and --tls-cert / --tls-key if it requires client certificates") in done.stderr
+    assert "nothing is listening" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_plaintext_client_of_something_else_is_told_it_is_not_a_service() -> None:
+    """A listener that closes every connection: neither TLS nor gRPC."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def close_each() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            connection.close()
+
+    threading.Thread(target=close_each, daemon=True).start()
+    try:
+        done = dispatch_command(f"127.0.0.1:{port}")
+    finally:
+        listener.close()
+    assert done.returncode == 1, done.stderr
+    assert (f"at 127.0.0.1:{port}: something listens at 127.0.0.1:{port} but closed the "
+            "connection: not an hpcdispatch service") in done.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.paths import ROOT
 
-SOURCES = ("pyproject.toml", "README.md")
+SOURCES = ("pyproject.toml", "README.md", "LICENSE")
 
 
 def _source_tree(into: Path) -> Path:
@@ -46,3 +46,5 @@ def test_the_wheel_builds_cleanly_with_its_data_files(tmp_path: Path) -> None:
                  "hpcdispatch/sim_adapter/data/KTH-SP2-1996-2.1-cln.slice.swf.xz",
                  "hpcdispatch/v1/dispatcher.proto", "hpcdispatch/py.typed"):
         assert data in names, sorted(n for n in names if not n.endswith(".py"))
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), sorted(
+        n for n in names if ".dist-info/" in n)

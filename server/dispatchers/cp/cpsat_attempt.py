@@ -210,6 +210,9 @@ def _solver(stop_at: float, workers: int, deterministic_limit: float | None) -> 
     # better objective (benchmarks/decision_cost/snapshot_decisions.py).
     params.linearization_level = 0
     params.log_search_progress = False
+    # SIGINT is the process's: CP-SAT's own handler, swapped in and out by every solve on
+    # every thread, aborted a replay's Ctrl-C in C++ (std::bad_function_call, issue #51).
+    params.catch_sigint_signal = False
     return solver
 
 
