@@ -127,7 +127,8 @@ def own_copy(problem: Problem) -> Problem:
         t=problem.t, resources=tuple(problem.resources), node_ids=tuple(problem.node_ids),
         capacity=tuple(problem.capacity), eligible=tuple(problem.eligible), free_now=free,
         running=RunningTable(nodes=running.nodes.copy(), amounts=running.amounts.copy(),
-                             ends=running.ends.copy(), up=running.up.copy()),
+                             ends=running.ends.copy(), up=running.up.copy(),
+                             limits=None if running.limits is None else running.limits.copy()),
         jobs=list(problem.jobs), up_capacity=tuple(problem.up_capacity),
     )
 
