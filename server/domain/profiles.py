@@ -49,8 +49,10 @@ PROFILES: dict[str, tuple[SearchSettings, str]] = {
         "The promise book inside the model (issues #34, #41): a queued job holds a promised "
         "start once it has waited promise_after_s (24 h, the ladder's default rung; 0: every "
         "job from its arrival), and the oldest job that cannot start now always holds one "
-        "(EASY's head); a promise is kept from one decision to the next and only ever moved "
-        "earlier while the expected durations hold. Every promise is capacity the selected "
+        "(EASY's head); a promise is computed against requested times (running work to its "
+        "limit, each promised job for its requested time), kept from one decision to the next "
+        "and only ever moved earlier: only a job running past its limit or a node going down "
+        "moves it later. Every promise is capacity the selected "
         "model (HCP'19, PCP'19, PCP'20) holds over time; its search (the fast profile's, "
         "capacity used now first, then the papers' slowdown, from the best of five list "
         "schedules) decides what else starts now and when the unpromised jobs are planned.",

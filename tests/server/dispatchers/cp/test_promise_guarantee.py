@@ -78,3 +78,21 @@ def test_a_node_going_down_moves_the_promise_with_its_reason() -> None:
     assert moved.promises_moved == {0: 200}
     assert moved.promise_move_reasons == {0: PromiseMove.NODE_UNAVAILABLE}
     assert moved.expected_starts[0] == (280, True)
+
+
+def test_every_dispatcher_that_promises_promises_at_the_requested_times() -> None:
+    # r0 on p0 is predicted to end at T + 40, may run to T + 190; "wide" needs both nodes. Each
+    # dispatcher that reports its head's (or every) reservation as a promise promises T + 190,
+    # with its own planned start, T + 40, as the likely one; the decision itself is unchanged
+    # (the short job backfills on p1 under EASY's predicted reservation as before).
+    short = QueuedJob(id="short", user="u", name="q", queue="q", submit_time=T - 50, units=1,
+                      unit_request={"core": 1}, requested_time=30)
+    snap = Snapshot(T, nodes("e", 2), (run("r0", "e0", 200, 50),), (wide(2), short))
+    problem = build_problem(snap, {"wide": 100, "short": 30}, {"r0": 50})
+    for name in ("easy", "los", "easy-k", "conservative"):
+        control = SearchControl(dataclasses.replace(BOOK, promise_after_s=-1),
+                                time.monotonic() + 60)
+        outcome = DISPATCHERS[DISPATCHER_NAMES[name]].decide(problem, control)
+        assert outcome.expected_starts[0] == (190, True), name
+        assert outcome.likely_starts[0] == 40, name
+        assert set(outcome.placements) == {1}, name
