@@ -62,6 +62,7 @@ from .predictors.walltime import WalltimePredictor
 # defined here (pyproject.toml's contracts).
 __all__ = [
     "FALLBACK_CHECK_FAILED", "FALLBACK_DISPATCHER_ERROR", "FALLBACK_MIN_SECONDS",
+    "FALLBACK_STARTED_NOTHING",
     "PREDICTION_SHARE", "STAGES", "CompletionsNotStored", "DecisionAbandoned", "DecisionResult",
     "Durations", "FinishedJob", "Predictors", "Situation", "completion_of",
     "corrected_duration", "decide_on", "decision_of", "dispatcher_registrations",
@@ -77,6 +78,9 @@ log = structlog.get_logger("hpcdispatch.pipeline")
 # code could not be loaded, it ran past the deadline, or it answered something unreadable.
 FALLBACK_DISPATCHER_ERROR = "dispatcher_error"
 FALLBACK_CHECK_FAILED = "check_failed"
+# The dispatcher started nothing where a queued job fits now, on an idle system or cut short
+# (status UNKNOWN: the deadline passed in a stage): EASY's decision is answered instead.
+FALLBACK_STARTED_NOTHING = "started_nothing"
 _FAILURE_TEXT = {
     PluginUnavailable.fallback_code: "dispatcher could not be loaded",
     RanPastDeadline.fallback_code: "dispatcher ran past the deadline",
@@ -448,6 +452,18 @@ def _log_failure(event: str, name: str, code: str, trace: str = "", **fields: ob
                   note="the same failure again; only the 1st, 10th, 100th, ... are logged")
 
 
+def _left_idle(problem: Problem, outcome: Outcome) -> bool:
+    """Whether `outcome` starts nothing while a queued job fits in what is free now, on an
+    idle system (nothing runs) or cut short (status UNKNOWN: a stage ran out of time): never
+    an answer, whatever the dispatcher's plan (EASY's decision is taken instead)."""
+    if outcome.placements or not problem.jobs:
+        return False
+    if len(problem.running.ends) and outcome.status != SolveStatus.UNKNOWN:
+        return False
+    units_fit = problem.free_now.units_fit
+    return any(units_fit(job.req, job.units) >= job.units for job in problem.jobs)
+
+
 def _dispatch_and_check(
     problem: Problem, facts: ClusterFacts, kind: int, control: SearchControl,
     dispatchers: Mapping[int, Dispatcher],
@@ -461,13 +477,20 @@ def _dispatch_and_check(
             raise DecisionAbandoned("check", cancelled=True)
         decision = decision_of(problem, outcome)
         problems = check_decision_against(facts, decision)
-        if not problems:
+        if not problems and not _left_idle(problem, outcome):
             return DecisionResult(problem, outcome, decision)
-        code = FALLBACK_CHECK_FAILED
-        _log_failure("decision failed the independent check", name, code,
-                     problems=problems[:10])
-        reason = f"decision failed the check ({name}): {problems[0]}"
-        check_failures.append(kind)
+        if problems:
+            code = FALLBACK_CHECK_FAILED
+            _log_failure("decision failed the independent check", name, code,
+                         problems=problems[:10])
+            reason = f"decision failed the check ({name}): {problems[0]}"
+            check_failures.append(kind)
+        else:
+            code = FALLBACK_STARTED_NOTHING
+            _log_failure("dispatcher started nothing where a queued job fits", name, code,
+                         status=outcome.status.name)
+            reason = (f"dispatcher started nothing where a queued job fits ({name}, "
+                      f"{outcome.status.name})")
     # The fallback is the safety net: it gets at least FALLBACK_MIN_SECONDS even when the
     # dispatcher used up the budget (EASY stops placing jobs once its control says stop).
     fallback_control = dataclasses.replace(

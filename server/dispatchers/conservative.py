@@ -47,6 +47,7 @@ from typing import ClassVar
 
 from .backfill import UNLIMITED, BackfillPlan, outcome_of, plan_backfill
 from .base import Outcome, SearchControl
+from .easy import promised_at_the_limits
 from .planning.caller_scope import BookKey, book_key
 from .planning.job_orders import fcfs
 from .planning.problem import Problem
@@ -124,7 +125,7 @@ class ConservativeDispatcher:
             start, _ = outcome.expected_starts.get(i, (0, False))
             if start > 0:
                 outcome.expected_starts[i] = (start, False)
-        return outcome
+        return promised_at_the_limits(problem, outcome, control)
 
     def plan(self, problem: Problem, control: SearchControl) -> tuple[BackfillPlan, Held]:
         """The decision's plan, and the reservations (absolute starts) it leaves held."""

@@ -17,6 +17,7 @@ from typing import ClassVar
 from ..domain.free_pool import FreePool
 from ..domain.outcome_kinds import SkipReason
 from .base import HEURISTIC, Outcome, SearchControl
+from .planning.guaranteed_starts import promises_only_at_the_limits
 from .planning.job_orders import fcfs
 from .planning.problem import Job, Problem
 from .planning.reservation import (
@@ -89,8 +90,9 @@ class EasyDispatcher:
         outcome.considered.append(head.index)
         outcome.expected_starts[head.index] = (reservation.start, self.promises_head)
         rest = self.backfill_order(problem, rest)
-        return backfill_around(outcome, free_now, reservation, rest, control.first_fit,
-                               every_few(control.should_stop))
+        backfill_around(outcome, free_now, reservation, rest, control.first_fit,
+                        every_few(control.should_stop))
+        return promised_at_the_limits(problem, outcome, control)
 
     def queue_order(self, problem: Problem) -> list[Job]:
         """The queue order: the head is the first job of it that does not fit now."""
@@ -165,4 +167,13 @@ def backfill_around(
             continue
         outcome.placements[job.index] = nodes
         outcome.considered.append(job.index)
+    return outcome
+
+
+def promised_at_the_limits(problem: Problem, outcome: Outcome, control: SearchControl
+                           ) -> Outcome:
+    """`outcome` with its reservations reported as promises only where they were planned at
+    the requested times, else as estimates (`planning.guaranteed_starts`): the decision is
+    unchanged."""
+    promises_only_at_the_limits(problem, outcome.expected_starts)
     return outcome

@@ -17,6 +17,7 @@ from typing import ClassVar
 
 from .backfill import outcome_of
 from .base import Outcome, SearchControl
+from .easy import promised_at_the_limits
 from .kept_plan import KeptPlan
 from .planning.job_orders import fcfs
 from .planning.problem import Problem
@@ -48,4 +49,4 @@ class EasyKDispatcher:
         head = next((j.index for j in order if j.index in starts), None)
         if head is not None:
             starts[head] = (starts[head][0], True)
-        return outcome
+        return promised_at_the_limits(problem, outcome, control)

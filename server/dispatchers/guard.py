@@ -136,7 +136,8 @@ def own_copy(problem: Problem) -> Problem:
         capacity=tuple(problem.capacity), eligible=tuple(problem.eligible),
         free_now=problem.free_now.deep_copy(),
         running=RunningTable(nodes=running.nodes.copy(), amounts=running.amounts.copy(),
-                             ends=running.ends.copy(), up=running.up.copy()),
+                             ends=running.ends.copy(), up=running.up.copy(),
+                             limits=None if running.limits is None else running.limits.copy()),
         jobs=[_job_copy(job) for job in problem.jobs], up_capacity=tuple(problem.up_capacity),
     )
 

@@ -22,7 +22,7 @@ from typing import ClassVar
 from ..domain.free_pool import FreePool
 from ..domain.outcome_kinds import SkipReason
 from .base import Outcome, SearchControl
-from .easy import EasyDispatcher, backfill_around, reserve_for_head
+from .easy import EasyDispatcher, backfill_around, promised_at_the_limits, reserve_for_head
 from .planning.problem import Job, Problem
 from .planning.processor_packing import most_processors_now
 from .planning.stopping import Stopped
@@ -59,5 +59,6 @@ class LosDispatcher(EasyDispatcher):
         picked = set(chosen)
         tried = [window[k] for k in chosen] + [
             j for k, j in enumerate(window) if k not in picked]
-        return backfill_around(outcome, free_now, reservation, tried, control.first_fit,
-                               control.should_stop)
+        backfill_around(outcome, free_now, reservation, tried, control.first_fit,
+                        control.should_stop)
+        return promised_at_the_limits(problem, outcome, control)

@@ -32,6 +32,15 @@ class RunningTable:
     amounts: npt.NDArray[np.int64]  # rows × resource types
     ends: npt.NDArray[np.int64]  # relative to t, >= 1
     up: npt.NDArray[np.bool_]  # the row's node is eligible
+    # The ends at the requested times, the limit at which the workload manager kills a job
+    # (relative to t, >= 1, >= the row's end; 1 for a job already past it): what a promise is
+    # computed against. None: not known, the ends stand in.
+    limits: npt.NDArray[np.int64] | None = None
+
+    @property
+    def limit_ends(self) -> npt.NDArray[np.int64]:
+        """The rows' ends at the requested times (`limits`, or the ends where not known)."""
+        return self.ends if self.limits is None else self.limits
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +68,19 @@ def occupancy_from_snapshot(
     starts = np.fromiter((j.start_time for j in jobs), dtype=np.int64, count=count)
     durations = np.fromiter((running_durations[j.id] for j in jobs), dtype=np.int64, count=count)
     job_ends = np.clip(starts + durations - snapshot.time, 1, MAX_MODEL_DURATION)
+    requested = np.fromiter((j.requested_time for j in jobs), dtype=np.int64, count=count)
+    job_limits = limit_ends(starts, durations, requested, snapshot.time)
     node_rows, amounts, job_of_row = running_rows(jobs, index.position, index.resources)
-    return occupancy_of_rows(index, node_rows, amounts, job_ends[job_of_row])
+    return occupancy_of_rows(index, node_rows, amounts, job_ends[job_of_row],
+                             limits=job_limits[job_of_row])
+
+
+def limit_ends(starts: npt.NDArray[np.int64], durations: npt.NDArray[np.int64],
+               requested: npt.NDArray[np.int64], t: int) -> npt.NDArray[np.int64]:
+    """Running jobs' ends at their requested times, relative to t: max(1, s_i + max(d_i,
+    requested_i) - t), at most MAX_MODEL_DURATION (a requested time of 0, not known, leaves
+    d_i; a job past its limit is expected to end within a second, as the manager kills it)."""
+    return np.clip(starts + np.maximum(durations, requested) - t, 1, MAX_MODEL_DURATION)
 
 
 def running_rows(
@@ -119,11 +139,13 @@ def occupancy_of_rows(
     amounts: npt.NDArray[np.int64],
     ends: npt.NDArray[np.int64],
     free_now: FreePool | None = None,
+    limits: npt.NDArray[np.int64] | None = None,
 ) -> Occupancy:
     """The Occupancy of running rows; `free_now` when the caller keeps it up to date (it must
     equal capacity minus the rows' amounts, groups listed by their first node)."""
     running = RunningTable(
         nodes=nodes, amounts=amounts, ends=ends, up=index.eligible_array()[nodes],
+        limits=None if limits is None else np.maximum(limits, ends),
     )
     if free_now is None:
         free = index.capacity_array().copy()

@@ -110,6 +110,14 @@ def check_options(
     if resolved.delta_max_ms < resolved.delta_ms:
         out.add("search.delta_max_ms", f"δmax {resolved.delta_max_ms} ms is below "
                 f"δ {resolved.delta_ms} ms")
+    if resolved.promise_after_s >= 0 and resolved.easy_head and resolved.easy_head_depth > 1:
+        # The book's oldest job already holds a promise; EASY-k's later reservations are
+        # made around EASY's head reservation, which the book does not make.
+        out.add("search.easy_head_depth" if search.HasField("easy_head_depth")
+                else "search.easy_head",
+                f"easy_head_depth {resolved.easy_head_depth} > 1 with promises "
+                f"(promise_after_s {resolved.promise_after_s} >= 0): the promise book holds "
+                "the oldest jobs' starts itself; use easy_head_depth 1 or promise_after_s -1")
     return resolved
 
 

@@ -24,7 +24,13 @@ from hpcdispatch.snapshot import RunningJob
 
 from ..domain.free_pool import FreePool
 from ..domain.node_index import NodeIndex
-from ..domain.occupancy import MAX_MODEL_DURATION, Occupancy, occupancy_of_rows, running_rows
+from ..domain.occupancy import (
+    MAX_MODEL_DURATION,
+    Occupancy,
+    limit_ends,
+    occupancy_of_rows,
+    running_rows,
+)
 
 # Per-job columns grow by this factor when full.
 _GROWTH = 2
@@ -135,6 +141,7 @@ class SessionRunning:
         outlived = start + guess <= t
         duration = np.where(outlived, np.maximum(guess, self.requested[slots]), guess)
         ends = np.clip(start + duration - t, 1, MAX_MODEL_DURATION)
+        limits = limit_ends(start, duration, self.requested[slots], t)
         if index is not self._index:
             assert self.fits(index), "the resource types changed: rebuild the rows"
             self._index = index
@@ -143,7 +150,7 @@ class SessionRunning:
         # Handed to the Problem as they are: never changed in place (changes make new arrays).
         self.nodes.flags.writeable = False
         self.amounts.flags.writeable = False
-        return occupancy_of_rows(index, self.nodes, self.amounts, ends, self.pool())
+        return occupancy_of_rows(index, self.nodes, self.amounts, ends, self.pool(), limits)
 
     def pool(self) -> FreePool:
         """Free on each node now (capacity minus used), groups listed by their first node."""

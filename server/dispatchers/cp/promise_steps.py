@@ -31,7 +31,7 @@ from ...domain.outcome_kinds import PromiseMove, SkipReason, SolveStatus
 from ..planning.job_orders import fcfs
 from ..planning.job_selection import Selection, never_fits
 from ..planning.oldest_first import with_started
-from ..planning.problem import Job, Problem
+from ..planning.problem import Job, Problem, at_limits, pooled_steps
 from ..planning.promise_room import PromiseRoom
 from ..planning.promises import PromisePlan, Recalled, guard_of, keep_promises, shape_of
 from ..planning.start_estimates import StepPlan
@@ -44,7 +44,8 @@ def keep_the_promises(d: Decision) -> Next:
     are the room the rest of the decision protects."""
     problem, control, book = d.problem, d.control, d.dispatcher.promises
     t = problem.t
-    recalled = book.recall(problem, control.scope)
+    limits = at_limits(problem)  # what the promises are computed against
+    recalled = book.recall(limits, control.scope)
     never = {j.index for j in problem.jobs if never_fits(problem, j)}
     held = {i: kept for i, kept in recalled.held.items() if i not in never}
     reshaped = _reshaped(problem, recalled, held, never)  # promised anew (SHAPE_CHANGED)
@@ -59,25 +60,26 @@ def keep_the_promises(d: Decision) -> Next:
                 reshaped.pop(job.index, None)  # a promise made for its shape now
                 if job.index not in recalled.held:
                     learned.append(job)
-    d.promised = state = PromiseState(problem, recalled, never)
-    waiting = [j for j in fcfs(problem) if j.index not in never]
+    d.promised = state = PromiseState(limits, recalled, never)
+    waiting = [j for j in fcfs(limits) if j.index not in never]
     if not held:
         every = _all_start_now(problem, waiting, control.first_fit)
         if every is not None:  # no promise to keep or make: every job starts, as EASY's would
             d.outcome.skipped = [(i, SkipReason.NEVER_FITS) for i in sorted(never)]
             d.outcome.placements, d.outcome.considered = every, list(every)
             d.outcome.status = SolveStatus.HEURISTIC if every else SolveStatus.EMPTY
-            book.record(problem, recalled, {}, every)
+            book.record(limits, recalled, {}, every)
             return Next.DONE
     after = control.settings.promise_after_s
     try:
-        plan = keep_promises(problem, held, waiting,
+        plan = keep_promises(limits, held, waiting,
                              lambda j: j.index in reshaped or t - j.submit >= after,
                              control.first_fit, control.should_stop, compress=freed)
-    except Stopped:  # not even the held promises placed: nothing starts, the book stays
-        raise Abandoned from None
+    except Stopped:  # not even the held promises placed: EASY decides (cp_dispatch), the
+        raise Abandoned from None  # book stays
     state.plan = plan
     d.outcome.promises_moved.update(plan.moved)
+    d.outcome.promise_move_reasons.update(plan.reasons)
     _say_why_promises_moved(d, plan, reshaped, learned)
     d.started_first = plan.due()
     d.problem = with_started(problem, d.started_first)
@@ -212,9 +214,33 @@ def record_the_promises(d: Decision) -> Next:
             outcome.expected_starts[i] = (start, True)
             if i not in accounted:  # in the model as capacity it holds over time
                 outcome.considered.append(i)
+    outcome.likely_starts.update(_likely_starts(d, plan, started))
     _report_planned_starts(d, plan, started)
     d.dispatcher.promises.record(state.problem, state.recalled, plan.starts, started)
     return Next.GO_ON
+
+
+def _likely_starts(d: Decision, plan: PromisePlan, started: dict[int, list[int]]
+                   ) -> dict[int, int]:
+    """Beside each promise, its likely start: a pooled list schedule of the predicted d_i
+    (running work to its predicted end, the due promises and what the model starts now, then
+    the promised jobs in promise order), never later than the promise."""
+    jobs = d.problem.job_by_index()  # predicted; the due promises are its running work
+    steps = StepPlan(*pooled_steps(d.problem))
+    for i in started:
+        if i in jobs:
+            steps.hold(jobs[i].demand(), 0, jobs[i].duration)
+    likely: dict[int, int] = {}
+    for i, (start, _) in sorted(plan.starts.items(), key=lambda item: (item[1][0], item[0])):
+        job = jobs.get(i)
+        if start <= 0 or i in started or job is None:
+            continue
+        try:
+            likely[i] = min(start, steps.earliest(job.demand(), job.duration))
+        except ValueError:  # more than the pooled capacity (not a promise that holds one)
+            continue
+        steps.hold(job.demand(), likely[i], job.duration)
+    return likely
 
 
 def _report_planned_starts(d: Decision, plan: PromisePlan, started: dict[int, list[int]]

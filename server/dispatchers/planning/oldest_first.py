@@ -56,6 +56,7 @@ def with_started(problem: Problem, placements: dict[int, list[int]]) -> Problem:
     nodes: list[int] = []
     amounts: list[tuple[int, ...]] = []
     ends: list[int] = []
+    limits: list[int] = []
     for index, units in placements.items():
         job = by_index[index]
         free.take_all(units, job.req)
@@ -63,6 +64,7 @@ def with_started(problem: Problem, placements: dict[int, list[int]]) -> Problem:
             nodes.append(n)
             amounts.append(tuple(count * a for a in job.req))
             ends.append(min(job.duration, MAX_MODEL_DURATION))
+            limits.append(min(job.at_most, MAX_MODEL_DURATION))
     run = problem.running
     width = len(problem.resources)
     added_nodes = np.asarray(nodes, dtype=np.int64)
@@ -73,6 +75,7 @@ def with_started(problem: Problem, placements: dict[int, list[int]]) -> Problem:
         ),
         ends=np.concatenate([run.ends, np.asarray(ends, dtype=np.int64)]),
         up=np.concatenate([run.up, np.ones(len(nodes), dtype=np.bool_)]),
+        limits=np.concatenate([run.limit_ends, np.asarray(limits, dtype=np.int64)]),
     )
     return Problem(
         t=problem.t, resources=problem.resources, node_ids=problem.node_ids,

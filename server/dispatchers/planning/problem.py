@@ -9,6 +9,7 @@ session (server/sessions/running_work.py) and handed to `build_problem`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -327,3 +328,32 @@ def build_problem(
         up_capacity=index.up_capacity,
         _capacity_groups=index.up_capacity_groups(),
     )
+
+
+def at_limits(problem: Problem) -> Problem:
+    """`problem` as the workload manager's limits bound it: each running row ends at its job's
+    requested time (`RunningTable.limit_ends`) and each queued job's d_i is its requested time
+    (`Job.at_most`). A start planned on it holds whatever the predictions: what a promise is
+    computed against. Job indices, nodes and what is free now are `problem`'s."""
+    run = problem.running
+    limits = run.limit_ends
+    jobs = [job if job.duration >= job.at_most else
+            dataclasses.replace(job, duration=min(job.at_most, MAX_MODEL_DURATION))
+            for job in problem.jobs]
+    return Problem(
+        t=problem.t, resources=problem.resources, node_ids=problem.node_ids,
+        capacity=problem.capacity, eligible=problem.eligible, free_now=problem.free_now,
+        running=RunningTable(nodes=run.nodes, amounts=run.amounts, ends=limits, up=run.up,
+                             limits=limits),
+        jobs=jobs, up_capacity=problem.up_capacity, _capacity_groups=problem._capacity_groups,
+    )
+
+
+def pooled_steps(problem: Problem) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The pooled free amounts over time of the running work (step starts, amounts per step
+    and type), as `start_estimates.StepPlan` takes them."""
+    releases = problem.pooled_releases()
+    times = np.asarray([0, *(end for end, _ in releases)], dtype=np.int64)
+    steps = np.asarray([problem.pooled_free_now(), *(amounts for _, amounts in releases)],
+                       dtype=np.int64).reshape(len(times), len(problem.resources))
+    return times, np.cumsum(steps, axis=0)

@@ -8,22 +8,26 @@ every promise:
 - the pooled capacity over time of that profile (running work and promises, exact node by node
   and summed) is what HCP'19's and PCP'20's cumulatives and the list schedules plan on;
 - PCP'19's per-node cumulatives hold each promise's units on its own nodes;
-- a job started now may use on node n only what stays free there for its whole d_i
-  (`NodeProfile.free_during(0, d_i)`), and off the oldest promise's nodes where its requested
-  time could run into that promise (`promises.Guard`): PCP'20's position domains and every
-  placement at t.
+- a job started now may use on node n only what stays free there until its requested time
+  (`NodeProfile.free_during(0, Job.at_most)`): PCP'20's position domains and every placement
+  at t.
 
-Jobs started now may not share a unit at t; each takes no more than what the promises leave
-free during its run: so together they never take a promise's room, and no promise moves later
-for a job started now while the predicted durations d_i hold.
+The profile is the problem at its limits (`problem.at_limits`: running work to its requested
+time, each promise for its job's requested time). Jobs started now may not share a unit at t;
+each takes no more than what the promises leave free until its own limit: so together they
+never take a promise's room, and no promise moves later for a job started now whatever the
+jobs' actual run times.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import numpy.typing as npt
 
 from ...domain.free_pool import FreePool
+from ...domain.occupancy import MAX_MODEL_DURATION
 from .capacity_profile import CapacityProfile
 from .node_profile import NodeProfile
 from .problem import Job, Problem
@@ -88,9 +92,10 @@ class PromiseRoom:
     # -- starts at t -------------------------------------------------------------------------
 
     def pool_for(self, job: Job, free_now: FreePool) -> FreePool:
-        """What job i may use on each node over [0, d_i), off the guard's nodes where its
-        requested time could reach the oldest promise (kept per step count and guard)."""
+        """What job i may use on each node until its requested time (kept per step count and
+        guard)."""
         profile, guard = self.profile, self.guard
+        job = at_limit(job)
         careful = guard is not None and guard.needs_care(job, 0)
         steps = int(profile.times.searchsorted(job.duration, side="left"))
         key = (steps, careful)
@@ -106,24 +111,25 @@ class PromiseRoom:
         return pool
 
     def fits(self, job: Job) -> bool:
-        """Whether job i fits now for all of d_i around every promise."""
-        return fits_guarded(self.profile, job, 0, self.guard)
+        """Whether job i fits now until its requested time around every promise."""
+        return fits_guarded(self.profile, at_limit(job), 0, self.guard)
 
     def place(self, free_now: FreePool, job: Job, first_fit: bool) -> list[int] | None:
         if not self.fits(job):
             return None
-        nodes = place_guarded(self.profile, job, 0, self.guard, first_fit)
+        nodes = place_guarded(self.profile, at_limit(job), 0, self.guard, first_fit)
         free_now.take_all(nodes, job.req)
         self._pools.clear()
         return nodes
 
     def take(self, free_now: FreePool, nodes: list[int], job: Job) -> None:
-        self.profile.take(job, 0, nodes)
+        self.profile.take(at_limit(job), 0, nodes)
         self._pools.clear()
 
     def keeps(self, job: Job, nodes: list[int]) -> bool:
-        """Whether job i started now on `nodes` leaves every promise its room (the check a
-        model's placement passes before it is a decision)."""
+        """Whether job i started now on `nodes` leaves every promise its room until its
+        requested time (the check a model's placement passes before it is a decision)."""
+        job = at_limit(job)
         if not self.profile.fits_on(job, 0, nodes):
             return False
         guard = self.guard
@@ -134,6 +140,13 @@ class PromiseRoom:
 
     def fill_order(self, job: Job) -> int:
         return -job.duration  # the longer the run, the less stays free during all of it
+
+
+def at_limit(job: Job) -> Job:
+    """Job i for its requested time (`Job.at_most`), as the promises are planned."""
+    if job.duration >= job.at_most:
+        return job
+    return dataclasses.replace(job, duration=min(job.at_most, MAX_MODEL_DURATION))
 
 
 def _merged(

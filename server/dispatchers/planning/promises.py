@@ -1,5 +1,8 @@
 """Promises: the start s_i a waiting job was told, kept from one decision to the next and only
-ever moved earlier while the expected durations d_i hold.
+ever moved earlier while the durations it was planned with hold. The promise book plans them on
+the problem at its limits (`problem.at_limits`: running work to its requested time, each job
+for its requested time), so no prediction can make one late: only a job running past its limit
+or a node going down can (`PromisePlan.moved`, with `PromisePlan.reasons`).
 
 A promise is kept as its start (relative to t here) and the nodes its units are planned on then:
 the nodes are the plan's, not part of the promise, and keep the promises' feasibility checkable
@@ -37,6 +40,7 @@ import numpy.typing as npt
 
 from ...domain.caller_scope import CallerScope
 from ...domain.free_pool import choose_from_array
+from ...domain.outcome_kinds import PromiseMove
 from .caller_scope import BookKey, book_key
 from .node_profile import NodeProfile
 from .problem import Job, Problem, slowdown_rank
@@ -49,8 +53,10 @@ class PromisePlan:
 
     profile: NodeProfile  # the running work and every promise below, taken
     starts: dict[int, tuple[int, list[int]]] = field(default_factory=dict)
-    # Held promises that had to move later (job index -> seconds later than promised).
+    # Held promises that had to move later (job index -> seconds later than promised), and
+    # why (`PromiseMove`).
     moved: dict[int, int] = field(default_factory=dict)
+    reasons: dict[int, PromiseMove] = field(default_factory=dict)
 
     def due(self) -> dict[int, list[int]]:
         """The jobs whose promise is now: they start now, on these nodes."""
@@ -71,7 +77,12 @@ class Guard:
     nodes: npt.NDArray[np.bool_]  # the head's nodes
 
     def needs_care(self, job: Job, start: int) -> bool:
-        return job.index != self.job and start < self.start < start + job.at_most
+        """Whether job i placed at `start` for d_i could still be on the head's nodes at its
+        start: never where d_i is already its requested time (a placement on a problem at the
+        limits, `problem.at_limits`, is checked for all of it; the guard, which keeps every
+        other job off the head's nodes, would there only keep nodes idle)."""
+        return (job.index != self.job and job.duration < job.at_most
+                and start < self.start < start + job.at_most)
 
 
 def guard_of(plan: PromisePlan) -> Guard | None:
@@ -221,11 +232,26 @@ def _place_held(
             nodes = place_promise(profile, job, start, first_fit)
         else:
             later = profile.earliest(job, should_stop)
-            nodes = place_promise(profile, job, later, first_fit)
             if later > start:
                 plan.moved[job.index] = later - start
+                plan.reasons[job.index] = why_moved(profile.problem, nodes)
+            nodes = place_promise(profile, job, later, first_fit)
             start = later
         plan.starts[job.index] = (start, nodes)
+
+
+def why_moved(problem: Problem, nodes: list[int]) -> PromiseMove:
+    """Why a held promise planned on `nodes` no longer fits at its start: one of its nodes is
+    down (or fewer are up), or running work is past its requested time (its limit end is the
+    next second: it outlived what the promise was planned with), else not known."""
+    if any(not problem.eligible[n] for n in nodes):
+        return PromiseMove.NODE_UNAVAILABLE
+    run = problem.running
+    if len(run.ends) and bool((run.limit_ends[run.up] <= 1).any()):
+        return PromiseMove.RAN_PAST_LIMIT
+    if not all(problem.eligible):
+        return PromiseMove.NODE_UNAVAILABLE
+    return PromiseMove.UNSPECIFIED
 
 
 def _place_head_anew(

@@ -184,6 +184,17 @@ BAD_INPUTS: dict[str, tuple[Callable[[pb.DispatchRequest], None], str]] = {
     "δmax below the profile's δ": (
         lambda r: setattr(r.search, "delta_max_ms", 50), "search.delta_max_ms"
     ),
+    # The book with EASY-k's later reservations: no head reservation to make them around (all
+    # three models raised and fell back on every call).
+    "book with easy_head_depth 2": (
+        lambda r: (setattr(r.search, "profile", "book"), setattr(r.search, "easy_head", True),
+                   setattr(r.search, "easy_head_depth", 2)), "search.easy_head_depth"
+    ),
+    "promises profile with promise_after_s and depth 3": (
+        lambda r: (setattr(r.search, "profile", "promises"),
+                   setattr(r.search, "promise_after_s", 0),
+                   setattr(r.search, "easy_head_depth", 3)), "search.easy_head_depth"
+    ),
 }
 
 

@@ -122,19 +122,21 @@ def test_a_real_promise_sent_back_keeps_its_start_exactly(
 
 def test_an_expired_token_is_ignored_and_counted(serve: Callable[..., RunningServer]) -> None:
     """With promise_token_ttl_seconds 100, B's token (promised T + 2,000) is good until
-    T + 2,100 and refused from T + 2,101 (r still running, expected to its requested time)."""
+    T + 2,100 and refused from T + 2,101 (r still running, past its requested time: A's and
+    B's promises moved, B not due). Promises are made at the requested times (issue #49): a
+    requested time of r beyond its expected end would let B start at once, promised nothing."""
     server = serve(promise_token_ttl_seconds=100)
     cluster = fresh_cluster()
     with DispatcherClient(server.target) as client:
-        real = promises(client.dispatch(request(T, cluster, r_requested=9_000)))
+        real = promises(client.dispatch(request(T, cluster)))
         b = {"B": real["B"]}
-        client.dispatch(request(T + 2100, cluster, b, r_requested=9_000))
+        client.dispatch(request(T + 2100, cluster, b))
         assert refused(server, "expired") == 0 and refused(server, "invalid") == 0
-        late = client.dispatch(request(T + 2101, cluster, b, r_requested=9_000))
+        late = client.dispatch(request(T + 2101, cluster, b))
         assert refused(server, "expired") == 1
         # The same decision again (a retry at the same t starts from the same book), B sent
         # without a promise.
-        honest = client.dispatch(request(T + 2101, cluster, r_requested=9_000))
+        honest = client.dispatch(request(T + 2101, cluster))
     assert plan(late) == plan(honest)
 
 
