@@ -329,9 +329,12 @@ def _first_release_fitting_small(
         pooled = [p + v * size for p, v in zip(pooled, vec, strict=True)]
         units_total += units_per_node(vec, req) * size
     free = free_now.free
-    at: dict[int, list[int]] = {}
     ends_list, nodes_list = ends.tolist(), nodes.tolist()
     last = len(ends_list) - 1
+    if width == 1 and used:  # one resource type (processors): plain ints
+        return _one_type_sweep(free, req[0], head.units, demand[0], pooled[0], units_total,
+                               ends_list, nodes_list, amounts[:, 0].tolist())
+    at: dict[int, list[int]] = {}
     for i, release in enumerate(amounts.tolist()):
         n = nodes_list[i]
         before = at.get(n)
@@ -344,6 +347,28 @@ def _first_release_fitting_small(
         if (i == last or ends_list[i + 1] != ends_list[i]) and units_total >= head.units and all(
                 p >= d for p, d in zip(pooled, demand, strict=True)):
             return i, at
+    raise AssertionError("a job that fits an empty system must fit once all work ends")
+
+
+def _one_type_sweep(
+    free: list[Vec], q: int, units: int, demand: int, pooled: int, units_total: int,
+    ends: list[int], nodes: list[int], amounts: list[int],
+) -> tuple[int, dict[int, list[int]]]:
+    """`_first_release_fitting_small` where nodes have one resource type, of which each unit
+    asks q > 0."""
+    at: dict[int, int] = {}
+    last = len(ends) - 1
+    for i, amount in enumerate(amounts):
+        n = nodes[i]
+        before = at.get(n)
+        if before is None:
+            before = free[n][0]
+        after = before + amount
+        at[n] = after
+        units_total += after // q - before // q
+        pooled += amount
+        if (i == last or ends[i + 1] != ends[i]) and units_total >= units and pooled >= demand:
+            return i, {n: [a] for n, a in at.items()}
     raise AssertionError("a job that fits an empty system must fit once all work ends")
 
 

@@ -1,7 +1,7 @@
 """The head's τ found release by release in Python (few releases) against the numpy sweep over
 every release (issue #52): the same release index, and the same free amounts at τ, on random
-pools with several resource types, overfull nodes, nodes that are not eligible and ties of
-release times; and `reserve` the same whichever sweep it takes."""
+pools with one and with several resource types, overfull nodes, nodes that are not eligible
+and ties of release times; and `reserve` the same whichever sweep it takes."""
 
 from __future__ import annotations
 
@@ -22,20 +22,22 @@ from tests.server.dispatchers.planning.test_scale_indexes import random_problem
 SCALE = (16, 64, 2)
 
 
-def random_case(rng: random.Random) -> tuple[FreePool, Job, tuple[np.ndarray, ...]]:
+def random_case(rng: random.Random, width: int
+                ) -> tuple[FreePool, Job, tuple[np.ndarray, ...]]:
+    """Nodes of `width` resource types (1: processors only, the one-type sweep's case)."""
     nodes = rng.randint(1, 12)
-    free = [(rng.randint(-2, 16), rng.choice([0, 16, 64, -8]), rng.randint(0, 2))
+    free = [(rng.randint(-8, 16), rng.choice([0, 16, 64, -8]), rng.randint(0, 2))[:width]
             for _ in range(nodes)]
     eligible = [rng.random() < 0.85 for _ in range(nodes)]
-    pool = FreePool(free, eligible, SCALE)
+    pool = FreePool(free, eligible, SCALE[:width])
     count = rng.randint(1, 30)
     ends = np.asarray(sorted(rng.randint(1, 12) for _ in range(count)), dtype=np.int64)
     where = np.asarray([rng.randrange(nodes) for _ in range(count)], dtype=np.int64)
     amounts = np.asarray([(rng.randint(0, 8), rng.choice([0, 8, 32]), rng.randint(0, 1))
-                          for _ in range(count)], dtype=np.int64).reshape(count, 3)
-    req = (rng.randint(0, 4), rng.choice([0, 8, 16]), rng.randint(0, 1))
+                          for _ in range(count)], dtype=np.int64).reshape(count, 3)[:, :width]
+    req = (rng.randint(0, 4), rng.choice([0, 8, 16]), rng.randint(0, 1))[:width]
     if not any(req):
-        req = (1, 0, 0)
+        req = (1, 0, 0)[:width]
     # A head that fits once everything is released (as reserve's callers guarantee).
     job = Job(index=0, id="head", submit=0, units=1, req=req, duration=rng.randint(1, 20))
     return pool, job, (ends, where, amounts)
@@ -50,11 +52,11 @@ def fits_in_the_end(pool: FreePool, job: Job, ends: np.ndarray, where: np.ndarra
     return True
 
 
-@pytest.mark.parametrize("seed", range(300))
-def test_small_sweep_matches_the_numpy_sweep(seed: int) -> None:
+@pytest.mark.parametrize(("seed", "width"), [(s, w) for s in range(200) for w in (1, 3)])
+def test_small_sweep_matches_the_numpy_sweep(seed: int, width: int) -> None:
     rng = random.Random(seed)
-    pool, job, (ends, where, amounts) = random_case(rng)
-    units = rng.randint(1, 6)
+    pool, job, (ends, where, amounts) = random_case(rng, width)
+    units = rng.randint(1, 10)
     job = Job(index=0, id="head", submit=0, units=units, req=job.req, duration=job.duration)
     if not fits_in_the_end(pool, job, ends, where, amounts):
         with pytest.raises(AssertionError):
