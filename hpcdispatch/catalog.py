@@ -111,7 +111,13 @@ def predictor_name(kind: int) -> str | None:
 def enum_value(kind: int, enum: Any) -> int:
     """What a kind is on the wire's enum field: its value for a built-in, 0 (unspecified) for a
     plugin, whose name goes in the `*_name` field instead."""
-    return kind if kind in enum.values() else 0
+    return kind if kind in _values_of(enum) else 0
+
+
+@cache
+def _values_of(enum: Any) -> frozenset[int]:
+    """The values of a generated enum (its `values()` builds a new list at every call)."""
+    return frozenset(enum.values())
 
 
 def select_dispatcher(request: Any, name: str) -> None:

@@ -6,5 +6,7 @@ BENCHMARKS.md §5 (docs/benchmarks/replay-speed.md).
   in-process paths and another checkout's side by side, every `jobs.csv` compared (§5.1, §5.3,
   §5.4); `plain_easy`: its yardstick, a plain event-driven EASY on processor counts;
 - `session_transport`: CPU and context switches per round trip of a session call and of a
-  session stream's message (§5.4).
+  session stream's message (§5.4);
+- `stream_encoding`: the protobuf a session stream adds to each decision, timed apart beside
+  the in-process decision (§5.6).
 """

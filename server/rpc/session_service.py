@@ -145,7 +145,7 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
         self.streams = SessionStreams(
             StreamCalls(self.OpenSession, self.UpdateSession, self.CloseSession,
                         report_completions), pool, drain, metrics,
-            self.config.stream_idle_seconds)
+            self.config.stream_idle_seconds, room=lambda: room_now(front))
 
     # -- RPCs ----------------------------------------------------------------------------------
 
@@ -381,6 +381,13 @@ class SessionServicer(pb_grpc.SessionServiceServicer):
             fallback=result.fallback_reason or None,
         )
         return response
+
+
+def room_now(front: DecisionFront) -> bool:
+    """Whether a decision would get a decision thread and an admission slot at once (nobody
+    waits for one): a short stream message may then be answered on the loop."""
+    admission = front.admission
+    return front.threads.free > 0 and not admission.waiting and admission.busy < admission.slots
 
 
 def apply_checked(state: SessionState, request: pb.UpdateSessionRequest,

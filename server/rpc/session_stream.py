@@ -6,8 +6,10 @@ MessageContext: the same checks, session rules, decision front and errors, one m
 time in arrival order. A call's error becomes the message's `error` answer (BadRequest field
 paths prefixed with the call's field) and the stream goes on. The stream is read on the
 server's event loop, and each message is worked on in a pool thread (server/rpc/call_pool.py)
-only while it is answered: a stream waiting for its next message holds no thread and no
-decision slot, and its decisions are admitted per message, as unary calls are. The stream
+only while it is answered, or on the loop itself when its call has been short on this stream
+and a decision slot is free (server/rpc/inline_answers.py): a stream waiting for its next
+message holds no thread and no decision slot, and its decisions are admitted per message, as
+unary calls are. The stream
 itself ends only as the contract says: the caller closes or cancels it, its deadline passes,
 the server drains (UNAVAILABLE before the next message is taken up: the one in progress is
 answered, and counted in flight so that a graceful stop waits for it), or no message came for
@@ -21,6 +23,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import grpc
@@ -34,6 +37,7 @@ from ..intake.violations import Violation
 from .call_pool import CallPool
 from .draining import SHUTTING_DOWN, Drain
 from .errors import abort_invalid_argument
+from .inline_answers import InlineAnswers, always_room
 from .message_context import MessageContext
 from .metrics import ServiceMetrics, code_label
 from .thread_context import CallAborted, ThreadContext, code_of
@@ -73,8 +77,12 @@ class SessionStreams:
     """Answers session streams with the unary calls (module doc)."""
 
     def __init__(self, calls: StreamCalls, pool: CallPool, drain: Drain,
-                 metrics: ServiceMetrics, idle_seconds: float) -> None:
+                 metrics: ServiceMetrics, idle_seconds: float,
+                 room: Callable[[], bool] = always_room) -> None:
+        """`room`: whether a decision would get its thread and slot at once (a short
+        message is then answered on the loop: server/rpc/inline_answers.py)."""
         self.calls = calls
+        self.room = room
         self.pool = pool
         self.drain = drain
         self.metrics = metrics
@@ -84,6 +92,7 @@ class SessionStreams:
                     context: Any) -> AsyncIterator[pb.SessionStreamResponse]:
         """Answer each message in turn while the stream lasts."""
         stream = ThreadContext(context)
+        inline = InlineAnswers(self.room)
         self.metrics.session_streams_open.inc()
         answered = 0
         try:
@@ -94,8 +103,7 @@ class SessionStreams:
                     await context.abort(grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN)
                 try:
                     call = request.WhichOneof("call") or "none"
-                    yield await self.pool.call(self.answer, request, stream,
-                                               f"StreamSession/{call}")
+                    yield await self._answer_of(request, stream, call, inline)
                 finally:
                     self.drain.leave()
                 answered += 1
@@ -123,6 +131,26 @@ class SessionStreams:
                 "(stream_idle_seconds): the server ended it; start a new stream (the "
                 "sessions are kept)")
             raise AssertionError("abort returned") from None  # pragma: no cover
+
+    async def _answer_of(self, request: pb.SessionStreamRequest, stream: ThreadContext,
+                         call: str, inline: InlineAnswers) -> pb.SessionStreamResponse:
+        """The answer to one message: on the loop when its call is short on this stream,
+        else in a pool thread; either way its time is measured (inline_answers.py)."""
+        if inline.on_loop(call):
+            return self._timed_answer(inline, call, request, stream)
+        answer: pb.SessionStreamResponse = await self.pool.call(
+            partial(self._timed_answer, inline, call), request, stream,
+            f"StreamSession/{call}")
+        return answer
+
+    def _timed_answer(self, inline: InlineAnswers, call: str,
+                      request: pb.SessionStreamRequest,
+                      stream: grpc.ServicerContext) -> pb.SessionStreamResponse:
+        began = time.thread_time()  # CPU: what the loop would spend on it, whatever the load
+        try:
+            return self.answer(request, stream)
+        finally:
+            inline.measured(call, time.thread_time() - began)
 
     def answer(self, request: pb.SessionStreamRequest,
                stream: grpc.ServicerContext) -> pb.SessionStreamResponse:

@@ -87,7 +87,10 @@ class SessionRunning:
         gone = [self.slot_of.pop(job_id) for job_id in job_ids]
         if not gone:
             return
-        ended = np.isin(self.slots, np.asarray(gone, dtype=np.int64))
+        # The rows of the ended slots, by a mask over the slots (np.isin sorts both sides).
+        gone_slot = np.zeros(len(self.start_time), dtype=bool)
+        gone_slot[gone] = True
+        ended = gone_slot[self.slots]
         old_nodes, old_amounts = self.nodes[ended], self.amounts[ended]
         keep = ~ended
         # New arrays, never changed in place: a Problem may still hold the old ones.
@@ -140,7 +143,8 @@ class SessionRunning:
         start = self.start_time[slots]
         outlived = start + guess <= t
         duration = np.where(outlived, np.maximum(guess, self.requested[slots]), guess)
-        ends = np.clip(start + duration - t, 1, MAX_MODEL_DURATION)
+        # (np.minimum / np.maximum: np.clip's own checks cost more than the clip on small rows)
+        ends = np.minimum(np.maximum(start + duration - t, 1), MAX_MODEL_DURATION)
         limits = limit_ends(start, duration, self.requested[slots], t)
         if index is not self._index:
             assert self.fits(index), "the resource types changed: rebuild the rows"

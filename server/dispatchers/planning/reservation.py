@@ -252,18 +252,25 @@ def reserve(
         )
         order = stable_order(ends)
         ends, nodes, amounts = ends[order], nodes[order], amounts[order]
-    last = _first_release_fitting(free_now, head, ends, nodes, amounts)
-    stop_if(should_stop, "head reservation")
-    end = int(ends[last])
-    # Free at τ: free now plus every release up to τ, summed per node.
-    touched_array, inverse = np.unique(nodes[: last + 1], return_inverse=True)
-    touched = touched_array.tolist()
-    given = np.zeros((len(touched), amounts.shape[1]), dtype=np.int64)
-    np.add.at(given, inverse.reshape(-1), amounts[: last + 1])
     now = free_now.free
     at = list(now)
-    for n, row in zip(touched, given.tolist(), strict=True):
-        at[n] = tuple([a + g for a, g in zip(now[n], row, strict=True)])
+    if len(ends) * amounts.shape[1] <= SMALL_SWEEP:
+        # Free at τ per node comes out of the sweep, which stops at τ.
+        last, at_tau = _first_release_fitting_small(free_now, head, ends, nodes, amounts)
+        touched = sorted(at_tau)
+        for n in touched:
+            at[n] = tuple(at_tau[n])
+    else:
+        last = _first_release_fitting(free_now, head, ends, nodes, amounts)
+        # Free at τ: free now plus every release up to τ, summed per node.
+        touched_array, inverse = np.unique(nodes[: last + 1], return_inverse=True)
+        touched = touched_array.tolist()
+        given = np.zeros((len(touched), amounts.shape[1]), dtype=np.int64)
+        np.add.at(given, inverse.reshape(-1), amounts[: last + 1])
+        for n, row in zip(touched, given.tolist(), strict=True):
+            at[n] = tuple([a + g for a, g in zip(now[n], row, strict=True)])
+    stop_if(should_stop, "head reservation")
+    end = int(ends[last])
     placed = _head_nodes_by_node(free_now, at, touched, head)
     if placed is None:  # the pool at τ as the releases make it, in their order
         pool = free_now.copy()
@@ -291,6 +298,78 @@ def _units(free: npt.NDArray[np.int64], req: Vec) -> npt.NDArray[np.int64]:
         free[:, used] // np.asarray([req[r] for r in used], dtype=np.int64), axis=1
     )
     return result
+
+
+# Releases × resource types up to which the head's τ is found by a sweep in Python, stopping at
+# τ, rather than by numpy over every release: on few releases numpy's fixed cost per call is
+# most of the time (a small system's decisions: issue #52).
+SMALL_SWEEP = 1024
+
+
+def _first_release_fitting_small(
+    free_now: FreePool,
+    head: Job,
+    ends: npt.NDArray[np.int64],
+    nodes: npt.NDArray[np.int64],
+    amounts: npt.NDArray[np.int64],
+) -> tuple[int, dict[int, list[int]]]:
+    """`_first_release_fitting`, release by release until τ, and what is free at τ on each
+    node some release up to τ gives to (free now plus those releases)."""
+    req, demand = head.req, head.demand()
+    used = [(r, q) for r, q in enumerate(req) if q > 0]
+
+    def units(vec: list[int] | Vec) -> int:  # `_units` of one row (not clipped at 0)
+        return min([vec[r] // q for r, q in used]) if used else 0
+
+    width = amounts.shape[1]
+    pooled = [0] * width
+    units_total = 0
+    for vec, group in free_now.groups.items():
+        size = len(group)
+        pooled = [p + v * size for p, v in zip(pooled, vec, strict=True)]
+        units_total += units_per_node(vec, req) * size
+    free = free_now.free
+    ends_list, nodes_list = ends.tolist(), nodes.tolist()
+    last = len(ends_list) - 1
+    if width == 1 and used:  # one resource type (processors): plain ints
+        return _one_type_sweep(free, req[0], head.units, demand[0], pooled[0], units_total,
+                               ends_list, nodes_list, amounts[:, 0].tolist())
+    at: dict[int, list[int]] = {}
+    for i, release in enumerate(amounts.tolist()):
+        n = nodes_list[i]
+        before = at.get(n)
+        if before is None:
+            before = list(free[n])
+        after = [b + a for b, a in zip(before, release, strict=True)]
+        at[n] = after
+        units_total += units(after) - units(before)
+        pooled = [p + a for p, a in zip(pooled, release, strict=True)]
+        if (i == last or ends_list[i + 1] != ends_list[i]) and units_total >= head.units and all(
+                p >= d for p, d in zip(pooled, demand, strict=True)):
+            return i, at
+    raise AssertionError("a job that fits an empty system must fit once all work ends")
+
+
+def _one_type_sweep(
+    free: list[Vec], q: int, units: int, demand: int, pooled: int, units_total: int,
+    ends: list[int], nodes: list[int], amounts: list[int],
+) -> tuple[int, dict[int, list[int]]]:
+    """`_first_release_fitting_small` where nodes have one resource type, of which each unit
+    asks q > 0."""
+    at: dict[int, int] = {}
+    last = len(ends) - 1
+    for i, amount in enumerate(amounts):
+        n = nodes[i]
+        before = at.get(n)
+        if before is None:
+            before = free[n][0]
+        after = before + amount
+        at[n] = after
+        units_total += after // q - before // q
+        pooled += amount
+        if (i == last or ends[i + 1] != ends[i]) and units_total >= units and pooled >= demand:
+            return i, {n: [a] for n, a in at.items()}
+    raise AssertionError("a job that fits an empty system must fit once all work ends")
 
 
 def _first_release_fitting(
