@@ -48,6 +48,7 @@ SHIPPED_TRACES: dict[str, str] = {
     "kth-sp2": "KTH-SP2-1996-2.1-cln.swf.xz",
     "llnl-atlas": "LLNL-Atlas-2006-2.1-cln.swf.xz",
     "lublin-256": "lublin_256.swf.xz",
+    "lublin-256-est": "lublin_256_est.swf.xz",
 }
 
 

@@ -14,9 +14,9 @@ import pytest
 
 from hpcdispatch.sim_adapter.adapter import DispatchSettings
 from hpcdispatch.sim_adapter.in_process_backend import LocalService
-from hpcdispatch.sim_adapter.replay import RunSpec, bundled_trace, replay
+from hpcdispatch.sim_adapter.replay import RunSpec, bundled_trace, replay, resolve_trace
 
-LUBLIN_EST = Path(__file__).parents[2] / "sim_adapter" / "data" / "lublin_256_est.swf.xz"
+LUBLIN_EST = resolve_trace("lublin-256-est")
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ import pytest
 from hpcdispatch.cli import main
 from hpcdispatch.sim_adapter.adapter import DispatchSettings
 from hpcdispatch.sim_adapter.in_process_backend import LocalService
-from hpcdispatch.sim_adapter.outputs import JOB_COLUMNS, PromiseAccuracy, quantile
+from hpcdispatch.sim_adapter.outputs import JOB_COLUMNS, PromiseAccuracy
 from hpcdispatch.sim_adapter.records import JobRecord
 from hpcdispatch.sim_adapter.replay import RunSpec, bundled_trace, replay
 from tests.processes import quiet_embedded_service
@@ -123,21 +123,27 @@ def test_easy_sjf_reports_its_head_as_an_estimate_which_may_be_missed(
         assert estimated["late_seconds"]["max"] == late[-1]
 
 
-def test_late_promises_under_predictions_are_what_jobs_csv_says(
+def test_under_predictions_a_reservation_is_an_estimate_and_its_lateness_is_jobs_csvs(
     local: LocalService, tmp_path: Path,
 ) -> None:
-    """last-two under-predicts some jobs: a promise made on them may be broken; the summary's
-    lateness is computed from the same first promises and starts as jobs.csv's."""
+    """last-two under-predicts some jobs: a reservation planned on them may be missed, so
+    conservative shows it as an estimate (issue #49), a promise only from a decision whose
+    every duration is its requested time (a few, before users have a history), and no promise
+    is late; the summary's lateness of the estimates comes from the same first reported starts
+    and starts as jobs.csv's."""
     accuracy = replay(spec_of("conservative", predictor="last-two"), local,
-                      tmp_path)["promise_accuracy"]["promised"]
-    jobs = [r for r in read_jobs(tmp_path) if r["first_promised_start"]]
-    late = sorted(float(int(r["start"]) - int(r["first_promised_start"])) for r in jobs
-                  if int(r["start"]) > int(r["first_promised_start"]))
-    assert late, "last-two breaks no promise on this slice: pick a case that does"
-    assert accuracy["jobs"] == len(jobs)
-    assert accuracy["on_time_share"] == pytest.approx(1 - len(late) / len(jobs))
-    assert accuracy["late_seconds"] == {"p50": quantile(late, 0.5),
-                                        "p95": quantile(late, 0.95), "max": late[-1]}
+                      tmp_path)["promise_accuracy"]
+    promised = accuracy["promised"]
+    assert promised["jobs"] == 0 or promised["late_jobs"] == 0, promised
+    estimated = accuracy["estimated"]
+    jobs = [r for r in read_jobs(tmp_path)
+            if r["first_reported_start"] and not r["first_promised_start"]]
+    assert len(jobs) > 10 * promised["jobs"]
+    late = sorted(int(r["start"]) - int(r["first_reported_start"]) for r in jobs
+                  if int(r["start"]) > int(r["first_reported_start"]))
+    assert late, "last-two misses no estimate on this slice: pick a case that does"
+    assert estimated["late_jobs"] == len(late)
+    assert estimated["late_seconds"]["max"] == late[-1]
 
 
 def record(submit: int, start: int, reported: int | None, promised: int | None,

@@ -19,7 +19,7 @@ CLI = [sys.executable, "-m", "hpcdispatch"]
 
 @pytest.mark.parametrize(("name", "records"), [
     ("kth-sp2-slice", 3_000), ("kth-sp2", 28_476), ("llnl-atlas", 60_332),
-    ("lublin-256", 10_000),
+    ("lublin-256", 10_000), ("lublin-256-est", 10_000),
 ])
 def test_every_short_name_is_a_shipped_trace(name: str, records: int) -> None:
     path = resolve_trace(name)
@@ -29,7 +29,8 @@ def test_every_short_name_is_a_shipped_trace(name: str, records: int) -> None:
 
 def test_the_shipped_traces_are_small_and_attributed() -> None:
     data = resolve_trace("kth-sp2").parent
-    assert sum(p.stat().st_size for p in data.glob("*.swf.xz")) < 700_000
+    # (800 kB since lublin_256_est, the stalls of issue #49)
+    assert sum(p.stat().st_size for p in data.glob("*.swf.xz")) < 800_000
     readme = (data / "README.md").read_text(encoding="utf-8")
     assert "Parallel Workloads Archive" in readme
     for file in SHIPPED_TRACES.values():

@@ -8,8 +8,15 @@ running row ends at its requested time (predictor `walltime`): then EASY's head 
 conservative's reservations never get later (Mu'alem & Feitelson 2001), and the reservation is
 reported as a promise. Under any other predictor a job may run past its d_i up to its limit and
 push the reservation back, so the reservation is reported as what it is, the likely start of the
-current plan (an estimate), never as a promise. The promise book (profile `book`) is what
-promises starts at the limits whatever the predictor (`cp/promise_steps.py`).
+current plan (an estimate). The promise book (profile `book`) is what promises starts at the
+limits whatever the predictor (`cp/promise_steps.py`).
+
+Known gap: the rule is per decision. Under a predictor other than `walltime` a decision whose
+every duration happens to be the requested time (users without a history yet) still reports
+its reservations as promises, and a later decision planned on predictions may backfill past
+them (measured on the KTH slice under last-two: 3 such promises for conservative, all kept).
+Closing it needs the dispatcher to know that every later decision is planned at the limits
+too, or to plan its backfill around its promises at the limits as the book does.
 
 Deciding costs nothing more: the decision is the dispatcher's own, unchanged.
 """

@@ -15,6 +15,7 @@ import pytest
 
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.server.rpc.app import RunningServer
+from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.observability import (
     dashboard_queries,
     scrape_text,
@@ -31,8 +32,8 @@ Prometheus = scraped.Prometheus
 
 
 def promise_decisions(target: str, tag: str) -> dict[str, float]:
-    """Three clusters: one whose A starts at its promise (kept), one where r outlives its
-    expected end, A's promise moves later and A starts at the moved promise (late), and one
+    """Three clusters: one whose A starts at its promise (kept), one where r runs past
+    its requested time, A's promise moves later and A starts at the moved promise (late), and one
     sent a forged promise (refused). Returns what the metrics should say."""
     with DispatcherClient(target, timeout=60) as client:
         kept, late, forged = f"{tag}-kept", f"{tag}-late", f"{tag}-forged"
@@ -41,16 +42,20 @@ def promise_decisions(target: str, tag: str) -> dict[str, float]:
         del ended.running_jobs[:]
         on_time = client.dispatch(ended)
         assert plan(on_time)[0] == ["A"]
-        client.dispatch(request(T, late, r_requested=5000))
-        moved = client.dispatch(request(T + 1000, late, r_requested=5000))
-        assert promises(moved)["A"][0] == T + 4900  # r's requested end
-        ended = request(T + 4900, late, promises(moved), r_requested=5000)
+        client.dispatch(request(T, late))  # A promised r's requested end, T + 1,000
+        # r runs past its requested time (the workload manager failed to stop it): expected to
+        # end within a second, A's promise moves to T + 1,501 and B's (after A's) with it.
+        moved = client.dispatch(request(T + 1500, late))
+        assert promises(moved)["A"][0] == T + 1501
+        ended = request(T + 1501, late, promises(moved))
         del ended.running_jobs[:]
         too_late = client.dispatch(ended)
-        assert plan(too_late)[0] == ["A"]  # and B, due at T + 2,000, waits for A: moved too
+        assert plan(too_late)[0] == ["A"]
         moves = [e.moved_later_seconds for answer in (moved, too_late)
                  for e in answer.report.expected_starts if e.moved_later_seconds]
-        assert len(moves) == 2
+        assert moves == [1, 501]  # A's promise was due: a second past now; B's behind it
+        reasons = {e.move_reason for e in moved.report.expected_starts if e.moved_later_seconds}
+        assert reasons == {pb.PROMISE_MOVE_REASON_RAN_PAST_LIMIT}
         refused = client.dispatch(request(T + 1, forged, {"B": (T + 1, "")}))
     return {"kept": 1, "late": 1, "moves": len(moves), "moved_seconds": sum(moves),
             "pending": len(promises(on_time)) + len(promises(too_late)) + len(
@@ -69,10 +74,10 @@ def test_the_promise_metrics_count_kept_late_moved_pending_and_refused(
     assert value(text, "hpcdispatch_promise_moved_later_seconds_count") == expected["moves"]
     assert value(text, "hpcdispatch_promise_moved_later_seconds_sum") == expected[
         "moved_seconds"]
-    # A's move, 3,900 s, falls in the bucket up to 2 h; B's, 1,000 s (due at T + 2,000, it
-    # waits for A), in the one up to 30 min.
+    # A's move, 1 s (its promise was due: a second past now), falls in the bucket up to 1 min;
+    # B's, 501 s (due at T + 2,000, it waits for A), in the one up to 15 min.
     assert [value(text, "hpcdispatch_promise_moved_later_seconds_bucket", le=le)
-             for le in ("900.0", "1800.0", "3600.0", "7200.0")] == [0, 1, 1, 2]
+             for le in ("60.0", "300.0", "900.0")] == [1, 1, 2]
     assert value(text, "hpcdispatch_promises_pending") == expected["pending"] > 0
     assert value(text, "hpcdispatch_promises_refused_total", reason="missing") == 1
 
