@@ -6,8 +6,8 @@ decisions of a few hundred microseconds each, more than the decision itself (iss
 message whose call is short is therefore answered where it was read, on the loop, when:
 
 - its stream's recent answers of that call were short: an exponentially weighted mean of
-  their CPU seconds (the thread's, measured wherever they ran, so that a loaded machine does
-  not make them look longer) below `INLINE_SECONDS`; a call not measured yet
+  the longer of their CPU and wall seconds (measured wherever they ran: an answer that waits,
+  on a knowledge base or a plugin, counts as long) below `INLINE_SECONDS`; a call not measured yet
   on the stream goes to a thread, so a stream's first decision, and every decision of a
   dispatcher whose decisions take longer (the CP models), keep their thread;
 - and the decision machinery has room at once (`room()`: a decision thread and an admission
