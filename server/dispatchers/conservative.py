@@ -125,7 +125,7 @@ class ConservativeDispatcher:
             start, _ = outcome.expected_starts.get(i, (0, False))
             if start > 0:
                 outcome.expected_starts[i] = (start, False)
-        return promised_at_the_limits(problem, outcome, control)
+        return promised_at_the_limits(problem, outcome)
 
     def plan(self, problem: Problem, control: SearchControl) -> tuple[BackfillPlan, Held]:
         """The decision's plan, and the reservations (absolute starts) it leaves held."""

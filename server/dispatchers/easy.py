@@ -92,7 +92,7 @@ class EasyDispatcher:
         rest = self.backfill_order(problem, rest)
         backfill_around(outcome, free_now, reservation, rest, control.first_fit,
                         every_few(control.should_stop))
-        return promised_at_the_limits(problem, outcome, control)
+        return promised_at_the_limits(problem, outcome)
 
     def queue_order(self, problem: Problem) -> list[Job]:
         """The queue order: the head is the first job of it that does not fit now."""
@@ -170,8 +170,7 @@ def backfill_around(
     return outcome
 
 
-def promised_at_the_limits(problem: Problem, outcome: Outcome, control: SearchControl
-                           ) -> Outcome:
+def promised_at_the_limits(problem: Problem, outcome: Outcome) -> Outcome:
     """`outcome` with its reservations reported as promises only where they were planned at
     the requested times, else as estimates (`planning.guaranteed_starts`): the decision is
     unchanged."""

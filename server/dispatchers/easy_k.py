@@ -49,4 +49,4 @@ class EasyKDispatcher:
         head = next((j.index for j in order if j.index in starts), None)
         if head is not None:
             starts[head] = (starts[head][0], True)
-        return promised_at_the_limits(problem, outcome, control)
+        return promised_at_the_limits(problem, outcome)

@@ -61,4 +61,4 @@ class LosDispatcher(EasyDispatcher):
             j for k, j in enumerate(window) if k not in picked]
         backfill_around(outcome, free_now, reservation, tried, control.first_fit,
                         control.should_stop)
-        return promised_at_the_limits(problem, outcome, control)
+        return promised_at_the_limits(problem, outcome)
