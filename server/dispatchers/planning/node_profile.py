@@ -53,6 +53,19 @@ def request_array(req: Vec) -> Counts:
     return array
 
 
+def node_counts(nodes: list[int]) -> tuple[Counts, Counts]:
+    """The distinct nodes of `nodes` (one entry per unit), sorted, and the units on each."""
+    if len(nodes) <= 64:  # the usual few units: a dict beats np.unique's sort
+        counted: dict[int, int] = {}
+        for n in nodes:
+            counted[n] = counted.get(n, 0) + 1
+        columns = sorted(counted)
+        return (np.asarray(columns, dtype=np.int64),
+                np.asarray([counted[n] for n in columns], dtype=np.int64))
+    unique, counts = np.unique(np.asarray(nodes, dtype=np.int64), return_counts=True)
+    return unique, counts.astype(np.int64)
+
+
 class _Releases:
     """The running work's releases, sorted by end, and the free amounts after the first k of
     them (shared by every copy of a profile: they never change during a decision)."""
@@ -97,6 +110,9 @@ class NodeProfile:
         self._times: Counts = np.concatenate(([0], ends)).astype(np.int64)
         self._pooled: Counts = np.cumsum(released, axis=0) + now.sum(axis=0)
         self._steps = len(self._times)  # rows in use; the rest are spare
+        # Holds not yet applied to the pooled view: (start, end, amounts taken), applied
+        # together when it is next read (thousands of starts at t in a row read none).
+        self._pending: list[tuple[int, int, Counts]] = []
         self._releases = self._times.copy()  # the boundaries of the running work
         # The hold rows: [0, _held) in use, [0, _merged) merged (no two rows of one time and
         # node, none all zero).
@@ -112,11 +128,13 @@ class NodeProfile:
     @property
     def times(self) -> Counts:
         """Start of each step (a view)."""
+        self._flush()
         return self._times[: self._steps]
 
     @property
     def pooled(self) -> Counts:
         """Free amounts per step and type, summed over nodes (a view): (steps, types)."""
+        self._flush()
         return self._pooled[: self._steps]
 
     @property
@@ -127,6 +145,7 @@ class NodeProfile:
     @property
     def cells(self) -> int:
         """Steps × nodes × types: the size of this profile as a grid."""
+        self._flush()
         return self._steps * int(self._run.base.size)
 
     @property
@@ -257,8 +276,29 @@ class NodeProfile:
             new[:n] = old[:n]
             setattr(self, name, new)
 
+    def _flush(self) -> None:
+        """Apply the pending holds to the pooled view: every start and end a step boundary,
+        as taking them one by one makes."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        n = self._steps
+        times = self._times[:n]
+        starts = np.fromiter((s for s, _, _ in pending), dtype=np.int64, count=len(pending))
+        ends = np.fromiter((e for _, e, _ in pending), dtype=np.int64, count=len(pending))
+        bounds = np.union1d(times, np.concatenate((starts, ends)))
+        pooled = self._pooled[:n][times.searchsorted(bounds, side="right") - 1]
+        change = np.zeros_like(pooled)
+        amounts = np.stack([a for _, _, a in pending])
+        np.add.at(change, bounds.searchsorted(starts), amounts)
+        np.subtract.at(change, bounds.searchsorted(ends), amounts)
+        pooled -= np.cumsum(change, axis=0)
+        self._times, self._pooled, self._steps = bounds, pooled, len(bounds)
+
     def _split(self, when: int) -> int:
         """Index of the step that starts exactly at `when`, creating it if needed."""
+        self._flush()
         n = self._steps
         i = int(self._times[:n].searchsorted(when, side="right")) - 1
         if self._times[i] == when:
@@ -373,6 +413,7 @@ class NodeProfile:
         """The candidates after the first, as `first_room` gives them one after another:
         candidate k starts at times[first + k], its run's steps are [lows[k], highs[k]); and
         `room`, the k whose run the pooled view holds job i's demand over."""
+        self._flush()
         n = self._steps
         times, pooled = self._times[:n], self._pooled[:n]
         starts = times[first:].copy()
@@ -433,6 +474,7 @@ class NodeProfile:
 
     def checkpoint(self) -> State:
         """The profile's state, for `restore`."""
+        self._flush()
         n, h = self._steps, self._held
         return (self._times[:n].copy(), self._pooled[:n].copy(), self._hold_times[:h].copy(),
                 self._hold_nodes[:h].copy(), self._hold_amounts[:h].copy(), self._negative)
@@ -440,6 +482,7 @@ class NodeProfile:
     def restore(self, state: State) -> None:
         self._seen = None
         times, pooled, hold_times, hold_nodes, hold_amounts, self._negative = state
+        self._pending = []
         self._times, self._pooled = times.copy(), pooled.copy()
         self._steps = len(times)
         self._hold_times, self._hold_nodes = hold_times.copy(), hold_nodes.copy()
@@ -476,10 +519,8 @@ class NodeProfile:
 
     def _columns(self, job: Job, nodes: list[int]) -> tuple[Counts, Counts]:
         """The distinct nodes of `nodes` and what job i's units take on each: (nodes, types)."""
-        counts = np.bincount(np.asarray(nodes, dtype=np.int64),
-                             minlength=self._run.base.shape[0])
-        columns = np.flatnonzero(counts)
-        return columns, counts[columns, None] * request_array(job.req)[None, :]
+        columns, counts = node_counts(nodes)
+        return columns, counts[:, None] * request_array(job.req)[None, :]
 
     def _valid(self, job: Job, nodes: list[int]) -> bool:
         """Whether `nodes` names one up node per unit of job i."""
@@ -519,9 +560,8 @@ class NodeProfile:
         `fits`: the caller chose `nodes` where they fit, no node can become overfull)."""
         self._seen = None
         end = start + job.duration
-        first, stop = self._split(start), self._split(end)
         columns, need = self._hold(job, start, nodes, sign)
-        self._pooled[first:stop] -= sign * need.sum(axis=0)
+        self._pending.append((start, end, sign * need.sum(axis=0)))
         if sign > 0 and not fits and not self._negative:
             self._negative = bool((self._least(start, end, columns) < 0).any())
 

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ...domain.free_pool import FreePool
-from .node_profile import NodeProfile
+from .node_profile import NodeProfile, node_counts
 from .problem import Job
 
 Key = tuple[int, bool]  # (takes before d_i, off the guard's nodes)
@@ -86,9 +86,8 @@ class StartPools:
     def started(self, job: Job, nodes: list[int]) -> None:
         """Job i (for its requested time) started now on `nodes`, already taken in the
         profile: every pool follows."""
-        counts = np.bincount(np.asarray(nodes, dtype=np.int64),
-                             minlength=len(self._is_taken))
-        touched = np.flatnonzero(counts)
+        touched, units = node_counts(nodes)
+        counts = dict(zip(touched.tolist(), units.tolist(), strict=True))
         plain = touched[~self._is_taken[touched]].tolist()
         read = touched[self._is_taken[touched]]
         req = job.req
@@ -97,13 +96,13 @@ class StartPools:
             off = guard if key[1] and guard is not None else None  # stays empty there
             for n in plain:
                 if off is None or not off[n]:
-                    pool.take(n, req, int(counts[n]))
+                    pool.take(n, req, counts[n])
             mine = read if off is None else read[~off[read]]
             if key[0]:
                 self._read_again(pool, duration, mine)
             else:  # no take before d_i: the least is what is free now
                 for n in mine.tolist():
-                    pool.take(n, req, int(counts[n]))
+                    pool.take(n, req, counts[n])
         if self._now is not None:
             for n in touched.tolist():
-                self._now.take(n, req, int(counts[n]))
+                self._now.take(n, req, counts[n])
