@@ -43,6 +43,11 @@ State = tuple[Counts, Counts, Counts, Counts, Counts, bool]
 
 # Free amounts at this many release counts are remembered (each costs nodes × types).
 _KEPT_RELEASE_STATES = 16
+# Up to this many steps × nodes × types, the grid of free amounts is built from the changes
+# when read (and kept until the next change): on small systems (KTH-SP2's 100 nodes) one
+# vectorised pass over the grid tests every candidate start of a job at once, cheaper than
+# reading the changes candidate by candidate.
+DENSE_CELLS = 1_000_000
 
 
 @lru_cache(maxsize=1 << 12)
@@ -121,6 +126,7 @@ class NodeProfile:
         self._hold_amounts: Counts = np.empty((0, shape[1]), dtype=np.int64)
         self._held = self._merged = 0
         self._negative = bool((now < 0).any())  # some node overfull: fit tests scan them all
+        self._grid: Counts | None = None  # `_dense()`, until the next change
         # The last fit `earliest` found: (start, d_i, request, free during the run, units per
         # node), dropped whenever an amount changes.
         self._seen: tuple[int, int, Vec, Counts, Counts] | None = None
@@ -240,6 +246,7 @@ class NodeProfile:
         self._hold_nodes[n : n + m] = nodes
         self._hold_amounts[n : n + m] = amounts
         self._held = n + m
+        self._grid = None
         if merge and self._held > 2 * self._merged + 256:
             self._merge()
 
@@ -283,6 +290,7 @@ class NodeProfile:
         if not pending:
             return
         self._pending = []
+        self._grid = None
         n = self._steps
         times = self._times[:n]
         starts = np.fromiter((s for s, _, _ in pending), dtype=np.int64, count=len(pending))
@@ -303,6 +311,7 @@ class NodeProfile:
         i = int(self._times[:n].searchsorted(when, side="right")) - 1
         if self._times[i] == when:
             return i
+        self._grid = None
         if n == len(self._times):
             self._grow(n + 1)
         for array in (self._times, self._pooled):
@@ -322,6 +331,7 @@ class NodeProfile:
         if len(new) == len(times):
             return
         rows = times.searchsorted(new, side="right") - 1
+        self._grid = None
         self._pooled = self._pooled[rows]
         self._times = new
         self._steps = len(new)
@@ -337,15 +347,42 @@ class NodeProfile:
             times, self._releases)
         if keep.all():
             return
+        self._grid = None
         self._pooled = self._pooled[: self._steps][keep]
         self._times = times[keep]
         self._steps = len(self._times)
 
     # -- the verbs: what is free during a run, the earliest start that fits, hold, release -----
 
+    def _dense(self) -> Counts | None:
+        """Free amounts per step, node and type, where that grid is small (`DENSE_CELLS`):
+        what is free now plus every change, summed step by step; None on larger profiles."""
+        if self._grid is not None:
+            return self._grid
+        times = self.times
+        run = self._run
+        if len(times) * run.base.size > DENSE_CELLS:
+            return None
+        change = np.zeros((len(times), *run.base.shape), dtype=np.int64)
+        np.add.at(change, (times.searchsorted(run.ends, side="right") - 1, run.nodes),
+                  run.amounts)
+        hold_times, hold_nodes, hold_amounts = self._holds()
+        if len(hold_times):
+            np.add.at(change, (times.searchsorted(hold_times, side="right") - 1, hold_nodes),
+                      hold_amounts)
+        grid = np.cumsum(change, axis=0)
+        grid += run.base
+        self._grid = grid
+        return grid
+
     def free_during(self, start: int, end: int) -> Counts:
         """Per node and type, the least free amount over [start, end): (nodes, types)."""
-        return self._least(start, end)
+        grid = self._dense()
+        if grid is None:
+            return self._least(start, end)
+        first, stop = self._steps_of(start, end)
+        least: Counts = grid[first:stop].min(axis=0)
+        return least
 
     def free_at(self, when: int) -> Counts:
         """Per node and type, what is free at `when` (a new array)."""
@@ -389,12 +426,76 @@ class NodeProfile:
         first = int(self.times.searchsorted(start, side="right"))
         if first == self._steps:
             raise AssertionError("a job that fits an empty system must fit once all ends")
+        req = request_array(job.req)
+        grid = self._dense()
+        if grid is not None and bool((req > 0).any()):
+            return self._earliest_on_grid(job, first, req, grid, should_stop)
         starts, _, _, room = self._pooled_candidates(job, first)
         for k in room.tolist():
             stop_if(should_stop, "conservative reservation")
             start = int(starts[k])
             if self._fits_seen(job, start):
                 return start
+        # Past the last step nothing changes any more: the pooled test was exact there only
+        # if nodes can hold the job, which `never_fits` checked before.
+        raise AssertionError("a job that fits an empty system must fit once all ends")
+
+    def _earliest_on_grid(self, job: Job, first: int, req: Counts, free: Counts,
+                          should_stop: StopCheck) -> int:
+        """`earliest` among the candidates from times[first] on, all tested at once on the
+        grid `free` (`_dense`): the units of job i per node and step (floor division is
+        monotone, so the least over the steps of a run is the units that fit into its least
+        free amounts) summed over nodes; the runs' first and last steps only move forward, so
+        their least units per node come from a queue of two stacks (suffix minima in front, a
+        running minimum behind), each step read about twice instead of once per candidate
+        whose run covers it."""
+        n = self._steps
+        starts, lows, highs, room = self._pooled_candidates(job, first)
+        wanted = [(r, int(req[r])) for r in np.flatnonzero(req > 0).tolist()]
+        units = job.units
+        # Units of job i per node and step, and their sum over nodes per step (at least the
+        # sum over nodes of their least over a run: a run where it falls short anywhere fails
+        # node by node too), for the steps [first, cached), a block at a time.
+        per_step = np.empty((n - first, free.shape[1]), dtype=np.int64)
+        totals = np.empty(n - first + 1, dtype=np.int64)
+        cached = first
+        front_low = front_high = 0  # suffix minima of the steps [front_low, front_high)
+        suffix = per_step[:0]
+        behind: Counts | None = None  # least units of the steps [front_high, pushed)
+        pushed = 0
+        left = room
+        while len(left):
+            stop_if(should_stop, "conservative reservation")
+            upto = min(n, max(int(highs[left[0]]), cached + max(64, cached - first)))
+            block = per_step[cached - first : upto - first]
+            for r, (column, need) in enumerate(wanted):  # type by type: scalar divisions
+                if r == 0:
+                    np.floor_divide(free[cached:upto, :, column], need, out=block)
+                else:
+                    np.minimum(block, free[cached:upto, :, column] // need, out=block)
+            totals[cached - first : upto - first] = block.sum(axis=1)
+            cached = upto
+            at = int(highs[left].searchsorted(cached, side="right"))
+            ready, left = left[:at], left[at:]
+            bounds = np.empty(2 * len(ready), dtype=np.int64)
+            bounds[0::2], bounds[1::2] = lows[ready] - first, highs[ready] - first
+            least_total = np.minimum.reduceat(totals[: cached - first + 1], bounds)[0::2]
+            for k in ready[least_total >= units].tolist():
+                stop_if(should_stop, "conservative reservation")
+                low, high = int(lows[k]), int(highs[k])
+                if low >= front_high:  # the front is used up: the run's steps become it
+                    steps = per_step[low - first : high - first]
+                    suffix = np.minimum.accumulate(steps[::-1], axis=0)[::-1]
+                    front_low, front_high, behind, pushed = low, high, None, high
+                elif high > pushed:
+                    more = per_step[pushed - first : high - first].min(axis=0)
+                    behind = more if behind is None else np.minimum(behind, more)
+                    pushed = high
+                least = suffix[low - front_low]
+                if behind is not None:
+                    least = np.minimum(least, behind)
+                if int(least.sum()) >= units and self._fits_seen(job, int(starts[k])):
+                    return int(starts[k])
         # Past the last step nothing changes any more: the pooled test was exact there only
         # if nodes can hold the job, which `never_fits` checked before.
         raise AssertionError("a job that fits an empty system must fit once all ends")
@@ -483,6 +584,7 @@ class NodeProfile:
         self._seen = None
         times, pooled, hold_times, hold_nodes, hold_amounts, self._negative = state
         self._pending = []
+        self._grid = None
         self._times, self._pooled = times.copy(), pooled.copy()
         self._steps = len(times)
         self._hold_times, self._hold_nodes = hold_times.copy(), hold_nodes.copy()
@@ -513,9 +615,11 @@ class NodeProfile:
         for s, other, nodes in others:
             self._hold(other, s, nodes, -1, merge=False)
         try:
-            return self.fits_at(job, start)
+            free = self._least(start, start + job.duration)
+            return int(self.units_fitting(free, job).sum()) >= job.units
         finally:
             self._held, self._merged = held, min(merged, held)
+            self._grid = None
 
     def _columns(self, job: Job, nodes: list[int]) -> tuple[Counts, Counts]:
         """The distinct nodes of `nodes` and what job i's units take on each: (nodes, types)."""
@@ -603,6 +707,7 @@ class NodeProfile:
         if len(touched) and bool(
                 (self._least(int(starts.min()), int(ends.max()), touched) < 0).any()):
             self._held, self._merged = before, min(merged, before)
+            self._grid = None
             return False
         self._seen = None
         for low, high, amounts in zip(first.tolist(), stop.tolist(), taken, strict=True):
