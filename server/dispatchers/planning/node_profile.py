@@ -291,6 +291,11 @@ class NodeProfile:
             return
         self._pending = []
         self._grid = None
+        if len(pending) <= 4:  # a few: split in place (shifting the later rows once each)
+            for start, end, amounts in pending:
+                first, stop = self._boundary(start), self._boundary(end)
+                self._pooled[first:stop] -= amounts
+            return
         n = self._steps
         times = self._times[:n]
         starts = np.fromiter((s for s, _, _ in pending), dtype=np.int64, count=len(pending))
@@ -307,6 +312,10 @@ class NodeProfile:
     def _split(self, when: int) -> int:
         """Index of the step that starts exactly at `when`, creating it if needed."""
         self._flush()
+        return self._boundary(when)
+
+    def _boundary(self, when: int) -> int:
+        """`_split` of the pooled view as it is (no pending hold applied first)."""
         n = self._steps
         i = int(self._times[:n].searchsorted(when, side="right")) - 1
         if self._times[i] == when:
@@ -701,8 +710,12 @@ class NodeProfile:
                 and np.array_equal(times[np.minimum(stop, len(times) - 1)], ends)):
             raise AssertionError("take_all needs every start and end as a step boundary")
         before, merged = self._held, self._merged
-        taken = [self._hold(job, start, ns, 1, merge=False)[1].sum(axis=0)
-                 for start, job, ns in held]
+        # Every unit's rows at once: -req at its start, +req at its end.
+        owner = np.repeat(np.arange(len(held)), units)
+        req = np.stack([request_array(job.req) for _, job, _ in held])
+        per_unit = req[owner]
+        self._push(np.concatenate((starts[owner], ends[owner])), np.concatenate((nodes, nodes)),
+                   np.concatenate((-per_unit, per_unit)), merge=False)
         touched = np.unique(nodes)
         if len(touched) and bool(
                 (self._least(int(starts.min()), int(ends.max()), touched) < 0).any()):
@@ -710,8 +723,12 @@ class NodeProfile:
             self._grid = None
             return False
         self._seen = None
-        for low, high, amounts in zip(first.tolist(), stop.tolist(), taken, strict=True):
-            self._pooled[low:high] -= amounts
+        # The pooled view: + demand from each start's step, - from its end's step, summed.
+        change = np.zeros((len(times) + 1, req.shape[1]), dtype=np.int64)
+        demand = req * asked[:, None]
+        np.add.at(change, first, demand)
+        np.subtract.at(change, stop, demand)
+        self._pooled[: self._steps] -= np.cumsum(change[:-1], axis=0)
         return True
 
     def give_back(self, job: Job, start: int, nodes: list[int]) -> None:
