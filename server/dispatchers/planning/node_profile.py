@@ -192,8 +192,19 @@ class NodeProfile:
 
     def _least(self, start: int, end: int, rows: Counts | None = None) -> Counts:
         """Per node of `rows` (sorted; None: every node) and type, the least free amount over
-        [start, end): the amount at `start`, lowered on the nodes a hold starts on inside the
-        run by the lowest running sum of their changes there."""
+        [start, end) (a new array): off the grid where the profile is small, else from the
+        changes."""
+        grid = self._dense()
+        if grid is None:
+            return self._least_from_changes(start, end, rows)
+        first, stop = self._steps_of(start, end)
+        block = grid[first:stop] if rows is None else grid[first:stop, rows]
+        least: Counts = block.min(axis=0)
+        return least
+
+    def _least_from_changes(self, start: int, end: int, rows: Counts | None = None) -> Counts:
+        """`_least` from the changes alone: the amount at `start`, lowered on the nodes a hold
+        starts on inside the run by the lowest running sum of their changes there."""
         free = self._free_at(start, rows)
         times, nodes, amounts = self._holds()
         if not len(times):
@@ -386,12 +397,7 @@ class NodeProfile:
 
     def free_during(self, start: int, end: int) -> Counts:
         """Per node and type, the least free amount over [start, end): (nodes, types)."""
-        grid = self._dense()
-        if grid is None:
-            return self._least(start, end)
-        first, stop = self._steps_of(start, end)
-        least: Counts = grid[first:stop].min(axis=0)
-        return least
+        return self._least(start, end)
 
     def free_at(self, when: int) -> Counts:
         """Per node and type, what is free at `when` (a new array)."""
@@ -623,8 +629,8 @@ class NodeProfile:
         held, merged = self._held, self._merged
         for s, other, nodes in others:
             self._hold(other, s, nodes, -1, merge=False)
-        try:
-            free = self._least(start, start + job.duration)
+        try:  # read from the changes: the grid would be built for this one read
+            free = self._least_from_changes(start, start + job.duration)
             return int(self.units_fitting(free, job).sum()) >= job.units
         finally:
             self._held, self._merged = held, min(merged, held)
