@@ -5,7 +5,7 @@ and a decision (the session's snapshot and occupancy, then `run_decision`); the 
 fastest wall times, and the last decision under cProfile.
 
     python -m benchmarks.scale.session_profile [--nodes 100000] [--queued 1000]
-        [--dispatchers easy,pcp20] [--repeats 5] [--top 25] [--no-profile]
+        [--dispatchers easy,pcp20] [--profile fast] [--repeats 5] [--top 25] [--no-profile]
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ from hpcdispatch.systems import homogeneous
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 
-def decide(state: SessionState, kind: int, predictor: DurationPredictor) -> DecisionResult:
+def decide(state: SessionState, kind: int, predictor: DurationPredictor,
+           profile: str = "fast") -> DecisionResult:
     """One session decision as SessionServicer._decide makes it (`predictor`: walltime)."""
-    control = SearchControl(settings=PROFILES["fast"][0], deadline=time.monotonic() + 120)
+    control = SearchControl(settings=PROFILES[profile][0], deadline=time.monotonic() + 120)
     snapshot = state.snapshot(pb.PREDICTOR_WALLTIME, predictor)
     occupancy = state.occupancy(pb.PREDICTOR_WALLTIME, predictor)
     return run_decision(snapshot, kind, predictor, control, state.node_index(),
@@ -45,6 +46,7 @@ def main() -> None:
     parser.add_argument("--dispatchers", default="easy,pcp20")
     parser.add_argument("--busy", type=float, default=BUSY_FOR_70_PERCENT_OF_NODES,
                         help="share of the cores in use (default: one job on 70 %% of the nodes)")
+    parser.add_argument("--profile", default="fast", help="the CP dispatchers' search profile")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-profile", action="store_true", help="only time the decisions")
@@ -56,7 +58,8 @@ def main() -> None:
     for name in args.dispatchers.split(","):
         kind = DISPATCHER_NAMES[name]
         state = SessionState("bench", snapshot)
-        decide(state, kind, walltime)  # the first decision predicts the running jobs once
+        # The first decision predicts the running jobs once.
+        decide(state, kind, walltime, args.profile)
         walls: list[float] = []
         profiler = None
         for repeat in range(args.repeats):
@@ -70,7 +73,7 @@ def main() -> None:
             began = time.perf_counter()
             if profiler is not None:
                 profiler.enable()
-            result = decide(state, kind, walltime)
+            result = decide(state, kind, walltime, args.profile)
             if profiler is not None:
                 profiler.disable()
             walls.append(time.perf_counter() - began)

@@ -220,7 +220,7 @@ def _repack(
     (KTH-SP2's 100 single-processor nodes), putting intervals back in order of their start
     always succeeds when the pooled view has room, so a job then waits only when it has to.
     """
-    if profile.free.size > MAX_REPACK_CELLS:
+    if profile.cells > MAX_REPACK_CELLS:
         return
     # Each attempt moves every future reservation: asked inside its loops too, so that a stop
     # lands within a few reservations (a stopped attempt changes nothing in the plan).

@@ -227,9 +227,7 @@ def _likely_starts(d: Decision, plan: PromisePlan, started: dict[int, list[int]]
     the promised jobs in promise order), never later than the promise."""
     jobs = d.problem.job_by_index()  # predicted; the due promises are its running work
     steps = StepPlan(*pooled_steps(d.problem))
-    for i in started:
-        if i in jobs:
-            steps.hold(jobs[i].demand(), 0, jobs[i].duration)
+    steps.hold_all([(jobs[i].demand(), 0, jobs[i].duration) for i in started if i in jobs])
     likely: dict[int, int] = {}
     for i, (start, _) in sorted(plan.starts.items(), key=lambda item: (item[1][0], item[0])):
         job = jobs.get(i)
@@ -251,9 +249,7 @@ def _report_planned_starts(d: Decision, plan: PromisePlan, started: dict[int, li
     planned = d.plan.start_offsets if d.plan is not None else {}
     pooled = StepPlan(*_room(d).pooled_steps())
     jobs = d.problem.job_by_index()
-    for i in started:
-        if i in jobs:
-            pooled.hold(jobs[i].demand(), 0, jobs[i].duration)
+    pooled.hold_all([(jobs[i].demand(), 0, jobs[i].duration) for i in started if i in jobs])
     for job in d.jobs:
         start = planned.get(job.index)
         if job.index not in started and start is not None and start > 0:

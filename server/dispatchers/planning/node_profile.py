@@ -1,19 +1,29 @@
-"""Free amounts per node and resource type over time after t: the plan of conservative backfilling.
+"""What is free when, node by node and pooled: the planner every reservation and promise uses.
 
-A step function: step k holds from times[k] until times[k + 1] (relative to t, 0 = now), and
-the last step lasts forever. It starts as what is free now plus the predicted releases of the
-running work, and each reservation takes its units from the steps it spans. Arrays of shape
-(steps, nodes, resource types) keep a fit test over a job's whole run vectorised; the pooled
-view (the sum over nodes, one row per step, kept alongside) finds candidate start times first,
-since a job that does not fit the pooled capacity cannot fit node by node.
+Free amounts per node and resource type after t form a step function per node (relative to t,
+0 = now, the last step lasting for ever): what is free now, plus what the running work releases
+at its ends, less what each hold (a reservation, a promise) takes over [s, s + d). It is kept
+sparse, as the changes that make it, never as a (steps × nodes) grid:
 
-The arrays keep spare rows at their end, so that a new step boundary (a reservation starting or
-ending between two boundaries) shifts the later steps by one row in place instead of copying
-the whole profile, and a reservation touches only the columns of the nodes it holds.
+- `_base`, what is free now per node (nodes that are not up hold nothing);
+- the running work's releases, sorted by end (fixed for the decision): the free amounts at s
+  are `_base` plus the releases up to s, remembered for the few s read again and again;
+- the holds, as change rows (time, node, ± amounts): −need at s on each node a hold takes,
+  +need at s + d. Giving a hold back adds the opposite rows; rows that cancel are merged away
+  now and then.
+
+A node's least free amount over [s, e) is its amount at s unless a hold starts on it inside
+(s, e) (releases and hold ends only add), so only the few nodes a hold starts on within the run
+are walked event by event: a query costs the nodes once plus the changes inside the run, not
+nodes × steps. The pooled view (the sum over nodes, one row per step, spare rows at its end
+for new boundaries) finds candidate starts first, since a job that does not fit the pooled
+capacity cannot fit node by node. Copies and checkpoints copy the pooled view and the hold
+rows only.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable
 from functools import lru_cache
 from itertools import chain
@@ -27,8 +37,17 @@ from .problem import Job, Problem
 from .stopping import StopCheck, never, stop_if
 
 Counts = npt.NDArray[np.int64]
-# times, free, pooled (used steps only), and whether some free amount may be negative.
-State = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], bool]
+# times, pooled (used steps only), hold rows (times, nodes, amounts), and whether some free
+# amount may be negative.
+State = tuple[Counts, Counts, Counts, Counts, Counts, bool]
+
+# Free amounts at this many release counts are remembered (each costs nodes × types).
+_KEPT_RELEASE_STATES = 16
+# Up to this many steps × nodes × types, the grid of free amounts is built from the changes
+# when read (and kept until the next change): on small systems (KTH-SP2's 100 nodes) one
+# vectorised pass over the grid tests every candidate start of a job at once, cheaper than
+# reading the changes candidate by candidate.
+DENSE_CELLS = 1_000_000
 
 
 @lru_cache(maxsize=1 << 12)
@@ -39,44 +58,224 @@ def request_array(req: Vec) -> Counts:
     return array
 
 
+def node_counts(nodes: list[int]) -> tuple[Counts, Counts]:
+    """The distinct nodes of `nodes` (one entry per unit), sorted, and the units on each."""
+    if len(nodes) <= 64:  # the usual few units: a dict beats np.unique's sort
+        counted: dict[int, int] = {}
+        for n in nodes:
+            counted[n] = counted.get(n, 0) + 1
+        columns = sorted(counted)
+        return (np.asarray(columns, dtype=np.int64),
+                np.asarray([counted[n] for n in columns], dtype=np.int64))
+    unique, counts = np.unique(np.asarray(nodes, dtype=np.int64), return_counts=True)
+    return unique, counts.astype(np.int64)
+
+
+class _Releases:
+    """The running work's releases, sorted by end, and the free amounts after the first k of
+    them (shared by every copy of a profile: they never change during a decision)."""
+
+    def __init__(self, base: Counts, ends: Counts, nodes: Counts, amounts: Counts) -> None:
+        self.base = base
+        self.ends, self.nodes, self.amounts = ends, nodes, amounts
+        self._after: OrderedDict[int, Counts] = OrderedDict()
+
+    def free_after(self, k: int) -> Counts:
+        """`base` plus the first k releases (read-only)."""
+        after = self._after
+        kept = after.get(k)
+        if kept is not None:
+            after.move_to_end(k)
+            return kept
+        below = max((j for j in after if j <= k), default=0)
+        free = (after[below] if below else self.base).copy()
+        if k > below:
+            np.add.at(free, self.nodes[below:k], self.amounts[below:k])
+        free.flags.writeable = False
+        after[k] = free
+        if len(after) > _KEPT_RELEASE_STATES:
+            after.popitem(last=False)
+        return free
+
+
 class NodeProfile:
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
         eligible = np.asarray(problem.eligible, dtype=bool)
         self._eligible = eligible
         shape = (len(problem.node_ids), len(problem.resources))
-        now = np.asarray(problem.free_now.free, dtype=np.int64).reshape(shape)
+        now = np.array(problem.free_now.free, dtype=np.int64).reshape(shape)
         now[~eligible] = 0  # nodes that are not up never receive work
+        now.flags.writeable = False
         events = problem.release_events()  # eligible nodes only, ends >= 1, sorted
+        self._run = _Releases(now, events.ends, events.nodes, events.amounts)
         ends, step_of = np.unique(events.ends, return_inverse=True)
-        released = np.zeros((len(ends) + 1, *shape), dtype=np.int64)
-        np.add.at(released, (step_of.reshape(-1) + 1, events.nodes), events.amounts)
-        free = np.cumsum(released, axis=0)
-        free += now
-        self._times: npt.NDArray[np.int64] = np.concatenate(([0], ends)).astype(np.int64)
-        self._free: npt.NDArray[np.int64] = free
-        self._pooled: npt.NDArray[np.int64] = free.sum(axis=1)
+        released = np.zeros((len(ends) + 1, shape[1]), dtype=np.int64)
+        np.add.at(released, step_of.reshape(-1) + 1, events.amounts)
+        self._times: Counts = np.concatenate(([0], ends)).astype(np.int64)
+        self._pooled: Counts = np.cumsum(released, axis=0) + now.sum(axis=0)
         self._steps = len(self._times)  # rows in use; the rest are spare
+        # Holds not yet applied to the pooled view: (start, end, amounts taken), applied
+        # together when it is next read (thousands of starts at t in a row read none).
+        self._pending: list[tuple[int, int, Counts]] = []
         self._releases = self._times.copy()  # the boundaries of the running work
-        self._negative = bool((free < 0).any())  # some node overfull: fit tests scan them all
+        # The hold rows: [0, _held) in use, [0, _merged) merged (no two rows of one time and
+        # node, none all zero).
+        self._hold_times: Counts = np.empty(0, dtype=np.int64)
+        self._hold_nodes: Counts = np.empty(0, dtype=np.int64)
+        self._hold_amounts: Counts = np.empty((0, shape[1]), dtype=np.int64)
+        self._held = self._merged = 0
+        self._negative = bool((now < 0).any())  # some node overfull: fit tests scan them all
+        self._grid: Counts | None = None  # `_dense()`, until the next change
         # The last fit `earliest` found: (start, d_i, request, free during the run, units per
         # node), dropped whenever an amount changes.
         self._seen: tuple[int, int, Vec, Counts, Counts] | None = None
 
     @property
-    def times(self) -> npt.NDArray[np.int64]:
+    def times(self) -> Counts:
         """Start of each step (a view)."""
+        self._flush()
         return self._times[: self._steps]
 
     @property
-    def free(self) -> npt.NDArray[np.int64]:
-        """Free amounts per step, node and type (a view): (steps, nodes, types)."""
-        return self._free[: self._steps]
+    def pooled(self) -> Counts:
+        """Free amounts per step and type, summed over nodes (a view): (steps, types)."""
+        self._flush()
+        return self._pooled[: self._steps]
 
     @property
-    def pooled(self) -> npt.NDArray[np.int64]:
-        """Free amounts per step and type, summed over nodes (a view): (steps, types)."""
-        return self._pooled[: self._steps]
+    def overfull(self) -> bool:
+        """Whether some free amount may be negative (a hold taken without a fit test)."""
+        return self._negative
+
+    @property
+    def cells(self) -> int:
+        """Steps × nodes × types: the size of this profile as a grid."""
+        self._flush()
+        return self._steps * int(self._run.base.size)
+
+    @property
+    def free(self) -> Counts:
+        """Free amounts per step, node and type, as a grid: (steps, nodes, types). Built on
+        demand, for small profiles (tests, reports): the planner never needs it."""
+        return np.stack([self._free_at(int(s)) for s in self.times.tolist()])
+
+    # -- the node-by-node view ---------------------------------------------------------------
+
+    def _holds(self) -> tuple[Counts, Counts, Counts]:
+        n = self._held
+        return self._hold_times[:n], self._hold_nodes[:n], self._hold_amounts[:n]
+
+    def _free_at(self, when: int, rows: Counts | None = None) -> Counts:
+        """Free amounts at `when` (every change at or before it applied), per node of `rows`
+        (None: every node); a new array."""
+        run = self._run
+        released = run.free_after(int(run.ends.searchsorted(when, side="right")))
+        free = released.copy() if rows is None else released[rows]
+        times, nodes, amounts = self._holds()
+        if len(times):
+            hit = times <= when
+            if rows is None:
+                if hit.any():
+                    np.add.at(free, nodes[hit], amounts[hit])
+            else:
+                hit &= self._member(rows)[nodes]
+                if hit.any():
+                    np.add.at(free, rows.searchsorted(nodes[hit]), amounts[hit])
+        return free
+
+    def _member(self, rows: Counts) -> npt.NDArray[np.bool_]:
+        """Whether each node is one of `rows`."""
+        member = np.zeros(len(self._eligible), dtype=bool)
+        member[rows] = True
+        return member
+
+    def _least(self, start: int, end: int, rows: Counts | None = None) -> Counts:
+        """Per node of `rows` (sorted; None: every node) and type, the least free amount over
+        [start, end) (a new array): off the grid where the profile is small, else from the
+        changes."""
+        grid = self._dense()
+        if grid is None:
+            return self._least_from_changes(start, end, rows)
+        first, stop = self._steps_of(start, end)
+        block = grid[first:stop] if rows is None else grid[first:stop, rows]
+        least: Counts = block.min(axis=0)
+        return least
+
+    def _least_from_changes(self, start: int, end: int, rows: Counts | None = None) -> Counts:
+        """`_least` from the changes alone: the amount at `start`, lowered on the nodes a hold
+        starts on inside the run by the lowest running sum of their changes there."""
+        free = self._free_at(start, rows)
+        times, nodes, amounts = self._holds()
+        if not len(times):
+            return free
+        inside = (times > start) & (times < end)
+        taking = inside & (amounts < 0).any(axis=1)
+        if rows is not None:
+            taking &= self._member(rows)[nodes]
+        if not taking.any():
+            return free
+        walked = np.unique(nodes[taking])
+        run = self._run
+        first = int(run.ends.searchsorted(start, side="right"))
+        stop = int(run.ends.searchsorted(end, side="left"))
+        member = self._member(walked)
+        on = member[run.nodes[first:stop]]
+        mine = inside & member[nodes]
+        when = np.concatenate((run.ends[first:stop][on], times[mine]))
+        where = np.concatenate((run.nodes[first:stop][on], nodes[mine]))
+        change = np.concatenate((run.amounts[first:stop][on], amounts[mine]))
+        order = np.lexsort((when, where))  # node by node, in time order
+        when, where, change = when[order], where[order], change[order]
+        # One row per (node, time): the changes of one instant apply together.
+        instant = np.flatnonzero(np.concatenate(
+            ([True], (where[1:] != where[:-1]) | (when[1:] != when[:-1]))))
+        change, where = np.add.reduceat(change, instant, axis=0), where[instant]
+        starts_node = np.concatenate(([True], where[1:] != where[:-1]))
+        node_first = np.flatnonzero(starts_node)
+        # The running sum of each node's changes from the start of the run on.
+        total = np.cumsum(change, axis=0)
+        before = np.concatenate((np.zeros((1, total.shape[1]), dtype=np.int64), total))
+        running_sum = total - before[node_first][np.cumsum(starts_node) - 1]
+        lowest = np.minimum(np.minimum.reduceat(running_sum, node_first, axis=0), 0)
+        at = where[node_first] if rows is None else rows.searchsorted(where[node_first])
+        free[at] += lowest
+        return free
+
+    def _push(self, times: Counts, nodes: Counts, amounts: Counts, merge: bool = True) -> None:
+        """Append hold rows (merging the rows that cancel now and then, unless the caller may
+        drop the new rows again: `merge` False)."""
+        n, m = self._held, len(times)
+        if n + m > len(self._hold_times):
+            size = max(n + m, 2 * len(self._hold_times), 64)
+            for name in ("_hold_times", "_hold_nodes", "_hold_amounts"):
+                old = getattr(self, name)
+                new = np.empty((size, *old.shape[1:]), dtype=np.int64)
+                new[:n] = old[:n]
+                setattr(self, name, new)
+        self._hold_times[n : n + m] = times
+        self._hold_nodes[n : n + m] = nodes
+        self._hold_amounts[n : n + m] = amounts
+        self._held = n + m
+        self._grid = None
+        if merge and self._held > 2 * self._merged + 256:
+            self._merge()
+
+    def _merge(self) -> None:
+        """One row per (time, node), rows of no change dropped: the same function."""
+        times, nodes, amounts = self._holds()
+        order = np.lexsort((nodes, times))
+        times, nodes, amounts = times[order], nodes[order], amounts[order]
+        first = np.flatnonzero(np.concatenate(
+            ([True], (times[1:] != times[:-1]) | (nodes[1:] != nodes[:-1]))))
+        amounts = np.add.reduceat(amounts, first, axis=0)
+        keep = amounts.any(axis=1)
+        times, nodes, amounts = times[first][keep], nodes[first][keep], amounts[keep]
+        n = len(times)
+        self._hold_times[:n], self._hold_nodes[:n], self._hold_amounts[:n] = times, nodes, amounts
+        self._held = self._merged = n
+
+    # -- the pooled view ---------------------------------------------------------------------
 
     def _steps_of(self, start: int, end: int) -> tuple[int, int]:
         """Indices [first, stop) of the steps that overlap [start, end)."""
@@ -89,21 +288,53 @@ class NodeProfile:
         """Room for at least `rows` steps (doubling, so that splits cost amortised O(1) rows)."""
         size = max(rows, 2 * len(self._times))
         n = self._steps
-        for name in ("_times", "_free", "_pooled"):
+        for name in ("_times", "_pooled"):
             old = getattr(self, name)
             new = np.empty((size, *old.shape[1:]), dtype=np.int64)
             new[:n] = old[:n]
             setattr(self, name, new)
 
+    def _flush(self) -> None:
+        """Apply the pending holds to the pooled view: every start and end a step boundary,
+        as taking them one by one makes."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        self._grid = None
+        if len(pending) <= 4:  # a few: split in place (shifting the later rows once each)
+            for start, end, amounts in pending:
+                first, stop = self._boundary(start), self._boundary(end)
+                self._pooled[first:stop] -= amounts
+            return
+        n = self._steps
+        times = self._times[:n]
+        starts = np.fromiter((s for s, _, _ in pending), dtype=np.int64, count=len(pending))
+        ends = np.fromiter((e for _, e, _ in pending), dtype=np.int64, count=len(pending))
+        bounds = np.union1d(times, np.concatenate((starts, ends)))
+        pooled = self._pooled[:n][times.searchsorted(bounds, side="right") - 1]
+        change = np.zeros_like(pooled)
+        amounts = np.stack([a for _, _, a in pending])
+        np.add.at(change, bounds.searchsorted(starts), amounts)
+        np.subtract.at(change, bounds.searchsorted(ends), amounts)
+        pooled -= np.cumsum(change, axis=0)
+        self._times, self._pooled, self._steps = bounds, pooled, len(bounds)
+
     def _split(self, when: int) -> int:
         """Index of the step that starts exactly at `when`, creating it if needed."""
+        self._flush()
+        return self._boundary(when)
+
+    def _boundary(self, when: int) -> int:
+        """`_split` of the pooled view as it is (no pending hold applied first)."""
         n = self._steps
         i = int(self._times[:n].searchsorted(when, side="right")) - 1
         if self._times[i] == when:
             return i
+        self._grid = None
         if n == len(self._times):
             self._grow(n + 1)
-        for array in (self._times, self._free, self._pooled):
+        for array in (self._times, self._pooled):
             array[i + 2 : n + 1] = array[i + 1 : n]  # numpy copies overlapping rows safely
             array[i + 1] = array[i]
         self._times[i + 1] = when
@@ -119,11 +350,10 @@ class NodeProfile:
         new = np.union1d(times, np.fromiter(whens, dtype=np.int64))
         if len(new) == len(times):
             return
-        self._seen = None
         rows = times.searchsorted(new, side="right") - 1
-        self._times = new
-        self._free = self._free[rows]
+        self._grid = None
         self._pooled = self._pooled[rows]
+        self._times = new
         self._steps = len(new)
 
     def keep_boundaries(self, whens: Iterable[int]) -> None:
@@ -137,20 +367,56 @@ class NodeProfile:
             times, self._releases)
         if keep.all():
             return
-        self._seen = None
-        self._times = times[keep]
-        self._free = self.free[keep]
+        self._grid = None
         self._pooled = self._pooled[: self._steps][keep]
+        self._times = times[keep]
         self._steps = len(self._times)
 
-    def free_during(self, start: int, end: int) -> npt.NDArray[np.int64]:
+    # -- the verbs: what is free during a run, the earliest start that fits, hold, release -----
+
+    def _dense(self) -> Counts | None:
+        """Free amounts per step, node and type, where that grid is small (`DENSE_CELLS`):
+        what is free now plus every change, summed step by step; None on larger profiles."""
+        if self._grid is not None:
+            return self._grid
+        times = self.times
+        run = self._run
+        if len(times) * run.base.size > DENSE_CELLS:
+            return None
+        change = np.zeros((len(times), *run.base.shape), dtype=np.int64)
+        np.add.at(change, (times.searchsorted(run.ends, side="right") - 1, run.nodes),
+                  run.amounts)
+        hold_times, hold_nodes, hold_amounts = self._holds()
+        if len(hold_times):
+            np.add.at(change, (times.searchsorted(hold_times, side="right") - 1, hold_nodes),
+                      hold_amounts)
+        grid = np.cumsum(change, axis=0)
+        grid += run.base
+        self._grid = grid
+        return grid
+
+    def free_during(self, start: int, end: int) -> Counts:
         """Per node and type, the least free amount over [start, end): (nodes, types)."""
-        first, stop = self._steps_of(start, end)
-        result: npt.NDArray[np.int64] = self._free[first:stop].min(axis=0)
-        return result
+        return self._least(start, end)
+
+    def free_at(self, when: int) -> Counts:
+        """Per node and type, what is free at `when` (a new array)."""
+        return self._free_at(when)
+
+    def least_on(self, start: int, end: int, rows: Counts) -> Counts:
+        """`free_during(start, end)` on the nodes `rows` (sorted) only: (len(rows), types)."""
+        return self._least(start, end, rows)
+
+    def takes_after(self, when: int) -> tuple[Counts, Counts]:
+        """(time, node) of each hold row after `when` that lowers a free amount: where and
+        when a node's free amount may fall (a promise's start). Without one on it, a node
+        never has less free than at `when`."""
+        times, nodes, amounts = self._holds()
+        lower = (times > when) & (amounts < 0).any(axis=1)
+        return times[lower], nodes[lower]
 
     @staticmethod
-    def units_fitting(free: npt.NDArray[np.int64], job: Job) -> Counts:
+    def units_fitting(free: Counts, job: Job) -> Counts:
         """Units of job i that fit on each node into `free` (one unit never spans nodes)."""
         req = request_array(job.req)
         asked = req > 0
@@ -165,57 +431,43 @@ class NodeProfile:
         candidate).
 
         The candidates are what `first_room` gives one after another in the pooled view:
-        `not_before`, then every step boundary after it, where the pooled view has room over
-        the whole run (all found at once). Node by node, a candidate's test is the units of
-        job i per node and step (floor division is monotone, so the least over the steps of
-        the run is the units that fit into `free_during` of the run) summed over nodes: the
-        runs' first and last steps only move forward, so their least units per node come
-        from a queue of two stacks (suffix minima in front, a running minimum behind), each
-        step read about twice instead of once per candidate whose run covers it."""
-        req = request_array(job.req)
-        asked = req > 0
-        if not asked.any():
-            return self._earliest_window_by_window(job, should_stop, not_before)
-        n = self._steps
-        times, pooled = self._times[:n], self._pooled[:n]
+        `not_before`, then every step boundary after it where the pooled view has room over
+        the whole run (all found at once); each is then read node by node (`free_during`)."""
         duration = job.duration
-        # The first candidate as one at a time would test it: often it fits (a small system).
         stop_if(should_stop, "conservative reservation")
-        start = first_room(times, pooled, job.demand(), duration, not_before)
-        free_run = self.free_during(start, start + duration)
-        fit = self.units_fitting(free_run, job)
-        if int(fit.sum()) >= job.units:
-            self._seen = (start, duration, job.req, free_run, fit)
+        start = first_room(self.times, self.pooled, job.demand(), duration, not_before)
+        if self._fits_seen(job, start):
             return start
-        first = int(times.searchsorted(start, side="right"))
-        if first == n:
+        first = int(self.times.searchsorted(start, side="right"))
+        if first == self._steps:
             raise AssertionError("a job that fits an empty system must fit once all ends")
-        return self._earliest_from(job, first, req, should_stop)
+        req = request_array(job.req)
+        grid = self._dense()
+        if grid is not None and bool((req > 0).any()):
+            return self._earliest_on_grid(job, first, req, grid, should_stop)
+        starts, _, _, room = self._pooled_candidates(job, first)
+        for k in room.tolist():
+            stop_if(should_stop, "conservative reservation")
+            start = int(starts[k])
+            if self._fits_seen(job, start):
+                return start
+        # Past the last step nothing changes any more: the pooled test was exact there only
+        # if nodes can hold the job, which `never_fits` checked before.
+        raise AssertionError("a job that fits an empty system must fit once all ends")
 
-    def _pooled_candidates(self, job: Job, first: int) -> tuple[Counts, Counts, Counts, Counts]:
-        """The candidates after the first, as `first_room` gives them one after another:
-        candidate k starts at times[first + k], its run's steps are [lows[k], highs[k]); and
-        `room`, the k whose run the pooled view holds job i's demand over."""
+    def _earliest_on_grid(self, job: Job, first: int, req: Counts, free: Counts,
+                          should_stop: StopCheck) -> int:
+        """`earliest` among the candidates from times[first] on, all tested at once on the
+        grid `free` (`_dense`): the units of job i per node and step (floor division is
+        monotone, so the least over the steps of a run is the units that fit into its least
+        free amounts) summed over nodes; the runs' first and last steps only move forward, so
+        their least units per node come from a queue of two stacks (suffix minima in front, a
+        running minimum behind), each step read about twice instead of once per candidate
+        whose run covers it."""
         n = self._steps
-        times, pooled = self._times[:n], self._pooled[:n]
-        starts = times[first:].copy()
-        lows = np.arange(first, n)
-        highs = np.maximum(times.searchsorted(starts + job.duration, side="left"), lows + 1)
-        short = ~np.all(pooled[first:] >= np.asarray(job.demand(), dtype=np.int64), axis=1)
-        short_before = np.zeros(n - first + 1, dtype=np.int64)
-        np.cumsum(short, out=short_before[1:])
-        room = np.flatnonzero(short_before[highs - first] == short_before[lows - first])
-        return starts, lows, highs, room
-
-    def _earliest_from(self, job: Job, first: int, req: Counts, should_stop: StopCheck) -> int:
-        """`earliest` among the candidates from times[first] on, all tested at once (see
-        `earliest`)."""
-        n = self._steps
-        duration = job.duration
         starts, lows, highs, room = self._pooled_candidates(job, first)
-        asked = req > 0
-        wanted, units = [(r, int(req[r])) for r in np.flatnonzero(asked).tolist()], job.units
-        free = self._free
+        wanted = [(r, int(req[r])) for r in np.flatnonzero(req > 0).tolist()]
+        units = job.units
         # Units of job i per node and step, and their sum over nodes per step (at least the
         # sum over nodes of their least over a run: a run where it falls short anywhere fails
         # node by node too), for the steps [first, cached), a block at a time.
@@ -226,7 +478,7 @@ class NodeProfile:
         suffix = per_step[:0]
         behind: Counts | None = None  # least units of the steps [front_high, pushed)
         pushed = 0
-        at, left = 0, room
+        left = room
         while len(left):
             stop_if(should_stop, "conservative reservation")
             upto = min(n, max(int(highs[left[0]]), cached + max(64, cached - first)))
@@ -257,40 +509,39 @@ class NodeProfile:
                 least = suffix[low - front_low]
                 if behind is not None:
                     least = np.minimum(least, behind)
-                if int(least.sum()) >= units:
-                    start = int(starts[k])
-                    free_run = self.free_during(start, start + duration)
-                    fit = self.units_fitting(free_run, job)
-                    # What `place` at this start reads again, unless the profile changes first.
-                    self._seen = (start, duration, job.req, free_run, fit)
-                    return start
+                if int(least.sum()) >= units and self._fits_seen(job, int(starts[k])):
+                    return int(starts[k])
         # Past the last step nothing changes any more: the pooled test was exact there only
         # if nodes can hold the job, which `never_fits` checked before.
         raise AssertionError("a job that fits an empty system must fit once all ends")
 
-    def _earliest_window_by_window(self, job: Job, should_stop: StopCheck = never,
-                                   not_before: int = 0) -> int:
-        """`earliest` one candidate at a time, each run's free amounts read anew (a job that
-        asks for nothing: no units per node to keep)."""
-        demand = job.demand()
-        times, pooled = self.times, self._pooled[: self._steps]
-        while True:
-            stop_if(should_stop, "conservative reservation")
-            start = first_room(times, pooled, demand, job.duration, not_before)
-            free = self.free_during(start, start + job.duration)
-            fit = self.units_fitting(free, job)
-            if int(fit.sum()) >= job.units:
-                # What `place` at this start reads again, unless the profile changes first.
-                self._seen = (start, job.duration, job.req, free, fit)
-                return start
-            later = int(times.searchsorted(start, side="right"))
-            # Past the last step nothing changes any more: the pooled test was exact there
-            # only if nodes can hold the job, which `never_fits` checked before.
-            if later == len(times):
-                raise AssertionError("a job that fits an empty system must fit once all ends")
-            not_before = int(times[later])
+    def _fits_seen(self, job: Job, start: int) -> bool:
+        """Whether job i fits node by node at `start`; if so, what `place` will read again is
+        remembered."""
+        free_run = self.free_during(start, start + job.duration)
+        fit = self.units_fitting(free_run, job)
+        if int(fit.sum()) < job.units:
+            return False
+        self._seen = (start, job.duration, job.req, free_run, fit)
+        return True
 
-    def _pooled_without(self, job: Job, start: int) -> npt.NDArray[np.int64]:
+    def _pooled_candidates(self, job: Job, first: int) -> tuple[Counts, Counts, Counts, Counts]:
+        """The candidates after the first, as `first_room` gives them one after another:
+        candidate k starts at times[first + k], its run's steps are [lows[k], highs[k]); and
+        `room`, the k whose run the pooled view holds job i's demand over."""
+        self._flush()
+        n = self._steps
+        times, pooled = self._times[:n], self._pooled[:n]
+        starts = times[first:].copy()
+        lows = np.arange(first, n)
+        highs = np.maximum(times.searchsorted(starts + job.duration, side="left"), lows + 1)
+        short = ~np.all(pooled[first:] >= np.asarray(job.demand(), dtype=np.int64), axis=1)
+        short_before = np.zeros(n - first + 1, dtype=np.int64)
+        np.cumsum(short, out=short_before[1:])
+        room = np.flatnonzero(short_before[highs - first] == short_before[lows - first])
+        return starts, lows, highs, room
+
+    def _pooled_without(self, job: Job, start: int) -> Counts:
         """The pooled view (a copy) with job i's own reservation over [start, start + d_i)
         given back. Makes start and start + d_i step boundaries (no-ops for a held
         reservation, whose ends already are)."""
@@ -327,27 +578,34 @@ class NodeProfile:
                                   per_node_units=None if self._negative else fit)
         if nodes is None:
             raise AssertionError("place called where the job does not fit")
-        self.take(job, start, nodes)
+        self.take(job, start, nodes, fits=not self._negative)
         return nodes
 
     def copy(self) -> NodeProfile:
-        """An independent profile with the same contents (the problem shared)."""
+        """An independent profile with the same contents (the problem and releases shared)."""
         other = NodeProfile.__new__(NodeProfile)
         other.__dict__.update(self.__dict__)
         other.restore(self.checkpoint())
-        other._releases = self._releases
         return other
 
     def checkpoint(self) -> State:
         """The profile's state, for `restore`."""
-        n = self._steps
-        return (self._times[:n].copy(), self._free[:n].copy(), self._pooled[:n].copy(),
-                self._negative)
+        self._flush()
+        n, h = self._steps, self._held
+        return (self._times[:n].copy(), self._pooled[:n].copy(), self._hold_times[:h].copy(),
+                self._hold_nodes[:h].copy(), self._hold_amounts[:h].copy(), self._negative)
 
     def restore(self, state: State) -> None:
         self._seen = None
-        self._times, self._free, self._pooled, self._negative = state
-        self._steps = len(self._times)
+        times, pooled, hold_times, hold_nodes, hold_amounts, self._negative = state
+        self._pending = []
+        self._grid = None
+        self._times, self._pooled = times.copy(), pooled.copy()
+        self._steps = len(times)
+        self._hold_times, self._hold_nodes = hold_times.copy(), hold_nodes.copy()
+        self._hold_amounts = hold_amounts.copy()
+        self._held = len(hold_times)
+        self._merged = min(self._merged, self._held)
 
     def fits_at(self, job: Job, start: int) -> bool:
         """Whether rn_i units of job i fit node by node over [start, start + d_i)."""
@@ -358,7 +616,7 @@ class NodeProfile:
                         others: list[tuple[int, Job, list[int]]]) -> bool | None:
         """`fits_at(job, start)` once every (s, job k, nodes) of `others`, reservations held in
         the profile, is given back, the profile left as it is; None where some s or s + d_k is
-        not a step boundary (giving it back would split a step)."""
+        not a step boundary (it was not taken so)."""
         times = self.times
         starts = np.fromiter((s for s, _, _ in others), dtype=np.int64, count=len(others))
         ends = starts + np.fromiter((k.duration for _, k, _ in others), dtype=np.int64,
@@ -368,29 +626,20 @@ class NodeProfile:
                 and np.array_equal(times[at_start], starts)
                 and np.array_equal(times[at_end], ends)):
             return None
-        first, stop = self._steps_of(start, start + job.duration)
-        # The least free amounts over the run, read again on the nodes given back to.
-        least = self._free[first:stop].min(axis=0)
-        given = []
-        for (_, other, nodes), low, high in zip(others, at_start.tolist(), at_end.tolist(),
-                                                strict=True):
-            low, high = max(low, first), min(high, stop)
-            if low < high:
-                columns, need = self._columns(other, nodes)
-                given.append((low, high, columns, need))
-        if given:
-            touched = np.unique(np.concatenate([columns for _, _, columns, _ in given]))
-            window = self._free[first:stop, touched]  # a copy (rows × touched × types)
-            for low, high, columns, need in given:
-                window[low - first : high - first, touched.searchsorted(columns)] += need
-            least[touched] = window.min(axis=0)
-        return int(self.units_fitting(least, job).sum()) >= job.units
+        held, merged = self._held, self._merged
+        for s, other, nodes in others:
+            self._hold(other, s, nodes, -1, merge=False)
+        try:  # read from the changes: the grid would be built for this one read
+            free = self._least_from_changes(start, start + job.duration)
+            return int(self.units_fitting(free, job).sum()) >= job.units
+        finally:
+            self._held, self._merged = held, min(merged, held)
+            self._grid = None
 
     def _columns(self, job: Job, nodes: list[int]) -> tuple[Counts, Counts]:
         """The distinct nodes of `nodes` and what job i's units take on each: (nodes, types)."""
-        counts = np.bincount(np.asarray(nodes, dtype=np.int64), minlength=self._free.shape[1])
-        columns = np.flatnonzero(counts)
-        return columns, counts[columns, None] * request_array(job.req)[None, :]
+        columns, counts = node_counts(nodes)
+        return columns, counts[:, None] * request_array(job.req)[None, :]
 
     def _valid(self, job: Job, nodes: list[int]) -> bool:
         """Whether `nodes` names one up node per unit of job i."""
@@ -406,24 +655,34 @@ class NodeProfile:
         """Whether job i's units fit on `nodes` (one entry per unit) for a run from `start`."""
         if not self._valid(job, nodes):
             return False
-        columns, need = self._columns(job, nodes)
-        first, stop = self._steps_of(start, start + job.duration)
-        window = self._free[first:stop]
-        if self._negative and not bool(np.all(window >= 0)):
+        end = start + job.duration
+        if self._negative and not bool(np.all(self._least(start, end) >= 0)):
             return False  # as before: a node overfull during the run fails the test
-        return bool(np.all(window[:, columns].min(axis=0) >= need))
+        columns, need = self._columns(job, nodes)
+        return bool(np.all(self._least(start, end, columns) >= need))
 
-    def take(self, job: Job, start: int, nodes: list[int], sign: int = 1) -> None:
-        """Hold job i's units on `nodes` over [start, start + d_i) (`sign` -1: give them back)."""
+    def _hold(self, job: Job, start: int, nodes: list[int], sign: int,
+              merge: bool = True) -> tuple[Counts, Counts]:
+        """The hold rows of job i's units on `nodes` over [start, start + d_i) (`sign` -1: the
+        rows that give it back; `merge`: as `_push`); (distinct nodes, what each takes)."""
+        columns, need = self._columns(job, nodes)
+        k = len(columns)
+        times = np.empty(2 * k, dtype=np.int64)
+        times[:k], times[k:] = start, start + job.duration
+        self._push(times, np.concatenate((columns, columns)),
+                   np.concatenate((-sign * need, sign * need)), merge)
+        return columns, need
+
+    def take(self, job: Job, start: int, nodes: list[int], sign: int = 1,
+             fits: bool = False) -> None:
+        """Hold job i's units on `nodes` over [start, start + d_i) (`sign` -1: give them back;
+        `fits`: the caller chose `nodes` where they fit, no node can become overfull)."""
         self._seen = None
         end = start + job.duration
-        first, stop = self._split(start), self._split(end)
-        columns, need = self._columns(job, nodes)
-        block = self._free[first:stop, columns] - sign * need
-        self._free[first:stop, columns] = block
-        self._pooled[first:stop] -= sign * need.sum(axis=0)
-        if sign > 0 and not self._negative:
-            self._negative = bool((block < 0).any())
+        columns, need = self._hold(job, start, nodes, sign)
+        self._pending.append((start, end, sign * need.sum(axis=0)))
+        if sign > 0 and not fits and not self._negative:
+            self._negative = bool((self._least(start, end, columns) < 0).any())
 
     def take_all(self, held: list[tuple[int, Job, list[int]]]) -> bool:
         """Take every (start, job i, nodes) of `held` at once if each fits on its nodes after
@@ -456,19 +715,26 @@ class NodeProfile:
         if not (np.array_equal(times[first], starts)
                 and np.array_equal(times[np.minimum(stop, len(times) - 1)], ends)):
             raise AssertionError("take_all needs every start and end as a step boundary")
-        owner = np.repeat(np.arange(len(held)), units)  # reservation of each unit
-        req = np.stack([request_array(job.req) for _, job, _ in held])[owner]
-        # Units taken per step: + from its start's step, - from its end's step, summed up.
-        change = np.zeros((len(times) + 1, *self._free.shape[1:]), dtype=np.int64)
-        np.add.at(change, (first[owner], nodes), req)
-        np.subtract.at(change, (stop[owner], nodes), req)
-        taken = np.cumsum(change[:-1], axis=0)
-        left = self.free - taken
-        if bool((left < 0).any()):
+        before, merged = self._held, self._merged
+        # Every unit's rows at once: -req at its start, +req at its end.
+        owner = np.repeat(np.arange(len(held)), units)
+        req = np.stack([request_array(job.req) for _, job, _ in held])
+        per_unit = req[owner]
+        self._push(np.concatenate((starts[owner], ends[owner])), np.concatenate((nodes, nodes)),
+                   np.concatenate((-per_unit, per_unit)), merge=False)
+        touched = np.unique(nodes)
+        if len(touched) and bool(
+                (self._least(int(starts.min()), int(ends.max()), touched) < 0).any()):
+            self._held, self._merged = before, min(merged, before)
+            self._grid = None
             return False
         self._seen = None
-        self._free[: self._steps] = left
-        self._pooled[: self._steps] -= taken.sum(axis=1)
+        # The pooled view: + demand from each start's step, - from its end's step, summed.
+        change = np.zeros((len(times) + 1, req.shape[1]), dtype=np.int64)
+        demand = req * asked[:, None]
+        np.add.at(change, first, demand)
+        np.subtract.at(change, stop, demand)
+        self._pooled[: self._steps] -= np.cumsum(change[:-1], axis=0)
         return True
 
     def give_back(self, job: Job, start: int, nodes: list[int]) -> None:

@@ -33,6 +33,7 @@ from .node_profile import NodeProfile
 from .problem import Job, Problem
 from .promises import Guard, fits_guarded, place_guarded
 from .protected_room import NodeBlock, PooledBlock
+from .start_pools import StartPools
 
 # At most this many fixed blocks in a model's pooled cumulatives: the first steps after t as
 # they are, the later ones merged by their largest use (a more cautious plan for later; what
@@ -49,7 +50,7 @@ class PromiseRoom:
         self.guard = guard  # the oldest promise ahead, held against failing predictions
         self.ahead = ahead  # job index -> (s_i - t > 0, node of each unit)
         self.promised = promised  # every job holding a promise (due ones included)
-        self._pools: dict[tuple[int, bool], FreePool] = {}
+        self._start_pools: StartPools | None = None
 
     def copy(self) -> PromiseRoom:
         return PromiseRoom(self.profile.copy(), self.guard, self.ahead, self.promised)
@@ -91,40 +92,68 @@ class PromiseRoom:
 
     # -- starts at t -------------------------------------------------------------------------
 
+    def _starts(self) -> StartPools | None:
+        """The pools of the jobs started now; None while some node is overfull (each fit is
+        then read off the profile, as `fits_guarded` does)."""
+        if self.profile.overfull:
+            return None
+        if self._start_pools is None:
+            guard = self.guard
+            self._start_pools = StartPools(self.profile,
+                                           guard.nodes if guard is not None else None)
+        return self._start_pools
+
+    def _careful(self, job: Job) -> bool:
+        guard = self.guard
+        return guard is not None and guard.needs_care(job, 0)
+
     def pool_for(self, job: Job, free_now: FreePool) -> FreePool:
-        """What job i may use on each node until its requested time (kept per step count and
-        guard)."""
-        profile, guard = self.profile, self.guard
+        """What job i may use on each node until its requested time (read-only)."""
         job = at_limit(job)
-        careful = guard is not None and guard.needs_care(job, 0)
-        steps = int(profile.times.searchsorted(job.duration, side="left"))
-        key = (steps, careful)
-        pool = self._pools.get(key)
-        if pool is None:
-            free = profile.free_during(0, job.duration).copy()
-            if careful:
-                assert guard is not None
-                free[guard.nodes] = 0
-            np.maximum(free, 0, out=free)
-            pool = FreePool.from_array(free, free_now.eligible, free_now.scale)
-            self._pools[key] = pool
-        return pool
+        starts = self._starts()
+        if starts is not None:
+            return starts.pool(job, self._careful(job))
+        free = self.profile.free_during(0, job.duration).copy()
+        if self._careful(job):
+            assert self.guard is not None
+            free[self.guard.nodes] = 0
+        np.maximum(free, 0, out=free)
+        return FreePool.from_array(free, free_now.eligible, free_now.scale)
 
     def fits(self, job: Job) -> bool:
         """Whether job i fits now until its requested time around every promise."""
-        return fits_guarded(self.profile, at_limit(job), 0, self.guard)
+        job = at_limit(job)
+        starts = self._starts()
+        if starts is None:
+            return fits_guarded(self.profile, job, 0, self.guard)
+        return starts.pool(job, self._careful(job)).units_fit(job.req, job.units) >= job.units
 
     def place(self, free_now: FreePool, job: Job, first_fit: bool) -> list[int] | None:
-        if not self.fits(job):
-            return None
-        nodes = place_guarded(self.profile, at_limit(job), 0, self.guard, first_fit)
+        limited = at_limit(job)
+        starts = self._starts()
+        if starts is None:
+            if not fits_guarded(self.profile, limited, 0, self.guard):
+                return None
+            nodes = place_guarded(self.profile, limited, 0, self.guard, first_fit)
+        else:
+            # The free pool's rule on what the job may use until its limit: the nodes
+            # `place_guarded` chooses on the same amounts.
+            chosen = starts.pool(limited, self._careful(limited)).choose(
+                job.req, job.units, first_fit)
+            if chosen is None:
+                return None
+            nodes = chosen
+            self.profile.take(limited, 0, nodes, fits=True)
+            starts.started(limited, nodes)
         free_now.take_all(nodes, job.req)
-        self._pools.clear()
         return nodes
 
     def take(self, free_now: FreePool, nodes: list[int], job: Job) -> None:
-        self.profile.take(at_limit(job), 0, nodes)
-        self._pools.clear()
+        limited = at_limit(job)
+        self.profile.take(limited, 0, nodes)
+        starts = self._starts()
+        if starts is not None:
+            starts.started(limited, nodes)
 
     def keeps(self, job: Job, nodes: list[int]) -> bool:
         """Whether job i started now on `nodes` leaves every promise its room until its

@@ -47,6 +47,27 @@ class StepPlan:
             for r, amount in enumerate(demand):
                 row[r] -= amount
 
+    def hold_all(self, holds: list[tuple[Vec, int, int]]) -> None:
+        """`hold` of every (demand, start, duration) of `holds`, at once: the same steps (every
+        start and end a boundary) and amounts, without a pass over the steps per hold (the
+        thousands of jobs a work-conserving decision starts at 10,000 nodes)."""
+        if not holds:
+            return
+        times = np.asarray(self.times, dtype=np.int64)
+        free = np.asarray(self.free, dtype=np.int64).reshape(len(times), -1)
+        starts = np.fromiter((s for _, s, _ in holds), dtype=np.int64, count=len(holds))
+        ends = starts + np.fromiter((d for _, _, d in holds), dtype=np.int64, count=len(holds))
+        demands = np.asarray([d for d, _, _ in holds], dtype=np.int64).reshape(
+            len(holds), free.shape[1])
+        bounds = np.union1d(times, np.concatenate((starts, ends)))
+        free = free[times.searchsorted(bounds, side="right") - 1]
+        # Held amounts per step: + demand from its start's step, - from its end's step.
+        change = np.zeros_like(free)
+        np.add.at(change, bounds.searchsorted(starts), demands)
+        np.subtract.at(change, bounds.searchsorted(ends), demands)
+        free -= np.cumsum(change, axis=0)
+        self.times, self.free = bounds.tolist(), free.tolist()
+
     def earliest(self, demand: Vec, duration: int) -> int:
         """The earliest step start from which `demand` fits for `duration` (the last step
         lasts for ever). Raises ValueError where it fits at no time."""

@@ -14,12 +14,21 @@ import random
 
 import pytest
 
+from hpcdispatch.server.dispatchers.planning import node_profile
 from hpcdispatch.server.dispatchers.planning.capacity_profile import first_room
 from hpcdispatch.server.dispatchers.planning.job_selection import never_fits
 from hpcdispatch.server.dispatchers.planning.node_profile import NodeProfile
 from hpcdispatch.server.dispatchers.planning.problem import Job
 from hpcdispatch.snapshot import NodeState, Snapshot
 from tests.instances import T, node, problem_of, running
+
+
+@pytest.fixture(autouse=True, params=["grid", "changes"])
+def planner_reads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test twice: on the grid small profiles are read from, and on the changes alone
+    (what large ones read: `node_profile.DENSE_CELLS` 0)."""
+    if request.param == "changes":
+        monkeypatch.setattr(node_profile, "DENSE_CELLS", 0)
 
 
 def reference_earliest(profile: NodeProfile, job: Job, not_before: int = 0) -> int:
