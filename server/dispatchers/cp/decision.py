@@ -137,6 +137,10 @@ class Decision:
     def decided(self) -> bool:
         return self.placements is not None
 
+    def promises_placed(self) -> bool:
+        """Whether the book's first step placed the promises (`promise_steps`)."""
+        return self.promised is not None and self.promised.plan is not None
+
     def decide_with(self, plan: Plan, placements: dict[int, list[int]]) -> None:
         self.plan, self.placements = plan, placements
 

@@ -62,6 +62,7 @@ from .promise_steps import (
     keep_the_promises,
     record_the_promises,
     reduce_to_the_window_around_the_promises,
+    start_what_fits_around_the_promises,
 )
 from .restart_policy import run_restart_policy
 
@@ -474,5 +475,7 @@ DECISION_STEPS: tuple[Step, ...] = (
          lambda d: _promises(d) and _decided(d)),
     Step("start what fits around", start_what_fits_around, _conserves_work),
     Step("keep the later reservations", keep_the_later_reservations, _keeps_later_reservations),
+    Step("start what fits around the promises", start_what_fits_around_the_promises,
+         _promises_kept, closing=True),
     Step("record the promises", record_the_promises, _promises_kept, closing=True),
 )

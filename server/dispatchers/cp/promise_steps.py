@@ -27,6 +27,8 @@ d_i hold. The book's steps wrap the selected model's own (HCP'19, PCP'19, PCP'20
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...domain.outcome_kinds import PromiseMove, SkipReason, SolveStatus
 from ..planning.job_orders import fcfs
 from ..planning.job_selection import Selection, never_fits
@@ -199,6 +201,51 @@ def keep_every_promises_room(d: Decision) -> Next:
             d.outcome.skipped.append((i, SkipReason.BLOCKED))
     d.outcome.placements = kept
     return Next.GO_ON
+
+
+def start_what_fits_around_the_promises(d: Decision) -> Next:
+    """Step 4b: every waiting job without a promise that fits now until its requested time
+    around every promise and what starts now starts too, in submit order (EASY's backfill
+    around the promises). The model's plan of the unpromised jobs is an estimate, not a
+    promise: it holds no room that a job fitting now must leave idle (work conservation, issue
+    #49). Past the deadline, the starts so far stand."""
+    added = backfill_around_the_promises(d, every_few(d.control.should_stop))
+    if added:
+        started = set(added)
+        d.outcome.considered.extend(i for i in added if i not in d.outcome.considered)
+        d.outcome.skipped = [(i, why) for i, why in d.outcome.skipped if i not in started]
+        if d.outcome.status == SolveStatus.EMPTY:
+            d.outcome.status = SolveStatus.HEURISTIC
+    return Next.GO_ON
+
+
+def backfill_around_the_promises(d: Decision, should_stop: Callable[[], bool]) -> list[int]:
+    """The waiting jobs without a promise, in submit order, that fit now until their requested
+    time around every promise and the starts of `d.outcome.placements` (added to them, placed
+    by `PromiseRoom.place`): their indices, until `should_stop()` says stop."""
+    state = d.promised
+    assert state is not None
+    room, pool = _room(d).copy(), d.problem.free_now.copy()
+    by_index = d.problem.job_by_index()
+    placements = d.outcome.placements
+    for i, nodes in placements.items():
+        pool.take_all(nodes, by_index[i].req)
+        room.take(pool, nodes, by_index[i])
+    added: list[int] = []
+    units_fit, first_fit = pool.units_fit, d.control.first_fit
+    for job in fcfs(d.problem):
+        i = job.index
+        if i in placements or i in room.promised or i in state.never:
+            continue
+        if units_fit(job.req, job.units) < job.units:
+            continue
+        if should_stop():
+            break
+        nodes = room.place(pool, job, first_fit)
+        if nodes is not None:
+            placements[i] = nodes
+            added.append(i)
+    return added
 
 
 def record_the_promises(d: Decision) -> Next:
