@@ -51,11 +51,14 @@ class _Node:
 
     def free_during(self, start: int, end: int) -> dict[str, int]:
         """What stays free on this node over all of [start, end)."""
-        points = {start, *(s for s, e, _ in self.blocks if start < s < end)}
+        during = [b for b in self.blocks if b[0] < end and start < b[1]]
+        if not during:
+            return self.capacity
+        points = {start, *(s for s, _, _ in during if s > start)}
         worst = dict.fromkeys(self.capacity, 0)
         for p in points:
             use = dict.fromkeys(self.capacity, 0)
-            for s, e, amounts in self.blocks:
+            for s, e, amounts in during:
                 if s <= p < e:
                     for r, a in amounts.items():
                         use[r] = use.get(r, 0) + a
@@ -157,8 +160,11 @@ def idle_holes(
     waiting = [q for q in waiting if cluster.empty_fit(q) >= q.units]  # may ever fit
     if in_order:
         waiting = waiting[:1]
+    free_now = [node.free_during(t, t + 1) for node in cluster.nodes.values()]
     holes = []
     for job in waiting:
+        if sum(_units_fitting(f, job.unit_request) for f in free_now) < job.units:
+            continue  # not even in what is free at t (the quick test of most jobs)
         if _fits_around(cluster, job, [p for p in promises if p.job_id != job.id], by_id):
             holes.append(job.id)
     return holes
