@@ -475,36 +475,36 @@ def _left_idle(problem: Problem, outcome: Outcome) -> bool:
 def _around_the_promises(
     dispatchers: Mapping[int, Dispatcher], kind: int, name: str, problem: Problem,
     facts: ClusterFacts, control: SearchControl,
-) -> tuple[Outcome | None, Decision | None]:
+) -> tuple[tuple[Outcome, Decision] | None, bool]:
     """The fallback of a dispatcher that keeps promises (the promise book): EASY's decision
-    around the promises it holds (`CpDispatcher.around_the_promises`), checked. (None, None)
-    where it keeps none; (None, an empty decision) where they could not be placed, said in the
-    log (plain EASY answers then)."""
+    around the promises it holds (`CpDispatcher.around_the_promises`), checked, or None; and
+    whether it holds promises it could not place (or answer around), said in the log: plain
+    EASY answers then."""
     try:
         around = getattr(dispatchers[kind], "around_the_promises", None)
     except Exception:  # a plugin that could not be loaded keeps no promises
-        return None, None
+        return None, False
     if not callable(around):
-        return None, None
+        return None, False
     try:
         outcome = around(problem, control)
     except PromisesUnplaced as why:
         log.warning("promises could not be placed: plain EASY's decision answered",
                     dispatcher=name, reason=FALLBACK_PROMISES_UNPLACED, error=str(why))
-        return None, Decision(problem.t)
+        return None, True
     except Exception as exc:
         _log_failure("fallback around the promises failed", name, FALLBACK_PROMISES_UNPLACED,
                      error=repr(exc), trace=traceback.format_exc())
-        return None, Decision(problem.t)
+        return None, True
     if outcome is None:
-        return None, None
+        return None, False
     decision = decision_of(problem, outcome)
     problems = check_decision_against(facts, decision)
     if problems:
         _log_failure("fallback around the promises failed the check", name,
                      FALLBACK_PROMISES_UNPLACED, problems=problems[:10])
-        return None, Decision(problem.t)
-    return outcome, decision
+        return None, True
+    return (outcome, decision), False
 
 
 def _dispatch_and_check(
@@ -520,7 +520,8 @@ def _dispatch_and_check(
             raise DecisionAbandoned("check", cancelled=True)
         decision = decision_of(problem, outcome)
         problems = check_decision_against(facts, decision)
-        if not problems and outcome.status == SolveStatus.FALLBACK:  # cut, around its promises
+        if not problems and outcome.status == SolveStatus.FALLBACK and not _left_idle(
+                problem, outcome):  # cut after its promises were placed: EASY around them
             _log_failure("decision cut by the deadline: EASY's around the promises answered",
                          name, FALLBACK_DEADLINE_CUT)
             return DecisionResult(
@@ -546,16 +547,17 @@ def _dispatch_and_check(
     fallback_control = dataclasses.replace(
         control, deadline=time.monotonic() + max(control.remaining(), FALLBACK_MIN_SECONDS)
     )
-    fallback, decision = _around_the_promises(dispatchers, kind, name, problem, facts,
-                                              fallback_control)
-    if fallback is None:  # no promises held, or not placed in time: plain EASY
-        if decision is not None:
+    around, unplaced = _around_the_promises(dispatchers, kind, name, problem, facts,
+                                            fallback_control)
+    if around is None:  # no promises held, or not placed in time: plain EASY
+        if unplaced:
             code = FALLBACK_PROMISES_UNPLACED
             reason = (f"{reason}; the promises held could not be placed ({name}): plain EASY "
                       "answered, which may take a promise's room")
         fallback = dispatchers[_FALLBACK_KIND].decide(problem, fallback_control)
         decision = decision_of(problem, fallback)
     else:
+        fallback, decision = around
         reason = f"{reason}; answered: EASY's decision around the promises held"
     fallback.status = SolveStatus.FALLBACK
     if check_decision_against(facts, decision):

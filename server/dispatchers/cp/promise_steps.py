@@ -241,9 +241,9 @@ def backfill_around_the_promises(d: Decision, should_stop: Callable[[], bool]) -
             continue
         if should_stop():
             break
-        nodes = room.place(pool, job, first_fit)
-        if nodes is not None:
-            placements[i] = nodes
+        placed = room.place(pool, job, first_fit)
+        if placed is not None:
+            placements[i] = placed
             added.append(i)
     return added
 
