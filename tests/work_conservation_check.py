@@ -27,7 +27,10 @@ start may start before the others, so only it is asked.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
 
 from hpcdispatch.snapshot import NodeState, QueuedJob, Snapshot
 
@@ -44,80 +47,81 @@ class Promise:
     nodes: tuple[str, ...] | None = None
 
 
-@dataclass(slots=True)
-class _Node:
-    capacity: dict[str, int]
-    blocks: list[tuple[int, int, dict[str, int]]] = field(default_factory=list)  # [s, e), use
-
-    def free_during(self, start: int, end: int) -> dict[str, int]:
-        """What stays free on this node over all of [start, end)."""
-        during = [b for b in self.blocks if b[0] < end and start < b[1]]
-        if not during:
-            return self.capacity
-        points = {start, *(s for s, _, _ in during if s > start)}
-        worst = dict.fromkeys(self.capacity, 0)
-        for p in points:
-            use = dict.fromkeys(self.capacity, 0)
-            for s, e, amounts in during:
-                if s <= p < e:
-                    for r, a in amounts.items():
-                        use[r] = use.get(r, 0) + a
-            for r in worst:
-                worst[r] = max(worst[r], use.get(r, 0))
-        return {r: c - worst[r] for r, c in self.capacity.items()}
-
-
-def _units_fitting(free: Mapping[str, int], request: Amounts) -> int:
-    counts = [free.get(r, 0) // a for r, a in request.items() if a > 0]
-    return max(0, min(counts)) if counts else 1 << 30
-
-
-def _scaled(request: Amounts, k: int) -> dict[str, int]:
-    return {r: k * a for r, a in request.items()}
-
-
 class _Cluster:
-    """The up nodes and what holds them over time."""
+    """The up nodes (rows) by resource type (columns), and the blocks that hold them over
+    time: (node, [start, end), amounts), held and released last in, first out."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.t = snapshot.time
-        self.nodes = {n.id: _Node(dict(n.capacity)) for n in snapshot.nodes
-                      if n.state == NodeState.UP}
+        up = [n for n in snapshot.nodes if n.state == NodeState.UP]
+        self.row = {n.id: k for k, n in enumerate(up)}
+        self.ids = [n.id for n in up]
+        self.types = sorted({r for n in snapshot.nodes for r in n.capacity}
+                            | {r for q in snapshot.queued for r in q.unit_request})
+        self.capacity = np.array([[n.capacity.get(r, 0) for r in self.types] for n in up],
+                                 dtype=np.int64).reshape(len(up), len(self.types))
+        self.blocks: list[tuple[int, int, int, npt.NDArray[np.int64]]] = []
         for job in snapshot.running:
             end = max(job.start_time + job.requested_time, self.t + 1)
             for unit in job.units:
                 self.hold(unit.node_id, self.t, end, unit.amounts)
 
+    def vector(self, amounts: Amounts) -> npt.NDArray[np.int64]:
+        return np.array([amounts.get(r, 0) for r in self.types], dtype=np.int64)
+
     def hold(self, node: str, start: int, end: int, amounts: Amounts) -> None:
-        if node in self.nodes:
-            self.nodes[node].blocks.append((start, end, dict(amounts)))
+        """Hold `amounts` on `node` over [start, end) (a block on a node that is not up is
+        kept too, holding nothing, so that releases pair with holds)."""
+        self.blocks.append((self.row.get(node, -1), start, end, self.vector(amounts)))
 
     def hold_job(self, job: QueuedJob, start: int, nodes: Iterable[str]) -> None:
         for n in nodes:
             self.hold(n, start, start + job.requested_time, job.unit_request)
 
-    def release_last(self, nodes: Iterable[str]) -> None:
-        for n in nodes:
-            if n in self.nodes:
-                self.nodes[n].blocks.pop()
+    def release_last(self, nodes: Sequence[str]) -> None:
+        del self.blocks[len(self.blocks) - len(nodes):]
 
-    def fitting(self, job: QueuedJob, start: int) -> dict[str, int]:
+    def free_during(self, start: int, end: int) -> npt.NDArray[np.int64]:
+        """What stays free on each up node over all of [start, end)."""
+        during = [b for b in self.blocks if b[0] >= 0 and b[1] < end and start < b[2]]
+        if not during:
+            return self.capacity
+        rows = np.array([b[0] for b in during])
+        starts = np.array([b[1] for b in during])
+        ends = np.array([b[2] for b in during])
+        amounts = np.stack([b[3] for b in during])
+        worst = np.zeros_like(self.capacity)
+        for p in {start, *starts[starts > start].tolist()}:  # the use only rises at these
+            cover = (starts <= p) & (p < ends)
+            use = np.zeros_like(self.capacity)
+            np.add.at(use, rows[cover], amounts[cover])
+            np.maximum(worst, use, out=worst)
+        return self.capacity - worst
+
+    def units(self, free: npt.NDArray[np.int64], job: QueuedJob) -> npt.NDArray[np.int64]:
+        """Units of `job` each node holds in `free`."""
+        request = self.vector(job.unit_request)
+        asked = request > 0
+        if not asked.any():
+            return np.full(len(free), 1 << 30, dtype=np.int64)
+        return np.maximum(free[:, asked] // request[asked], 0).min(axis=1)
+
+    def fitting(self, job: QueuedJob, start: int) -> npt.NDArray[np.int64]:
         """Units of `job` each up node holds over [start, start + its requested time)."""
-        end = start + job.requested_time
-        return {n: k for n, node in self.nodes.items()
-                if (k := _units_fitting(node.free_during(start, end), job.unit_request)) > 0}
+        return self.units(self.free_during(start, start + job.requested_time), job)
 
     def empty_fit(self, job: QueuedJob) -> int:
-        return sum(_units_fitting(n.capacity, job.unit_request) for n in self.nodes.values())
+        return int(self.units(self.capacity, job).sum())
 
     def choose(self, job: QueuedJob, start: int, fullest_first: bool) -> list[str] | None:
         """Nodes for `job`'s units from `start` (the fullest or the emptiest first), or None."""
         fit = self.fitting(job, start)
-        if sum(fit.values()) < job.units:
+        if int(fit.sum()) < job.units:
             return None
         chosen: list[str] = []
-        for n in sorted(fit, key=lambda n: (fit[n] if fullest_first else -fit[n], n)):
-            chosen.extend([n] * min(fit[n], job.units - len(chosen)))
+        order = np.argsort(fit if fullest_first else -fit, kind="stable")
+        for n in order[fit[order] > 0].tolist():
+            chosen.extend([self.ids[n]] * min(int(fit[n]), job.units - len(chosen)))
             if len(chosen) == job.units:
                 break
         return chosen
@@ -160,10 +164,10 @@ def idle_holes(
     waiting = [q for q in waiting if cluster.empty_fit(q) >= q.units]  # may ever fit
     if in_order:
         waiting = waiting[:1]
-    free_now = [node.free_during(t, t + 1) for node in cluster.nodes.values()]
+    free_now = cluster.free_during(t, t + 1)
     holes = []
     for job in waiting:
-        if sum(_units_fitting(f, job.unit_request) for f in free_now) < job.units:
+        if int(cluster.units(free_now, job).sum()) < job.units:
             continue  # not even in what is free at t (the quick test of most jobs)
         if _fits_around(cluster, job, [p for p in promises if p.job_id != job.id], by_id):
             holes.append(job.id)
@@ -177,7 +181,7 @@ def _fits_around(cluster: _Cluster, job: QueuedJob, promises: list[Promise],
     for p in exact:
         cluster.hold_job(by_id[p.job_id], max(p.start, t), p.nodes or ())
     try:
-        if sum(cluster.fitting(job, t).values()) < job.units:
+        if int(cluster.fitting(job, t).sum()) < job.units:
             return False
         pooled = sorted(((max(p.start, t), by_id[p.job_id]) for p in promises
                          if p.nodes is None and p.job_id in by_id),

@@ -1,11 +1,11 @@
 """Work conservation on the stall window of issue #49 (lublin_256_est, whose users over-state
 their run times, under the default predictor; the book once stalled there at t = 690,960 on
-jobs 540-726): every decision of the book's replay (pcp20 `book`, data-driven) leaves no queued
-job waiting that fits now around its promises, and at the decision points with the longest
-queues every built-in dispatcher under every profile conserves work by its own definition
-(tests/conservation_cases.py), over gRPC. Checked independently of the dispatchers' code
-(tests/work_conservation_check.py). On main the book's own decisions left such jobs waiting
-(its model's plan of unpromised jobs held room)."""
+jobs 540-726): none of the ~400 decisions of the book's replay (pcp19 `book`, data-driven) leaves
+a queued job waiting that fits now around its promises, and at the two decision points with the
+longest queues every built-in dispatcher under every profile conserves work by its own
+definition (tests/conservation_cases.py), over gRPC. Checked independently of the dispatchers'
+code (tests/work_conservation_check.py). On main one decision of this replay left a job waiting
+(t = 494,947, job 563: the model's plan of an unpromised job held the room)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,6 @@ from tests.work_conservation_check import Promise, idle_holes
 LUBLIN_EST = resolve_trace("lublin-256-est")
 WINDOW = range(500, 740)  # the records around the first stall of records 0:1500
 CASES = every_case(tuple(PROFILES))
-DECISION_POINTS = 16  # of the book's replay, those with the longest queues
 
 
 class Recording(InProcessBackend):
@@ -56,7 +55,7 @@ class RecordingService(LocalService):
 @pytest.fixture(scope="module")
 def book_replay(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Snapshot, Answer]]:
     service = RecordingService()
-    spec = RunSpec(LUBLIN_EST, DispatchSettings(dispatcher="pcp20", predictor="data-driven",
+    spec = RunSpec(LUBLIN_EST, DispatchSettings(dispatcher="pcp19", predictor="data-driven",
                                                 profile="book"), records=WINDOW)
     summary = replay(spec, service, tmp_path_factory.mktemp("stall-window"))  # a stall raises
     assert summary["jobs"] == len(WINDOW) and summary["fallback_decisions"] == 0
@@ -73,13 +72,13 @@ def test_the_books_replay_never_leaves_a_job_waiting_that_fits_around_its_promis
     book_replay: list[tuple[Snapshot, Answer]],
 ) -> None:
     found = {}
-    for snap, answer in longest_queues(book_replay, DECISION_POINTS):
+    for snap, answer in book_replay:
         starts = {s.job_id: s.nodes for s in answer.decision.starts}
         promises = [Promise(e.job_id, e.start) for e in answer.expected_starts if e.promised]
         holes = idle_holes(snap, starts, promises)
         if holes:
             found[snap.time] = holes
-    assert found == {}, f"{len(found)} of {DECISION_POINTS} decisions left jobs waiting"
+    assert found == {}, f"{len(found)} of {len(book_replay)} decisions left jobs waiting"
 
 
 def test_every_dispatcher_conserves_work_at_the_windows_longest_queues(
@@ -100,6 +99,7 @@ def test_every_dispatcher_conserves_work_at_the_windows_longest_queues(
 def test_the_decision_points_are_busy_with_long_queues(
     book_replay: list[tuple[Snapshot, Answer]],
 ) -> None:
-    # What the two tests above ran on: queues of ten jobs and more, work running.
-    for snap, _ in longest_queues(book_replay, DECISION_POINTS):
-        assert len(snap.queued) >= 10 and snap.running
+    # What the two tests above ran on: hundreds of decisions, some with long queues.
+    assert len(book_replay) >= 300
+    for snap, _ in longest_queues(book_replay, 2):
+        assert len(snap.queued) >= 15 and snap.running
