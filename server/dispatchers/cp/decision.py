@@ -89,7 +89,8 @@ class PromiseState:
 
 
 class Abandoned(Exception):
-    """The caller left, or the deadline passed before any plan existed: nothing starts."""
+    """The caller left, or the deadline passed before any plan existed: nothing starts (under
+    the promise book, once the promises are placed: EASY around them, `promise_fallback`)."""
 
 
 @dataclass(slots=True)

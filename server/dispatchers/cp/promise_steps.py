@@ -19,10 +19,15 @@ d_i hold. The book's steps wrap the selected model's own (HCP'19, PCP'19, PCP'20
    unpromised jobs of the window are planned; the work-conserving pass starts what else fits;
 4. *keep every promise's room*: each start now is checked node by node against the promises
    (independently of the model that chose it) and placed elsewhere or left waiting where it
-   would take a promise's room, so nothing started now moves a promise later;
+   would take a promise's room, so nothing started now moves a promise later; then every
+   waiting job without a promise that fits now until its requested time around every promise
+   and those starts starts too, in submit order (`start_what_fits_around_the_promises`: the
+   model's plan of the unpromised jobs is an estimate and holds no room);
 5. *record the promises*: each waiting job's promise, and the model's planned start of the
    window's other jobs (a pooled list schedule for up to m more), is reported (what
    `squeue --start` shows); the book keeps the promises for the next decision.
+
+A decision that gives up answers EASY around the promises (`promise_fallback`).
 """
 
 from __future__ import annotations

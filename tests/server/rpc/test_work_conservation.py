@@ -5,8 +5,8 @@ each dispatcher's promises are; tests/work_conservation_check.py checks, indepen
 dispatchers' code). Every decision through a real gRPC server on loopback.
 
 On main the promise book left such jobs waiting (its model planned them later, and the plan of
-an unpromised job held room as if it were a promise): 11 of 32 of these snapshots under hcp19,
-pcp19 or pcp20 `book`."""
+an unpromised job held room as if it were a promise): 7 of these 16 snapshots under hcp19
+`book`, 4 under pcp20 `book`."""
 
 from __future__ import annotations
 
