@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
+from ...domain.free_pool import FreePool
 from ...domain.outcome_kinds import SolveStatus
 from ..base import Outcome, SearchControl, SearchSettings
 from ..planning.job_selection import Selection
 from ..planning.plan import Plan
 from ..planning.problem import Job, Problem
+from ..planning.promise_room import PromiseRoom
 from ..planning.promises import PromiseBook, PromisePlan, Recalled
 from ..planning.protected_room import ProtectedRoom
 from ..planning.reservation import Reservation
@@ -112,6 +114,9 @@ class Decision:
     # What nothing started now may take: the head's reservation, or the promises.
     reservation: ProtectedRoom | None = None
     promised: PromiseState | None = None  # under the promise book (`promise_after_s` >= 0)
+    # The promise room and what is free now once the starts checked against it are taken
+    # (`keep_every_promises_room`), with those starts: what the steps after it start around.
+    after_starts: tuple[PromiseRoom, FreePool, frozenset[int]] | None = None
     heuristic: Plan | None = None  # the best list schedule so far
     heuristic_objective: float = 0.0  # its total slowdown
     formulation: Formulation | None = None

@@ -205,6 +205,7 @@ def keep_every_promises_room(d: Decision) -> Next:
         else:
             d.outcome.skipped.append((i, SkipReason.BLOCKED))
     d.outcome.placements = kept
+    d.after_starts = (room, pool, frozenset(kept))
     return Next.GO_ON
 
 
@@ -230,22 +231,32 @@ def backfill_around_the_promises(d: Decision, should_stop: Callable[[], bool]) -
     by `PromiseRoom.place`): their indices, until `should_stop()` says stop."""
     state = d.promised
     assert state is not None
-    room, pool = _room(d).copy(), d.problem.free_now.copy()
+    room, pool, taken = d.after_starts or (_room(d).copy(), d.problem.free_now.copy(),
+                                           frozenset())
+    d.after_starts = None  # taken on here
     by_index = d.problem.job_by_index()
     placements = d.outcome.placements
     for i, nodes in placements.items():
-        pool.take_all(nodes, by_index[i].req)
-        room.take(pool, nodes, by_index[i])
+        if i not in taken:
+            pool.take_all(nodes, by_index[i].req)
+            room.take(pool, nodes, by_index[i])
     added: list[int] = []
     units_fit, first_fit = pool.units_fit, d.control.first_fit
+    # The window's step found these not to fit around the promises: with the starts since,
+    # they fit still less.
+    known = {i for i, why in d.selection.skipped if why == SkipReason.CANNOT_FIT_NOW}
     for job in fcfs(d.problem):
         i = job.index
-        if i in placements or i in room.promised or i in state.never:
+        if i in placements or i in room.promised or i in state.never or i in known:
             continue
         if units_fit(job.req, job.units) < job.units:
             continue
         if should_stop():
             break
+        # What the job may use until its requested time, kept per step count (quick, pooled
+        # per node), before the node-level placement.
+        if room.pool_for(job, pool).units_fit(job.req, job.units) < job.units:
+            continue
         placed = room.place(pool, job, first_fit)
         if placed is not None:
             placements[i] = placed
