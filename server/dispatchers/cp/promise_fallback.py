@@ -42,6 +42,7 @@ def after_the_cut(d: Decision) -> Outcome:
     outcome.placements, outcome.considered = {}, []
     outcome.skipped = [(i, SkipReason.NEVER_FITS) for i in sorted(state.never)]
     d.plan, d.jobs, d.placements = None, [], None  # no plan of the model's stands
+    d.after_starts = None  # nor its starts
     until = time.monotonic() + AFTER_THE_CUT_SECONDS
     control = d.control
     started = backfill_around_the_promises(
