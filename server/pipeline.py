@@ -12,8 +12,10 @@ is what the service runs. The stages, in order:
 3. dispatch: the selected dispatcher's decision under the search control;
 4. check: the decision is checked against the snapshot (or the caller's state of the cluster),
    independently of the model that made it (`hpcdispatch.decision_check`); a dispatcher that
-   raises or whose decision fails the check is replaced by EASY backfilling, and an EASY
-   decision that fails too starts nothing.
+   raises, whose decision fails the check or starts nothing where a job fits is replaced by
+   EASY backfilling: around the promises it holds where it keeps some (the promise book,
+   `CpDispatcher.around_the_promises`), else plain; an EASY decision that fails too starts
+   nothing.
 
 Between stages the pipeline gives up (`DecisionAbandoned`) when the caller has gone or the
 decision's deadline has passed before the dispatcher could start: nobody waits for the answer,
@@ -41,7 +43,7 @@ from hpcdispatch.snapshot import Decision, JobStart, QueuedJob, RunningJob, Snap
 
 from .dispatchers import BY_NAME, DISPATCHERS
 from .dispatchers import REGISTRY as DISPATCHER_REGISTRY
-from .dispatchers.base import Dispatcher, Outcome
+from .dispatchers.base import Dispatcher, Outcome, PromisesUnplaced
 from .dispatchers.guard import MalformedOutcome, PluginFailure, PluginUnavailable, RanPastDeadline
 from .dispatchers.planning.problem import Problem, build_problem
 from .domain.duration_predictor import Completion, DurationPredictor, JobFacts, predict_many
@@ -61,8 +63,8 @@ from .predictors.walltime import WalltimePredictor
 # `server/domain/` and reach the core (`dispatchers/`, `predictors/`) only through what is
 # defined here (pyproject.toml's contracts).
 __all__ = [
-    "FALLBACK_CHECK_FAILED", "FALLBACK_DISPATCHER_ERROR", "FALLBACK_MIN_SECONDS",
-    "FALLBACK_STARTED_NOTHING",
+    "FALLBACK_CHECK_FAILED", "FALLBACK_DEADLINE_CUT", "FALLBACK_DISPATCHER_ERROR",
+    "FALLBACK_MIN_SECONDS", "FALLBACK_PROMISES_UNPLACED", "FALLBACK_STARTED_NOTHING",
     "PREDICTION_SHARE", "STAGES", "CompletionsNotStored", "DecisionAbandoned", "DecisionResult",
     "Durations", "FinishedJob", "Predictors", "Situation", "completion_of",
     "corrected_duration", "decide_on", "decision_of", "dispatcher_registrations",
@@ -81,6 +83,12 @@ FALLBACK_CHECK_FAILED = "check_failed"
 # The dispatcher started nothing where a queued job fits now, on an idle system or cut short
 # (status UNKNOWN: the deadline passed in a stage): EASY's decision is answered instead.
 FALLBACK_STARTED_NOTHING = "started_nothing"
+# A stage of the dispatcher was cut by the deadline after its promises were placed: it answered
+# EASY's decision around them itself (status FALLBACK, cp/promise_fallback.py).
+FALLBACK_DEADLINE_CUT = "deadline_cut"
+# The dispatcher keeps promises (the promise book) but they could not be placed in time: the
+# fallback is plain EASY, which may take a promise's room (said in the reason and the log).
+FALLBACK_PROMISES_UNPLACED = "promises_unplaced"
 _FAILURE_TEXT = {
     PluginUnavailable.fallback_code: "dispatcher could not be loaded",
     RanPastDeadline.fallback_code: "dispatcher ran past the deadline",
@@ -464,6 +472,41 @@ def _left_idle(problem: Problem, outcome: Outcome) -> bool:
     return any(units_fit(job.req, job.units) >= job.units for job in problem.jobs)
 
 
+def _around_the_promises(
+    dispatchers: Mapping[int, Dispatcher], kind: int, name: str, problem: Problem,
+    facts: ClusterFacts, control: SearchControl,
+) -> tuple[tuple[Outcome, Decision] | None, bool]:
+    """The fallback of a dispatcher that keeps promises (the promise book): EASY's decision
+    around the promises it holds (`CpDispatcher.around_the_promises`), checked, or None; and
+    whether it holds promises it could not place (or answer around), said in the log: plain
+    EASY answers then."""
+    try:
+        around = getattr(dispatchers[kind], "around_the_promises", None)
+    except Exception:  # a plugin that could not be loaded keeps no promises
+        return None, False
+    if not callable(around):
+        return None, False
+    try:
+        outcome = around(problem, control)
+    except PromisesUnplaced as why:
+        log.warning("promises could not be placed: plain EASY's decision answered",
+                    dispatcher=name, reason=FALLBACK_PROMISES_UNPLACED, error=str(why))
+        return None, True
+    except Exception as exc:
+        _log_failure("fallback around the promises failed", name, FALLBACK_PROMISES_UNPLACED,
+                     error=repr(exc), trace=traceback.format_exc())
+        return None, True
+    if outcome is None:
+        return None, False
+    decision = decision_of(problem, outcome)
+    problems = check_decision_against(facts, decision)
+    if problems:
+        _log_failure("fallback around the promises failed the check", name,
+                     FALLBACK_PROMISES_UNPLACED, problems=problems[:10])
+        return None, True
+    return (outcome, decision), False
+
+
 def _dispatch_and_check(
     problem: Problem, facts: ClusterFacts, kind: int, control: SearchControl,
     dispatchers: Mapping[int, Dispatcher],
@@ -477,6 +520,14 @@ def _dispatch_and_check(
             raise DecisionAbandoned("check", cancelled=True)
         decision = decision_of(problem, outcome)
         problems = check_decision_against(facts, decision)
+        if not problems and outcome.status == SolveStatus.FALLBACK and not _left_idle(
+                problem, outcome):  # cut after its promises were placed: EASY around them
+            _log_failure("decision cut by the deadline: EASY's around the promises answered",
+                         name, FALLBACK_DEADLINE_CUT)
+            return DecisionResult(
+                problem, outcome, decision,
+                f"decision cut by the deadline ({name}): EASY's decision around the "
+                "promises held", FALLBACK_DEADLINE_CUT)
         if not problems and not _left_idle(problem, outcome):
             return DecisionResult(problem, outcome, decision)
         if problems:
@@ -496,9 +547,19 @@ def _dispatch_and_check(
     fallback_control = dataclasses.replace(
         control, deadline=time.monotonic() + max(control.remaining(), FALLBACK_MIN_SECONDS)
     )
-    fallback = dispatchers[_FALLBACK_KIND].decide(problem, fallback_control)
+    around, unplaced = _around_the_promises(dispatchers, kind, name, problem, facts,
+                                            fallback_control)
+    if around is None:  # no promises held, or not placed in time: plain EASY
+        if unplaced:
+            code = FALLBACK_PROMISES_UNPLACED
+            reason = (f"{reason}; the promises held could not be placed ({name}): plain EASY "
+                      "answered, which may take a promise's room")
+        fallback = dispatchers[_FALLBACK_KIND].decide(problem, fallback_control)
+        decision = decision_of(problem, fallback)
+    else:
+        fallback, decision = around
+        reason = f"{reason}; answered: EASY's decision around the promises held"
     fallback.status = SolveStatus.FALLBACK
-    decision = decision_of(problem, fallback)
     if check_decision_against(facts, decision):
         log.critical("fallback decision failed the check; starting nothing")
         check_failures.append(_FALLBACK_KIND)

@@ -19,6 +19,7 @@ __all__ = [
     "Dispatcher",
     "Outcome",
     "PromiseMove",
+    "PromisesUnplaced",
     "SearchControl",
     "SearchSettings",
     "SkipReason",
@@ -71,6 +72,11 @@ class Dispatcher(Protocol):
     is the one it is registered under)."""
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome: ...
+
+
+class PromisesUnplaced(Exception):
+    """A dispatcher that keeps promises could not place the ones held (the deadline came
+    first): its fallback cannot answer around them (`CpDispatcher.around_the_promises`)."""
 
 
 HEURISTIC = SolveStatus.HEURISTIC

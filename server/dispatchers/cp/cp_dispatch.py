@@ -27,6 +27,7 @@ from ..planning.stopping import StopCheck, never
 from .decision import Abandoned, Decision, Next
 from .decision_steps import DECISION_STEPS, Step
 from .formulation import Formulation, ModelInputs
+from .promise_fallback import after_the_cut, around_the_promises
 
 
 class CpDispatcher:
@@ -61,8 +62,19 @@ class CpDispatcher:
                 if (not done or step.closing) and step.applies(decision):
                     done = step.run(decision) is Next.DONE or done
         except Abandoned:
+            if decision.promises_placed() and not control.cancelled():
+                return after_the_cut(decision)  # EASY around the promises, never nothing
             return decision.abandon()
         return decision.with_started_first()
+
+    def around_the_promises(self, problem: Problem, control: SearchControl) -> Outcome | None:
+        """The pipeline's fallback for a decision of this dispatcher that failed or started
+        nothing: EASY's decision around the promises held (`promise_fallback`), status
+        FALLBACK; None without the promise book (no promise to keep: plain EASY is the
+        fallback). Raises PromisesUnplaced where the held promises could not be placed."""
+        if control.settings.promise_after_s < 0:
+            return None
+        return around_the_promises(Decision(self, problem, control))
 
     def formulate(
         self,

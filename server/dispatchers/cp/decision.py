@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
+from ...domain.free_pool import FreePool
 from ...domain.outcome_kinds import SolveStatus
 from ..base import Outcome, SearchControl, SearchSettings
 from ..planning.job_selection import Selection
 from ..planning.plan import Plan
 from ..planning.problem import Job, Problem
+from ..planning.promise_room import PromiseRoom
 from ..planning.promises import PromiseBook, PromisePlan, Recalled
 from ..planning.protected_room import ProtectedRoom
 from ..planning.reservation import Reservation
@@ -89,7 +91,8 @@ class PromiseState:
 
 
 class Abandoned(Exception):
-    """The caller left, or the deadline passed before any plan existed: nothing starts."""
+    """The caller left, or the deadline passed before any plan existed: nothing starts (under
+    the promise book, once the promises are placed: EASY around them, `promise_fallback`)."""
 
 
 @dataclass(slots=True)
@@ -111,6 +114,9 @@ class Decision:
     # What nothing started now may take: the head's reservation, or the promises.
     reservation: ProtectedRoom | None = None
     promised: PromiseState | None = None  # under the promise book (`promise_after_s` >= 0)
+    # The promise room and what is free now once the starts checked against it are taken
+    # (`keep_every_promises_room`), with those starts: what the steps after it start around.
+    after_starts: tuple[PromiseRoom, FreePool, frozenset[int]] | None = None
     heuristic: Plan | None = None  # the best list schedule so far
     heuristic_objective: float = 0.0  # its total slowdown
     formulation: Formulation | None = None
@@ -136,6 +142,10 @@ class Decision:
     @property
     def decided(self) -> bool:
         return self.placements is not None
+
+    def promises_placed(self) -> bool:
+        """Whether the book's first step placed the promises (`promise_steps`)."""
+        return self.promised is not None and self.promised.plan is not None
 
     def decide_with(self, plan: Plan, placements: dict[int, list[int]]) -> None:
         self.plan, self.placements = plan, placements

@@ -26,7 +26,9 @@ applies, so that a new profile knob is a new step, not a new branch of `CpDispat
 Under the promise book (`promise_after_s` >= 0) the book's steps (`promise_steps`) take the
 place of 0 and of the window's filter, and wrap the rest: every promise is the room the model
 and the list schedules protect (as the head's reservation is otherwise), the starts now are
-checked against every promise node by node, and the promises are reported and kept.
+checked against every promise node by node, every job that fits now around the promises starts
+too, and the promises are reported and kept; a decision cut after its promises were placed
+answers EASY around them (`promise_fallback`).
 
 Every step honours the decision's deadline and its caller (`SearchControl.should_stop`). A model
 that is not built by the deadline gives way to the heuristic plan; once the caller is gone, the
@@ -62,6 +64,7 @@ from .promise_steps import (
     keep_the_promises,
     record_the_promises,
     reduce_to_the_window_around_the_promises,
+    start_what_fits_around_the_promises,
 )
 from .restart_policy import run_restart_policy
 
@@ -474,5 +477,7 @@ DECISION_STEPS: tuple[Step, ...] = (
          lambda d: _promises(d) and _decided(d)),
     Step("start what fits around", start_what_fits_around, _conserves_work),
     Step("keep the later reservations", keep_the_later_reservations, _keeps_later_reservations),
+    Step("start what fits around the promises", start_what_fits_around_the_promises,
+         _promises_kept, closing=True),
     Step("record the promises", record_the_promises, _promises_kept, closing=True),
 )

@@ -19,13 +19,20 @@ d_i hold. The book's steps wrap the selected model's own (HCP'19, PCP'19, PCP'20
    unpromised jobs of the window are planned; the work-conserving pass starts what else fits;
 4. *keep every promise's room*: each start now is checked node by node against the promises
    (independently of the model that chose it) and placed elsewhere or left waiting where it
-   would take a promise's room, so nothing started now moves a promise later;
+   would take a promise's room, so nothing started now moves a promise later; then every
+   waiting job without a promise that fits now until its requested time around every promise
+   and those starts starts too, in submit order (`start_what_fits_around_the_promises`: the
+   model's plan of the unpromised jobs is an estimate and holds no room);
 5. *record the promises*: each waiting job's promise, and the model's planned start of the
    window's other jobs (a pooled list schedule for up to m more), is reported (what
    `squeue --start` shows); the book keeps the promises for the next decision.
+
+A decision that gives up answers EASY around the promises (`promise_fallback`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from ...domain.outcome_kinds import PromiseMove, SkipReason, SolveStatus
 from ..planning.job_orders import fcfs
@@ -198,7 +205,63 @@ def keep_every_promises_room(d: Decision) -> Next:
         else:
             d.outcome.skipped.append((i, SkipReason.BLOCKED))
     d.outcome.placements = kept
+    d.after_starts = (room, pool, frozenset(kept))
     return Next.GO_ON
+
+
+def start_what_fits_around_the_promises(d: Decision) -> Next:
+    """Step 4b: every waiting job without a promise that fits now until its requested time
+    around every promise and what starts now starts too, in submit order (EASY's backfill
+    around the promises). The model's plan of the unpromised jobs is an estimate, not a
+    promise: it holds no room that a job fitting now must leave idle (work conservation, issue
+    #49). Past the deadline, the starts so far stand."""
+    added = backfill_around_the_promises(d, every_few(d.control.should_stop))
+    if added:
+        started = set(added)
+        d.outcome.considered.extend(i for i in added if i not in d.outcome.considered)
+        d.outcome.skipped = [(i, why) for i, why in d.outcome.skipped if i not in started]
+        if d.outcome.status == SolveStatus.EMPTY:
+            d.outcome.status = SolveStatus.HEURISTIC
+    return Next.GO_ON
+
+
+def backfill_around_the_promises(d: Decision, should_stop: Callable[[], bool]) -> list[int]:
+    """The waiting jobs without a promise, in submit order, that fit now until their requested
+    time around every promise and the starts of `d.outcome.placements` (added to them, placed
+    by `PromiseRoom.place`): their indices, until `should_stop()` says stop."""
+    state = d.promised
+    assert state is not None
+    room, pool, taken = d.after_starts or (_room(d).copy(), d.problem.free_now.copy(),
+                                           frozenset())
+    d.after_starts = None  # taken on here
+    by_index = d.problem.job_by_index()
+    placements = d.outcome.placements
+    for i, nodes in placements.items():
+        if i not in taken:
+            pool.take_all(nodes, by_index[i].req)
+            room.take(pool, nodes, by_index[i])
+    added: list[int] = []
+    units_fit, first_fit = pool.units_fit, d.control.first_fit
+    # The window's step found these not to fit around the promises: with the starts since,
+    # they fit still less.
+    known = {i for i, why in d.selection.skipped if why == SkipReason.CANNOT_FIT_NOW}
+    for job in fcfs(d.problem):
+        i = job.index
+        if i in placements or i in room.promised or i in state.never or i in known:
+            continue
+        if units_fit(job.req, job.units) < job.units:
+            continue
+        if should_stop():
+            break
+        # What the job may use until its requested time, kept per step count (quick, pooled
+        # per node), before the node-level placement.
+        if room.pool_for(job, pool).units_fit(job.req, job.units) < job.units:
+            continue
+        placed = room.place(pool, job, first_fit)
+        if placed is not None:
+            placements[i] = placed
+            added.append(i)
+    return added
 
 
 def record_the_promises(d: Decision) -> Next:
