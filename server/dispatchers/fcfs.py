@@ -1,7 +1,8 @@
 """First come, first served: start jobs in priority order (the workload manager's, then submit
 order; submit order alone without priorities) until one does not fit, each only on nodes its
 partitions and features allow and no unavailability window it would run into covers
-(`Eligibility.now`)."""
+(`Eligibility.now`). A job that fits what is free now but not where its rules allow it waits
+without blocking the queue (skipped CANNOT_FIT_NOW)."""
 
 from __future__ import annotations
 
@@ -38,9 +39,14 @@ class FcfsDispatcher:
                 # A job no set of up nodes can ever hold must not block the queue forever.
                 outcome.skipped.append((job.index, SkipReason.NEVER_FITS))
                 continue
-            nodes = pool.place(job.req, job.units, control.first_fit,
-                               masks.now(job.index) if masks else None)
+            mask = masks.now(job.index) if masks else None
+            nodes = pool.place(job.req, job.units, control.first_fit, mask)
             if nodes is None:
+                if mask is not None and pool.units_fit(job.req, job.units) >= job.units:
+                    # It fits what is free, but not where its rules allow it now: it waits
+                    # and blocks no other job (as EASY's queue, easy.py).
+                    outcome.skipped.append((job.index, SkipReason.CANNOT_FIT_NOW))
+                    continue
                 blocked = True
                 outcome.skipped.append((job.index, SkipReason.CANNOT_FIT_NOW))
                 continue
