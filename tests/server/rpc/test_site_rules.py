@@ -128,6 +128,7 @@ def test_a_valid_snapshot_with_every_rule_is_answered(client: DispatcherClient) 
     twice the same snapshot, both answered alike and checked."""
     request = cluster(windows=[_window(["c0"], T + 50, T + 90, users=["alice"],
                                        accounts=["physics"])])
+    request.dispatcher_name = "easy"
     job(request, "j", priority=7, partitions=["cpu", "gpu"], required_features=["a100"],
         account="physics")
     first, second = client.dispatch(request), client.dispatch(request)
