@@ -754,11 +754,11 @@ class QueuedJob(_message.Message):
     """A site's own rules (all optional: unset, the job is ordered and placed as before they
     existed). What each dispatcher does with them: docs/service.md, "A site's own rules".
     The job's priority as the workload manager computes it (Slurm's multifactor priority,
-    flux's priority), a number >= 0 and <= 2^40 without unit, higher first. FCFS, EASY,
-    EASY-k, LOS, EASY-SJBF, EASY-LXF and conservative take their queue (their head) in
-    priority order, submit order (q_i) within equal priority; unset or 0 everywhere: equal
-    priority, so submit order alone, as before. The other orders (SJF, WFP3, UNICEF, F1, the
-    CP models' slowdown) do not read it yet.
+    flux's priority), a number >= 0 and <= 2^40 without unit, higher first. FCFS, EASY and
+    EASY-k take their queue, EASY-SJBF, EASY-LXF and LOS their head, in priority order, submit
+    order (q_i) within equal priority; unset or 0 everywhere: equal priority, so submit order
+    alone, as before. The other orders (conservative's submit order, SJF, WFP3, UNICEF, F1,
+    the CP models' slowdown) do not read it yet.
     """
     account: _builtins.str
     """The job's account (Slurm's --account), read only by UnavailabilityWindow.accounts; may be
@@ -771,7 +771,9 @@ class QueuedJob(_message.Message):
     @_builtins.property
     def partitions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The partitions the job may run in (Slurm's --partition, a list): it is placed only on
-        nodes in at least one of them (Node.partitions). Empty: any node. Names as for
+        nodes in at least one of them (Node.partitions). Empty: any node. FCFS and the EASY
+        family place their starts at t accordingly; every other dispatcher's decision is held to
+        it by the independent check (a decision breaking it is answered by the fallback, EASY). Names as for
         Node.partitions. A job no node of the snapshot can ever satisfy is not an error: it never
         starts and is reported SKIP_REASON_NEVER_FITS (nodes may join or come back later).
         """
