@@ -5,14 +5,13 @@ uncaught, so this test fails whichever rule is lost."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
 
 from hpcdispatch.decision_check import RULES, SnapshotFacts, check_decision, check_decision_against
 from hpcdispatch.proto_convert import add_starts, decision_from_pb
-import dataclasses
-
 from hpcdispatch.snapshot import NodeState, Snapshot, UnavailabilityWindow
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.instances import T, decide, node, queued, running
