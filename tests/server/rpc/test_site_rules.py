@@ -196,6 +196,20 @@ def test_nothing_starts_into_a_window_that_does_not_admit_it(
 
 
 @pytest.mark.parametrize("name", EASY_FAMILY)
+def test_an_idle_cluster_under_maintenance_starts_nothing_and_says_no_fallback(
+        client: DispatcherClient, name: str) -> None:
+    """Nothing runs and the job fits what is free, but every node goes into maintenance before
+    it would end: starting nothing is the decision itself, not a dispatcher left idle."""
+    request = cluster(windows=[_window(["c0", "c1", "g0", "g1"], T + 10, T + 100)])
+    request.dispatcher_name = name
+    job(request, "j", requested=600)
+    response = client.dispatch(request)
+    assert not response.starts
+    assert response.report.status == pb.SOLVE_STATUS_HEURISTIC
+    assert not response.report.fallback_reason
+
+
+@pytest.mark.parametrize("name", EASY_FAMILY)
 def test_a_window_that_ended_or_admits_the_job_changes_nothing(
         client: DispatcherClient, name: str) -> None:
     request = cluster(windows=[_window(["c0", "c1", "g0", "g1"], T - 500, T),
