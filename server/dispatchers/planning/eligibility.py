@@ -92,7 +92,9 @@ def _blocked(windows: Sequence[Window], job: QueuedJob) -> frozenset[int]:
     run into without being admitted: those overlapping [0, requested) relative to t."""
     hit = [w.nodes for w in windows
            if w.start < job.requested_time and w.end > 0 and not w.admits(job.user, job.account)]
-    return frozenset().union(*hit) if hit else frozenset()
+    if len(hit) < 2:
+        return hit[0] if hit else frozenset()  # one window's own set: shared, not copied
+    return frozenset().union(*hit)
 
 
 def fits_ever(allowed: frozenset[int], capacity: Sequence[tuple[int, ...]],
