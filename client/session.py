@@ -98,7 +98,11 @@ def delta_between(old: pb.DispatchRequest, new: pb.DispatchRequest) -> (
         if previous is None or previous != node:
             if not node.capacity:
                 return None  # an empty capacity means "unchanged" in a delta
-            delta.node_changes.add(id=node.id, state=node.state, capacity=node.capacity)
+            change = delta.node_changes.add(id=node.id, state=node.state, capacity=node.capacity)
+            if previous is None or (list(previous.partitions), list(previous.features)) != (
+                    list(node.partitions), list(node.features)):
+                change.labels.partitions.extend(node.partitions)
+                change.labels.features.extend(node.features)
     running = _changes(old.running_jobs, new.running_jobs)
     if running is None:
         return None
@@ -113,6 +117,9 @@ def delta_between(old: pb.DispatchRequest, new: pb.DispatchRequest) -> (
     delta.started.extend(started)
     delta.cancelled_job_ids.extend(cancelled)
     delta.submitted.extend(submitted)
+    if list(new.windows) != list(old.windows):
+        delta.windows.windows.extend(new.windows)
+        delta.windows.SetInParent()  # set, even when it clears them all
     return delta
 
 

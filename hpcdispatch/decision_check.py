@@ -24,7 +24,15 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from hpcdispatch.snapshot import Decision, JobStart, Node, NodeState, QueuedJob, Snapshot
+from hpcdispatch.snapshot import (
+    Decision,
+    JobStart,
+    Node,
+    NodeState,
+    QueuedJob,
+    Snapshot,
+    UnavailabilityWindow,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +62,9 @@ class ClusterFacts(Protocol):
 
     def queued_job(self, job_id: str) -> QueuedJob | None:
         """The queued job with this id (None: no such job is queued)."""
+
+    def windows(self) -> Sequence[UnavailabilityWindow]:
+        """The nodes' unavailability windows (maintenance, reservations)."""
 
 
 def node_rows_of(
@@ -113,14 +124,20 @@ class SnapshotFacts:
             self._queued = {j.id: j for j in self.snapshot.queued}
         return self._queued.get(job_id)
 
+    def windows(self) -> Sequence[UnavailabilityWindow]:
+        return self.snapshot.windows
+
 
 # The check's rules, by name: the echoed time; each start of a job that is queued, started
 # once, with its number of units, each unit holding exactly the job's per-unit request, with a
 # d_i of at least a second and at most the requested time; each unit on a known node that is
-# up; no node over its capacity. `check_decision_against(..., rules=)` applies some of them
-# (the suite's mutation self-test drops each in turn: every rule must catch a mutation alone).
+# up, in one of the job's partitions and with all its required features (`eligible`), and
+# outside every unavailability window that does not admit the job over [t, t + requested
+# time) (`window`); no node over its capacity. `check_decision_against(..., rules=)` applies
+# some of them (the suite's mutation self-test drops each in turn: every rule must catch a
+# mutation alone).
 RULES = ("time", "queued", "once", "units", "amounts", "duration", "known_node", "up_node",
-         "capacity")
+         "capacity", "eligible", "window")
 
 
 def check_decision(snapshot: Snapshot, decision: Decision) -> list[str]:
@@ -170,6 +187,10 @@ def check_decision_against(facts: ClusterFacts, decision: Decision,
                             count=len(unit_nodes))
     if not rows.up[unit_rows].all():
         _node_problems(facts, rows, placed, row_of, problems, rules)
+    if "eligible" in rules:
+        _eligibility_problems(facts, placed, problems)
+    if "window" in rules:
+        _window_problems(facts, placed, problems)
     ordered = timing + [text for _, text in sorted(problems, key=lambda p: p[0])]
     if "capacity" in rules:
         ordered.extend(_over_capacity(rows, node_ids, unit_rows, requests, units))
@@ -246,6 +267,45 @@ def _node_problems(
                 state = facts.known_nodes([node_id])[node_id].state
                 problems.append(
                     (at, f"job {start.job_id!r} placed on {state.value} node {node_id!r}"))
+
+
+def _eligibility_problems(facts: ClusterFacts, placed: list[tuple[int, JobStart]],
+                          problems: list[tuple[int, str]]) -> None:
+    """Units of placed starts on known nodes outside the job's partitions or lacking one of
+    its required features (one node named per start)."""
+    for at, start in placed:
+        job = facts.queued_job(start.job_id)
+        if job is None or not (job.partitions or job.required_features):
+            continue
+        for node_id, node in facts.known_nodes(set(start.nodes)).items():
+            if not job.may_use(node):
+                problems.append((at, f"job {job.id!r} placed on node {node_id!r}, outside its "
+                                 f"partitions {list(job.partitions)} or lacking one of its "
+                                 f"required features {list(job.required_features)}"))
+                break
+
+
+def _window_problems(facts: ClusterFacts, placed: list[tuple[int, JobStart]],
+                     problems: list[tuple[int, str]]) -> None:
+    """Placed starts whose requested time [t, t + requested) runs into an unavailability window
+    on one of their nodes that does not admit the job (one window named per start)."""
+    t = facts.time
+    windows = [(w, frozenset(w.nodes)) for w in facts.windows() if w.end > t]
+    if not windows:
+        return
+    for at, start in placed:
+        job = facts.queued_job(start.job_id)
+        if job is None:
+            continue
+        nodes = set(start.nodes)
+        for window, covered in windows:
+            if window.blocks(job, t) and not covered.isdisjoint(nodes):
+                node_id = min(covered & nodes)
+                problems.append((at, f"job {job.id!r} on node {node_id!r} would run over "
+                                 f"[{t}, {t + job.requested_time}) into the unavailability "
+                                 f"window [{window.start}, {window.end}) that does not admit "
+                                 f"it (user {job.user!r}, account {job.account!r})"))
+                break
 
 
 _NOTHING: Mapping[str, int] = {}

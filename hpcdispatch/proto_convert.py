@@ -15,6 +15,7 @@ from hpcdispatch.snapshot import (
     QueuedJob,
     RunningJob,
     Snapshot,
+    UnavailabilityWindow,
     UnitAllocation,
 )
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -28,7 +29,30 @@ _STATE_TO_PB = {v: k for k, v in _STATE_FROM_PB.items()}
 
 
 def nodes_from_pb(request: pb.DispatchRequest) -> tuple[Node, ...]:
-    return tuple(Node(n.id, _STATE_FROM_PB[n.state], dict(n.capacity)) for n in request.nodes)
+    return tuple(map(node_from_pb, request.nodes))
+
+
+def node_from_pb(n: pb.Node) -> Node:
+    return Node(n.id, _STATE_FROM_PB[n.state], dict(n.capacity), tuple(n.partitions),
+                tuple(n.features))
+
+
+def window_from_pb(w: pb.UnavailabilityWindow) -> UnavailabilityWindow:
+    return UnavailabilityWindow(tuple(w.node_ids), w.start_time, w.end_time, tuple(w.users),
+                                tuple(w.accounts))
+
+
+def windows_from_pb(windows: Iterable[pb.UnavailabilityWindow]
+                    ) -> tuple[UnavailabilityWindow, ...]:
+    return tuple(map(window_from_pb, windows))
+
+
+def add_windows(out: RepeatedCompositeFieldContainer[pb.UnavailabilityWindow],
+                windows: Iterable[UnavailabilityWindow]) -> None:
+    """Append `windows` to a repeated UnavailabilityWindow field."""
+    for w in windows:
+        out.add(node_ids=w.nodes, start_time=w.start, end_time=w.end, users=w.users,
+                accounts=w.accounts)
 
 
 def running_job_from_pb(j: pb.RunningJob) -> RunningJob:
@@ -56,6 +80,10 @@ def queued_job_from_pb(j: pb.QueuedJob) -> QueuedJob:
         actual_duration=j.actual_duration if j.HasField("actual_duration") else None,
         promised_start=j.promised_start if j.HasField("promised_start") else None,
         promise_token=j.promise_token,
+        priority=j.priority,
+        partitions=tuple(j.partitions),
+        required_features=tuple(j.required_features),
+        account=j.account,
     )
 
 
@@ -71,6 +99,7 @@ def snapshot_from_pb(
         nodes=nodes if nodes is not None else nodes_from_pb(request),
         running=tuple(map(running_job_from_pb, request.running_jobs)),
         queued=tuple(map(queued_job_from_pb, request.queued_jobs)),
+        windows=windows_from_pb(request.windows),
     )
 
 
@@ -81,9 +110,11 @@ def snapshot_to_pb(snapshot: Snapshot, request: pb.DispatchRequest | None = None
     out = request if request is not None else pb.DispatchRequest()
     out.time = snapshot.time
     for n in snapshot.nodes:
-        out.nodes.add(id=n.id, state=_STATE_TO_PB[n.state], capacity=dict(n.capacity))
+        out.nodes.add(id=n.id, state=_STATE_TO_PB[n.state], capacity=dict(n.capacity),
+                      partitions=n.partitions, features=n.features)
     add_running_jobs(out.running_jobs, snapshot.running)
     add_queued_jobs(out.queued_jobs, snapshot.queued)
+    add_windows(out.windows, snapshot.windows)
     return out
 
 
@@ -115,6 +146,14 @@ def add_queued_jobs(jobs: RepeatedCompositeFieldContainer[pb.QueuedJob],
             qmsg.promised_start = q.promised_start
         if q.promise_token:
             qmsg.promise_token = q.promise_token
+        if q.priority:
+            qmsg.priority = q.priority
+        if q.partitions:
+            qmsg.partitions.extend(q.partitions)
+        if q.required_features:
+            qmsg.required_features.extend(q.required_features)
+        if q.account:
+            qmsg.account = q.account
 
 
 def add_starts(

@@ -24,6 +24,8 @@ class Node:
     id: str
     state: NodeState
     capacity: Resources  # cap[n][r]
+    partitions: tuple[str, ...] = ()  # the partitions it is in (none: only unrestricted jobs)
+    features: tuple[str, ...] = ()  # its node features
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,39 @@ class QueuedJob:
     # Set by the server's edge only: a real promise (absolute start) whose token was made for
     # another shape (units, request, requested time); the job is promised anew, the move said.
     reshaped_promise: int | None = None
+    # A site's own rules (docs/service.md, "A site's own rules"): the workload manager's
+    # priority (higher first; 0 everywhere: submit order alone), the partitions it may run in
+    # (empty: any node), the node features it requires (all of them), its account.
+    priority: int = 0
+    partitions: tuple[str, ...] = ()
+    required_features: tuple[str, ...] = ()
+    account: str = ""
+
+    def may_use(self, node: Node) -> bool:
+        """Whether the job's partitions and required features allow `node`."""
+        if self.partitions and not any(p in node.partitions for p in self.partitions):
+            return False
+        return all(f in node.features for f in self.required_features)
+
+
+@dataclass(frozen=True, slots=True)
+class UnavailabilityWindow:
+    """Nodes unavailable over [start, end) (absolute seconds, the snapshot's clock) to every
+    job but those of `users` or `accounts` (both empty: a maintenance, nobody)."""
+
+    nodes: tuple[str, ...]  # node ids
+    start: int
+    end: int
+    users: tuple[str, ...] = ()
+    accounts: tuple[str, ...] = ()
+
+    def admits(self, job: QueuedJob) -> bool:
+        return job.user in self.users or (bool(job.account) and job.account in self.accounts)
+
+    def blocks(self, job: QueuedJob, t: int) -> bool:
+        """Whether `job`, started at t and run to its requested time, would run inside the
+        window without being admitted to it: [t, t + requested) overlaps [start, end)."""
+        return self.start < t + job.requested_time and t < self.end and not self.admits(job)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +102,7 @@ class Snapshot:
     nodes: tuple[Node, ...]
     running: tuple[RunningJob, ...]
     queued: tuple[QueuedJob, ...]
+    windows: tuple[UnavailabilityWindow, ...] = ()  # the nodes' unavailability windows
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,9 @@ class ServerConfig:
     # Units the running jobs of one snapshot (or session) hold in all: each is converted and kept.
     max_total_units: int = 1_000_000
     max_resource_types: int = 64  # distinct resource types per snapshot (and per map)
+    # Names in one list of a site's rules: a node's or job's partitions or features, a
+    # window's users or accounts.
+    max_labels: int = 64
     # Characters of an identifier: job, node, user, queue, cluster, resource type, session id.
     max_id_chars: int = 256
     max_name_chars: int = 1024  # characters of a job name
@@ -209,7 +212,7 @@ def _check_limits(config: ServerConfig, check: Check) -> None:
     check("decision_concurrency", config.decision_concurrency >= 0,
           f"must be >= 0 (0: the number of CPUs), got {config.decision_concurrency}")
     for key in ("max_nodes", "max_jobs", "max_units", "max_total_units", "max_resource_types",
-                "max_id_chars", "max_name_chars", "max_sessions_per_identity",
+                "max_labels", "max_id_chars", "max_name_chars", "max_sessions_per_identity",
                 "solver_workers", "knowledge_base_max_completions", "knowledge_base_max_bytes",
                 "knowledge_base_max_clusters", "knowledge_base_max_identities"):
         value = getattr(config, key)

@@ -463,13 +463,17 @@ def _log_failure(event: str, name: str, code: str, trace: str = "", **fields: ob
 def _left_idle(problem: Problem, outcome: Outcome) -> bool:
     """Whether `outcome` starts nothing while a queued job fits in what is free now, on an
     idle system (nothing runs) or cut short (status UNKNOWN: a stage ran out of time): never
-    an answer, whatever the dispatcher's plan (EASY's decision is taken instead)."""
+    an answer, whatever the dispatcher's plan (EASY's decision is taken instead). A job fits
+    only where its rules allow it now (`Eligibility.now`: partitions, features, windows)."""
     if outcome.placements or not problem.jobs:
         return False
     if len(problem.running.ends) and outcome.status != SolveStatus.UNKNOWN:
         return False
-    units_fit = problem.free_now.units_fit
-    return any(units_fit(job.req, job.units) >= job.units for job in problem.jobs)
+    units_fit, masks = problem.free_now.units_fit, problem.eligibility
+    return any(units_fit(job.req, job.units) >= job.units and (
+        masks is None or (mask := masks.now(job.index)) is None
+        or problem.free_now.choose(job.req, job.units, False, mask) is not None)  # its rules
+        for job in problem.jobs)
 
 
 def _around_the_promises(

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from hpcdispatch.decision_check import NodeRows, node_rows_of
-from hpcdispatch.snapshot import Node, QueuedJob, UnitAllocation
+from hpcdispatch.snapshot import Node, QueuedJob, UnavailabilityWindow, UnitAllocation
 
 _NOTHING: Mapping[str, int] = {}
 
@@ -52,3 +52,6 @@ class ReplayFacts:
 
     def queued_job(self, job_id: str) -> QueuedJob | None:
         return self._queued_job(job_id)
+
+    def windows(self) -> Sequence[UnavailabilityWindow]:
+        return ()  # replays carry no unavailability windows yet (issue #50, item 4)

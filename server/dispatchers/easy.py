@@ -1,6 +1,7 @@
 """EASY backfilling with a protected reservation for the head job.
 
-Jobs start in queue order (submit order here; other orders in `easy_ordered`) while they fit.
+Jobs start in queue order (the workload manager's priority, then submit order, here; other
+orders in `easy_ordered`) while they fit.
 The first job that does not fit (the head) gets a reservation at the earliest time τ at which
 enough units fit node by node, computed from the predicted ends of running jobs. Any later job,
 in queue order (or `backfill_order`), may start now if it fits and either ends by τ, or uses only
@@ -8,17 +9,27 @@ resources that the head's reservation leaves free at τ on every node it touches
 
 Past the deadline, or once the caller is gone, the jobs placed so far are the decision (each
 placement is valid on its own) and the rest wait (BLOCKED).
+
+A site's rules (`planning.eligibility`): every job started now, in the queue's order or
+backfilled, is placed only on the nodes its partitions and features allow and no window it
+would run into covers (`Eligibility.now`). A job that fits what is free now but not where its
+rules allow it waits without a reservation (skipped CANNOT_FIT_NOW), and the queue goes on: the
+head is the first job that does not fit what is free at all. Its reservation is planned on any
+node (not yet on its eligible ones only, nor around the windows), so a restricted head may be
+protected on nodes it cannot use.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from ..domain.free_pool import FreePool
+from ..domain.free_pool import FreePool, NodeMask
 from ..domain.outcome_kinds import SkipReason
 from .base import HEURISTIC, Outcome, SearchControl
+from .planning.eligibility import Eligibility
 from .planning.guaranteed_starts import promises_only_at_the_limits
-from .planning.job_orders import fcfs
+from .planning.job_orders import by_priority
+from .planning.job_selection import never_fits
 from .planning.problem import Job, Problem
 from .planning.reservation import (
     KeptReservation,
@@ -53,12 +64,20 @@ class EasyDispatcher:
         place, first_fit = free_now.place, control.first_fit
         placements, considered = outcome.placements, outcome.considered
         should_stop = every_few(control.should_stop)
+        masks = problem.eligibility
         position = 0
         for job in queue:
             if should_stop():
                 return self._stopped(outcome, queue[position:])
-            nodes = place(job.req, job.units, first_fit)
+            mask = masks.now(job.index) if masks else None
+            nodes = place(job.req, job.units, first_fit, mask)
             if nodes is None:
+                if mask is not None and free_now.units_fit(job.req, job.units) >= job.units:
+                    # It fits what is free, but not where its rules allow it now: it waits,
+                    # holding no reservation (planned on any node, one would protect nothing).
+                    outcome.skipped.append((job.index, SkipReason.CANNOT_FIT_NOW))
+                    position += 1
+                    continue
                 break
             placements[job.index] = nodes
             considered.append(job.index)
@@ -91,12 +110,13 @@ class EasyDispatcher:
         outcome.expected_starts[head.index] = (reservation.start, self.promises_head)
         rest = self.backfill_order(problem, rest)
         backfill_around(outcome, free_now, reservation, rest, control.first_fit,
-                        every_few(control.should_stop))
+                        every_few(control.should_stop), problem.eligibility)
         return promised_at_the_limits(problem, outcome)
 
     def queue_order(self, problem: Problem) -> list[Job]:
-        """The queue order: the head is the first job of it that does not fit now."""
-        return fcfs(problem)
+        """The queue order: the head is the first job of it that does not fit now (priority,
+        then submit order: submit order alone without priorities)."""
+        return by_priority(problem)
 
     def backfill_order(self, problem: Problem, rest: list[Job]) -> list[Job]:
         """The order in which the jobs after the head are tried for backfilling: the queue
@@ -112,8 +132,10 @@ class EasyDispatcher:
         """The queue in its order, less the jobs that never fit (skipped as such)."""
         queue = []
         fit_empty = problem.units_fit_empty  # never_fits, for each job
+        restricted = problem.eligibility.nodes if problem.eligibility else {}
         for job in self.queue_order(problem):
-            if fit_empty(job.req) < job.units:
+            if fit_empty(job.req) < job.units or (
+                    job.index in restricted and never_fits(problem, job)):
                 outcome.skipped.append((job.index, SkipReason.NEVER_FITS))
             else:
                 queue.append(job)
@@ -149,17 +171,19 @@ def any_fits_now(free_now: FreePool, jobs: list[Job]) -> bool:
 
 def backfill_around(
     outcome: Outcome, free_now: FreePool, reservation: Reservation, jobs: list[Job],
-    first_fit: bool, should_stop: StopCheck,
+    first_fit: bool, should_stop: StopCheck, masks: Eligibility | None = None,
 ) -> Outcome:
     """EASY's backfill: each of `jobs`, in order, starts now where it fits without touching the
-    head's `reservation` (it ends before τ, or uses what the head leaves free); the others are
-    skipped as blocked or not fitting now, and all that are left when `should_stop()` says so
-    as blocked."""
+    head's `reservation` (it ends before τ, or uses what the head leaves free), on the nodes
+    `masks` allows it now; the others are skipped as blocked or not fitting now, and all that
+    are left when `should_stop()` says so as blocked."""
     for rank, job in enumerate(jobs):
         if should_stop():
             outcome.skipped.extend((j.index, SkipReason.BLOCKED) for j in jobs[rank:])
             return outcome
-        nodes = place_around_reservation(free_now, reservation, job, first_fit)
+        mask = masks.now(job.index) if masks else None
+        nodes = (place_around_reservation(free_now, reservation, job, first_fit) if mask is None
+                 else place_masked_around(free_now, reservation, job, first_fit, mask))
         if nodes is None:
             fits_now = free_now.units_fit(job.req, job.units) >= job.units
             reason = SkipReason.BLOCKED if fits_now else SkipReason.CANNOT_FIT_NOW
@@ -168,6 +192,19 @@ def backfill_around(
         outcome.placements[job.index] = nodes
         outcome.considered.append(job.index)
     return outcome
+
+
+def place_masked_around(free_now: FreePool, reservation: Reservation, job: Job, first_fit: bool,
+                        mask: NodeMask) -> list[int] | None:
+    """`place_around_reservation` on the nodes of `mask` only: a job running past τ chooses
+    in the reservation's `limit`, any other in what is free now."""
+    pool = reservation.limit if reservation.runs_past(job) else free_now
+    nodes = pool.choose(job.req, job.units, first_fit, mask)
+    if nodes is None:
+        return None
+    free_now.take_all(nodes, job.req)
+    reservation.take(free_now, nodes, job)
+    return nodes
 
 
 def promised_at_the_limits(problem: Problem, outcome: Outcome) -> Outcome:

@@ -1,6 +1,7 @@
 """EASY-k: EASY backfilling with reservations for the first k blocked jobs, not the head only.
 
-Jobs are taken in submit order. Each gets the earliest start at which it fits node by node
+Jobs are taken in priority order (the workload manager's, then submit order; submit order
+alone without priorities). Each gets the earliest start at which it fits node by node
 around the running work and the jobs before it; it starts now if that is now, otherwise it
 holds the reservation, until k jobs hold one (k = `SearchSettings.reservation_depth`,
 `search.reservation_depth` in a request; 64 by default, flux-sched's "hybrid" queue policy
@@ -19,7 +20,7 @@ from .backfill import outcome_of
 from .base import Outcome, SearchControl
 from .easy import promised_at_the_limits
 from .kept_plan import KeptPlan
-from .planning.job_orders import fcfs
+from .planning.job_orders import by_priority
 from .planning.problem import Problem
 from .table_row import TableRow
 
@@ -39,7 +40,7 @@ class EasyKDispatcher:
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         depth = max(1, control.settings.reservation_depth)
-        order = fcfs(problem)
+        order = by_priority(problem)
         plan = self.kept.plan(problem, order, depth, control.first_fit, control.should_stop)
         outcome = outcome_of(problem, plan)
         # The first reservation in submit order is EASY's head's, reserved before all others

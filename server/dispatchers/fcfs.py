@@ -1,4 +1,8 @@
-"""First come, first served: start jobs in submit order until one does not fit."""
+"""First come, first served: start jobs in priority order (the workload manager's, then submit
+order; submit order alone without priorities) until one does not fit, each only on nodes its
+partitions and features allow and no unavailability window it would run into covers
+(`Eligibility.now`). A job that fits what is free now but not where its rules allow it waits
+without blocking the queue (skipped CANNOT_FIT_NOW)."""
 
 from __future__ import annotations
 
@@ -6,7 +10,8 @@ from typing import ClassVar
 
 from ..domain.outcome_kinds import SkipReason
 from .base import HEURISTIC, Outcome, SearchControl
-from .planning.job_selection import never_fits, submit_order
+from .planning.job_orders import by_priority
+from .planning.job_selection import never_fits
 from .planning.problem import Problem
 from .table_row import TableRow
 
@@ -15,7 +20,7 @@ class FcfsDispatcher:
     name: ClassVar[str] = "fcfs"
     # The tables of README.md and docs/configuration.md (scripts/gen_tables.py).
     table: ClassVar[TableRow] = TableRow(
-        summary="submit order; stops at the first job that does not fit")
+        summary="priority order, then submit order; stops at the first job that does not fit")
 
     def decide(self, problem: Problem, control: SearchControl) -> Outcome:
         """Past the deadline, or once the caller is gone, the jobs placed so far are the
@@ -23,7 +28,8 @@ class FcfsDispatcher:
         pool = problem.free_now.copy()
         outcome = Outcome(placements={}, status=HEURISTIC)
         blocked = False
-        for job in submit_order(problem.jobs):
+        masks = problem.eligibility
+        for job in by_priority(problem):
             if not blocked and control.should_stop():
                 blocked = True
             if blocked:
@@ -33,8 +39,14 @@ class FcfsDispatcher:
                 # A job no set of up nodes can ever hold must not block the queue forever.
                 outcome.skipped.append((job.index, SkipReason.NEVER_FITS))
                 continue
-            nodes = pool.place(job.req, job.units, control.first_fit)
+            mask = masks.now(job.index) if masks else None
+            nodes = pool.place(job.req, job.units, control.first_fit, mask)
             if nodes is None:
+                if mask is not None and pool.units_fit(job.req, job.units) >= job.units:
+                    # It fits what is free, but not where its rules allow it now: it waits
+                    # and blocks no other job (as EASY's queue, easy.py).
+                    outcome.skipped.append((job.index, SkipReason.CANNOT_FIT_NOW))
+                    continue
                 blocked = True
                 outcome.skipped.append((job.index, SkipReason.CANNOT_FIT_NOW))
                 continue

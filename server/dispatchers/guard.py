@@ -139,6 +139,7 @@ def own_copy(problem: Problem) -> Problem:
                              ends=running.ends.copy(), up=running.up.copy(),
                              limits=None if running.limits is None else running.limits.copy()),
         jobs=[_job_copy(job) for job in problem.jobs], up_capacity=tuple(problem.up_capacity),
+        eligibility=problem.eligibility,  # read-only by contract: the check keeps it honest
     )
 
 

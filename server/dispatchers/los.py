@@ -60,5 +60,5 @@ class LosDispatcher(EasyDispatcher):
         tried = [window[k] for k in chosen] + [
             j for k, j in enumerate(window) if k not in picked]
         backfill_around(outcome, free_now, reservation, tried, control.first_fit,
-                        control.should_stop)
+                        control.should_stop, problem.eligibility)
         return promised_at_the_limits(problem, outcome)

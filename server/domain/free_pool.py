@@ -55,6 +55,28 @@ def _minus(free: Vec, amounts: Vec, times: int) -> Vec:
 minus = _minus  # for the planning modules that keep free vectors of their own
 
 
+class NodeMask:
+    """The nodes one job may be placed on: those of `allowed` (None: every node) but those of
+    `excluded` (a site's rules: partitions, features, unavailability windows)."""
+
+    __slots__ = ("allowed", "excluded")
+
+    def __init__(self, allowed: frozenset[int] | None = None,
+                 excluded: frozenset[int] = frozenset()) -> None:
+        self.allowed = allowed
+        self.excluded = excluded
+
+    def __contains__(self, n: int) -> bool:
+        return (self.allowed is None or n in self.allowed) and n not in self.excluded
+
+    def of(self, nodes: set[int]) -> set[int]:
+        """The members of `nodes` the mask allows (a new set)."""
+        kept = nodes & self.allowed if self.allowed is not None else set(nodes)
+        if self.excluded:
+            kept -= self.excluded
+        return kept
+
+
 class FreePool:
     """Free amount per resource type on each node that accepts work.
 
@@ -295,12 +317,16 @@ class FreePool:
             )
         return value
 
-    def choose(self, req: Vec, units: int, first_fit: bool = False) -> list[int] | None:
+    def choose(self, req: Vec, units: int, first_fit: bool = False,
+               mask: NodeMask | None = None) -> list[int] | None:
         """Nodes for `units` units of `req` (one entry per unit), or None; nothing is taken.
 
         Best fit fills the node with the least free resources first (the authors' rule,
-        scores normalised per resource type); first fit takes nodes in snapshot order.
+        scores normalised per resource type); first fit takes nodes in snapshot order. With
+        `mask`, only its nodes are chosen, by the same rules among them.
         """
+        if mask is not None:
+            return self._choose_masked(req, units, first_fit, mask)
         if not first_fit:
             best = self._best_fit(req, units)
             if best is not None:
@@ -339,6 +365,39 @@ class FreePool:
                 break
         return chosen
 
+    def _choose_masked(self, req: Vec, units: int, first_fit: bool,
+                       mask: NodeMask) -> list[int] | None:
+        """`choose` among the nodes of `mask`: each group cut to them (costs the groups'
+        sizes), then first fit by node, or best fit by (score, lowest node of the cut group)."""
+        fitting: list[tuple[Vec, Members, int]] = []
+        total = 0
+        for vec, nodes in self.groups.items():
+            k = units_per_node(vec, req)
+            if k:
+                members = mask.of(nodes)
+                if members:
+                    fitting.append((vec, members, k))
+                    total += k * len(members)
+        if total < units:
+            return None
+        chosen: list[int] = []
+        if first_fit:
+            per_node = sorted((n, k) for _, members, k in fitting
+                              for n in heapq.nsmallest(units, members))
+            for n, k in per_node:
+                chosen.extend([n] * min(k, units - len(chosen)))
+                if len(chosen) == units:
+                    break
+            return chosen
+        fitting.sort(key=lambda f: (self.score(f[0]), min(f[1])))
+        for _, members, k in fitting:
+            need = units - len(chosen)
+            for n in heapq.nsmallest(-(-need // k), members):
+                chosen.extend([n] * min(k, units - len(chosen)))
+            if len(chosen) == units:
+                break
+        return chosen
+
     def _best_fit(self, req: Vec, units: int) -> list[int] | None:
         """Best fit's choice when one group holds all `units` (None: ask `choose`'s full
         search)."""
@@ -370,8 +429,14 @@ class FreePool:
         tied = [f for f in fitting if score(f[0]) == low]
         return tied[0] if len(tied) == 1 else min(tied, key=lambda f: self.first(f[0]))
 
-    def place(self, req: Vec, units: int, first_fit: bool = False) -> list[int] | None:
+    def place(self, req: Vec, units: int, first_fit: bool = False,
+              mask: NodeMask | None = None) -> list[int] | None:
         """Choose nodes as `choose` does and take the resources; None leaves the pool as is."""
+        if mask is not None:
+            chosen = self._choose_masked(req, units, first_fit, mask)
+            if chosen is not None:
+                self.take_all(chosen, req)
+            return chosen
         if not first_fit:
             best = self._best_single_group(req, units)
             if best is not None:

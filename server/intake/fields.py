@@ -3,14 +3,16 @@
 unit's request or amounts) within the types one map may name, each amount in range.
 
 Each limit is a configuration key (server/config.py, docs/configuration.md); a field beyond one
-is answered INVALID_ARGUMENT naming the field and the limit. The `*_within` forms say the same
+is answered INVALID_ARGUMENT naming the field and the limit. A list of names of a site's rules
+(partitions, features, a window's users and accounts) is at most `max_labels` non-empty names,
+each within `max_id_chars` and named once. The `*_within` forms say the same
 without saying why, for the fast paths (the node table, the running-job cache, a job whose texts
 all fit): a rule and its fast form sit side by side, so one change changes both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from ..config import ServerConfig
@@ -95,3 +97,36 @@ def check_unit_request(
             out.add(path, "resource type names must not be empty")
         elif known_types is not None and resource not in known_types:
             out.add(key_path(path, resource), f"no node has resource type {shown(resource)}")
+
+
+def check_labels(labels: Sequence[str], path: str, config: ServerConfig,
+                 out: Violations) -> bool:
+    """A list of names (partitions, features, users, accounts): within `max_labels`, each
+    non-empty, within `max_id_chars`, each once."""
+    if not labels:
+        return True
+    if len(labels) > config.max_labels:
+        out.add(path, f"{len(labels)} names exceed the limit of {config.max_labels} "
+                "(max_labels)")
+        return False
+    ok, seen = True, set()
+    for k, label in enumerate(labels):
+        if not label:
+            out.add(f"{path}[{k}]", "must not be empty")
+            ok = False
+        elif len(label) > config.max_id_chars:
+            out.add(f"{path}[{k}]", f"{len(label)} characters exceed the limit of "
+                    f"{config.max_id_chars} (max_id_chars)")
+            ok = False
+        elif label in seen:
+            out.add(f"{path}[{k}]", f"duplicate name {shown(label)}")
+            ok = False
+        seen.add(label)
+    return ok
+
+
+def labels_within(labels: Sequence[str], config: ServerConfig) -> bool:
+    """`check_labels` without saying why (the fast paths)."""
+    return not labels or (
+        len(labels) <= config.max_labels and len(set(labels)) == len(labels)
+        and all(0 < len(label) <= config.max_id_chars for label in labels))

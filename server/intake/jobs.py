@@ -6,7 +6,11 @@ Limits first: texts within `max_id_chars` / `max_name_chars`, a job's units with
 and the running jobs' within `max_total_units`, at most `max_jobs` jobs; a job beyond them is
 not walked further. Then each job: times within ±2^40 s, durations in (0, 2^31] s, its units on
 known nodes within what they hold (running) or its request on types some node has (queued), and
-ids non-empty and unique.
+ids non-empty and unique; a queued job's priority in [0, 2^40], its partitions and required
+features as labels (`fields.check_labels`). A queued job whose partitions or features no node
+satisfies is not a violation: the workload manager accepted it, a node may join or come back,
+and one such job must not make the whole snapshot invalid; it never starts (skipped
+SKIP_REASON_NEVER_FITS).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from .fields import (
     MAX_DURATION,
     MAX_TIME,
     check_id,
+    check_labels,
     check_request,
     check_text,
     check_types,
@@ -43,6 +48,18 @@ def check_duration(value: int, path: str, out: Violations) -> None:
         out.add(path, "must be > 0 seconds")
     elif value > MAX_DURATION:
         out.add(path, f"{value} s is longer than 2^31 s")
+
+
+MAX_PRIORITY = 2**40  # far beyond Slurm's 32-bit priorities; keeps (priority, q_i) in int64
+
+
+def check_job_rules(job: pb.QueuedJob, path: str, config: ServerConfig,
+                    out: Violations) -> None:
+    """A queued job's priority, partitions and required features."""
+    if not 0 <= job.priority <= MAX_PRIORITY:
+        out.add(f"{path}.priority", f"must be >= 0 and <= 2^40, got {job.priority}")
+    check_labels(job.partitions, f"{path}.partitions", config, out)
+    check_labels(job.required_features, f"{path}.required_features", config, out)
 
 
 def check_units(units: int, path: str, max_units: int, out: Violations) -> None:
@@ -97,6 +114,7 @@ def check_job_texts(
                     out) and ok
     if isinstance(job, pb.QueuedJob):
         ok = check_id(job.queue, f"{path}.queue", config, out) and ok
+        ok = check_id(job.account, f"{path}.account", config, out) and ok
     return ok
 
 
@@ -105,7 +123,8 @@ def job_texts_within(job: pb.RunningJob | pb.QueuedJob, config: ServerConfig) ->
     limit = config.max_id_chars
     return (len(job.id) <= limit and len(job.user) <= limit
             and len(job.name) <= config.max_name_chars
-            and (not isinstance(job, pb.QueuedJob) or len(job.queue) <= limit))
+            and (not isinstance(job, pb.QueuedJob)
+                 or (len(job.queue) <= limit and len(job.account) <= limit)))
 
 
 def check_job_limits(
@@ -281,6 +300,7 @@ def check_queued_job(
     check_time(job.submit_time, f"{path}.submit_time", out)
     check_duration(job.requested_time, f"{path}.requested_time", out)
     check_request(job.unit_request, f"{path}.unit_request", known_types, config, out)
+    check_job_rules(job, path, config, out)
     if job.HasField("promised_start"):
         check_time(job.promised_start, f"{path}.promised_start", out)
     if job.HasField("actual_duration"):

@@ -38,7 +38,7 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
 from ..domain.node_index import NodeIndex, index_nodes
-from .fields import DEFAULT_LIMITS, MAX_AMOUNT, types_within
+from .fields import DEFAULT_LIMITS, MAX_AMOUNT, labels_within, types_within
 from .interruption import NEVER, Interruption
 from .nodes import NodeCheck, check_nodes
 
@@ -160,6 +160,8 @@ def _nodes_reusing(
 def _valid_node(msg: pb.Node, config: ServerConfig) -> Node | None:
     """The node converted when it passes check_nodes' checks of one node; else None."""
     if len(msg.id) > config.max_id_chars or not types_within(msg.capacity, config):
+        return None
+    if not (labels_within(msg.partitions, config) and labels_within(msg.features, config)):
         return None
     cap = dict(msg.capacity)
     if not msg.id or msg.state not in _STATES or not cap:

@@ -3,19 +3,33 @@ delta's node changes, and the nodes a session holds once a delta applies.
 
 Limits first: ids and capacities within `max_id_chars` and `max_resource_types`, at most
 `max_nodes` nodes, and the types all nodes name together within `max_resource_types`; a node
-list beyond them is not converted. Then each node: a unique non-empty id, a known state, and a
-capacity naming at least one resource type with every amount in (0, 2^40].
+list beyond them is not converted. Then each node: a unique non-empty id, a known state, a
+capacity naming at least one resource type with every amount in (0, 2^40], and its partitions
+and features as labels (`fields.check_labels`).
+
+The unavailability windows on those nodes (a snapshot's, a delta's) are checked here too: at
+most `max_nodes` windows, each naming at least one node, each a node of the snapshot (of the
+session after the delta's node changes) and named once, times within ±2^40 s and
+end_time > start_time, its users and accounts as labels.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
-from .fields import DEFAULT_LIMITS, MAX_AMOUNT, check_capacity_amounts, check_id, check_types
+from .fields import (
+    DEFAULT_LIMITS,
+    MAX_AMOUNT,
+    MAX_TIME,
+    check_capacity_amounts,
+    check_id,
+    check_labels,
+    check_types,
+)
 from .interruption import NEVER, Interruption
 from .shown import shown
 from .violations import Violation, Violations
@@ -60,6 +74,7 @@ def check_node_limits(
     for i, node in enumerate(request.nodes):
         check_id(node.id, f"nodes[{i}].id", config, out)
         check_types(node.capacity, f"nodes[{i}].capacity", config, out)
+        check_node_labels(node, f"nodes[{i}]", config, out)
         interruption.tick()
         if out.full:
             return
@@ -74,6 +89,8 @@ def check_node_change_limits(
     for i, change in enumerate(request.node_changes):
         check_id(change.id, f"node_changes[{i}].id", config, out)
         check_types(change.capacity, f"node_changes[{i}].capacity", config, out)
+        if change.HasField("labels"):
+            check_node_labels(change.labels, f"node_changes[{i}].labels", config, out)
 
 
 def check_distinct_types(
@@ -136,3 +153,52 @@ def _check_each_node(
             check_capacity_amounts(f"nodes[{i}].capacity", cap, out)
         if out.full:
             break
+
+
+def check_node_labels(node: pb.Node | pb.NodeLabels, path: str, config: ServerConfig,
+                      out: Violations) -> bool:
+    ok = check_labels(node.partitions, f"{path}.partitions", config, out)
+    return check_labels(node.features, f"{path}.features", config, out) and ok
+
+
+def check_windows(
+    windows: Sequence[pb.UnavailabilityWindow], path: str, node_ids: Container[str],
+    config: ServerConfig, out: Violations,
+) -> None:
+    """Unavailability windows on the nodes `node_ids` (the valid ones of the snapshot, or the
+    session's after the delta)."""
+    if len(windows) > config.max_nodes:
+        out.add(path, f"{len(windows)} windows exceed the limit of {config.max_nodes} "
+                "(max_nodes)")
+        return
+    for w, window in enumerate(windows):
+        at = f"{path}[{w}]"
+        _check_window_nodes(window.node_ids, f"{at}.node_ids", node_ids, config, out)
+        for name, value in (("start_time", window.start_time), ("end_time", window.end_time)):
+            if abs(value) > MAX_TIME:
+                out.add(f"{at}.{name}", f"{value} is beyond ±2^40 seconds")
+        if window.end_time <= window.start_time:
+            out.add(f"{at}.end_time", f"must be > start_time ({window.start_time}), got "
+                    f"{window.end_time}: a window is [start_time, end_time)")
+        check_labels(window.users, f"{at}.users", config, out)
+        check_labels(window.accounts, f"{at}.accounts", config, out)
+        if out.full:
+            return
+
+
+def _check_window_nodes(ids: Iterable[str], path: str, node_ids: Container[str],
+                        config: ServerConfig, out: Violations) -> None:
+    seen: set[str] = set()
+    for k, node_id in enumerate(ids):
+        if len(node_id) > config.max_id_chars:
+            out.add(f"{path}[{k}]", f"{len(node_id)} characters exceed the limit of "
+                    f"{config.max_id_chars} (max_id_chars)")
+        elif node_id not in node_ids:
+            out.add(f"{path}[{k}]", f"unknown node {shown(node_id)}")
+        elif node_id in seen:
+            out.add(f"{path}[{k}]", f"duplicate node id {shown(node_id)}")
+        seen.add(node_id)
+        if out.full:
+            return
+    if not seen:
+        out.add(path, "a window covers at least one node")

@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from hpcdispatch.proto_convert import queued_job_from_pb, running_job_from_pb
-from hpcdispatch.snapshot import Node, NodeState, QueuedJob, RunningJob
+from hpcdispatch.proto_convert import queued_job_from_pb, running_job_from_pb, windows_from_pb
+from hpcdispatch.snapshot import Node, NodeState, QueuedJob, RunningJob, UnavailabilityWindow
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
@@ -53,6 +53,7 @@ from .nodes import (
     check_node_count,
     check_session_nodes,
     check_session_types,
+    check_windows,
 )
 from .shown import shown
 from .violations import Violation, Violations
@@ -97,16 +98,21 @@ class Failure:
     message: str
 
 
+NodeLabels = tuple[tuple[str, ...], tuple[str, ...]]  # (partitions, features)
+NodeChange = tuple[str, NodeState, dict[str, int] | None, NodeLabels | None]
+
+
 @dataclass(slots=True)
 class CheckedDelta:
     """A delta in domain terms, ready to apply when `violations` and `failure` are empty."""
 
     violations: list[Violation] = field(default_factory=list)
     failure: Failure | None = None
-    node_changes: list[tuple[str, NodeState, dict[str, int] | None]] = field(
-        default_factory=list)
+    # (id, state, capacity or None: kept, (partitions, features) or None: kept)
+    node_changes: list[NodeChange] = field(default_factory=list)
     submitted: tuple[QueuedJob, ...] = ()
     started: tuple[RunningJob, ...] = ()
+    windows: tuple[UnavailabilityWindow, ...] | None = None  # None: the session keeps its own
     options: DecisionOptions | None = None  # the decision's options, when the delta is ok
 
     @property
@@ -146,12 +152,17 @@ def check_delta(
         return out
     _check_submitted(state, request, capacity, config, problems, interruption)
     _check_started(state, request, capacity, config, problems, interruption)
+    if request.HasField("windows") and not problems.full:
+        nodes = {n for n in state.position} | {c.id for c in request.node_changes}
+        check_windows(request.windows.windows, "windows.windows", nodes, config, problems)
     out.violations = problems.items
     if out.ok:
         assert settings is not None  # a known profile, or it would be a violation
         out.submitted = tuple(map(queued_job_from_pb, request.submitted))
         out.started = tuple(map(running_job_from_pb, request.started))
         out.options = DecisionOptions.of(request, settings, state.cluster)
+        if request.HasField("windows"):
+            out.windows = windows_from_pb(request.windows.windows)
     return out
 
 
@@ -262,7 +273,9 @@ def _check_node_changes(
         if cap:
             capacity[change.id] = cap
         if change.state in _STATES:
-            result.node_changes.append((change.id, _STATES[change.state], cap or None))
+            labels = ((tuple(change.labels.partitions), tuple(change.labels.features))
+                      if change.HasField("labels") else None)
+            result.node_changes.append((change.id, _STATES[change.state], cap or None, labels))
     check_session_nodes(len(state.nodes) + added, config, out)
     released = _ended_usage(state, list(request.ended_job_ids))
     for i, change in enumerate(request.node_changes):

@@ -38,7 +38,12 @@ from typing import TypeVar, cast
 import numpy as np
 import structlog
 
-from hpcdispatch.proto_convert import nodes_from_pb, queued_job_from_pb, running_job_from_pb
+from hpcdispatch.proto_convert import (
+    nodes_from_pb,
+    queued_job_from_pb,
+    running_job_from_pb,
+    windows_from_pb,
+)
 from hpcdispatch.snapshot import QueuedJob, RunningJob, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
@@ -48,6 +53,7 @@ from .decision_options import DecisionOptions
 from .interruption import NEVER, Interruption
 from .jobs import check_queued
 from .node_table import NodeCapacity, NodeTable, NodeTables
+from .nodes import check_windows
 from .running_job_cache import CheckedRunningJob, RunningJobCache
 from .validation import (
     Violation,
@@ -97,12 +103,14 @@ def take_in(
     snapshot = None
     if cache is not None and not out.items:
         running = fast_checked_running(request, config, table, cache, interruption)
-        if running is not None and table.nodes is not None:
+        if running is not None and table.nodes is not None and _windows_valid(request, config,
+                                                                              table):
             snapshot = Snapshot(
                 time=request.time,
                 nodes=table.nodes,
                 running=tuple(e.job for e in running),
                 queued=_converted(request.queued_jobs, queued_job_from_pb, interruption),
+                windows=windows_from_pb(request.windows),
             )
     if snapshot is None:  # the reference's verdict, and its conversion should it find nothing
         limits = Violations()  # the reference's order: the limits before the options
@@ -121,10 +129,22 @@ def take_in(
             nodes=table.nodes if table.nodes is not None else nodes_from_pb(request),
             running=_converted(request.running_jobs, running_job_from_pb, interruption),
             queued=_converted(request.queued_jobs, queued_job_from_pb, interruption),
+            windows=windows_from_pb(request.windows),
         )
     assert settings is not None and table.index is not None  # no violations: both known
     return Intake([], snapshot, table.index,
                   DecisionOptions.of(request, settings, request.cluster))
+
+
+def _windows_valid(request: pb.DispatchRequest, config: ServerConfig, table: NodeTable) -> bool:
+    """Whether the snapshot's windows are valid on its (valid) nodes: the fast path's check
+    (the reference says what is wrong otherwise)."""
+    if not request.windows:
+        return True
+    assert table.capacity is not None
+    out = Violations()
+    check_windows(request.windows, "windows", table.capacity.position.keys(), config, out)
+    return not out.items
 
 
 _Message = TypeVar("_Message", pb.RunningJob, pb.QueuedJob)

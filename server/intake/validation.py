@@ -34,7 +34,7 @@ from .jobs import (
     check_running_job,
     check_time,
 )
-from .nodes import NodeCheck, check_node_count, check_node_limits, check_nodes
+from .nodes import NodeCheck, check_node_count, check_node_limits, check_nodes, check_windows
 from .violations import MAX_REPORTED, Violation, Violations
 
 # The names other rooms import from here (each defined in its part's module).
@@ -95,7 +95,8 @@ def check_contents(
     interruption: Interruption = NEVER,
 ) -> None:
     """What follows the sizes, the limits and the options: the node list's own violations
-    (`nodes`), the running jobs on those nodes, the queued jobs, and job ids unique over both."""
+    (`nodes`), the running jobs on those nodes, the queued jobs, job ids unique over both, and
+    the unavailability windows on those nodes."""
     for violation in nodes.violations:
         out.add(violation.field, violation.description)
     capacity = nodes.capacity
@@ -103,3 +104,5 @@ def check_contents(
     check_running(request, capacity, ids, config, out, interruption)
     check_queued(request, {r for cap in capacity.values() for r in cap}, ids, config, out,
                  interruption)
+    if request.windows and not out.full:
+        check_windows(request.windows, "windows", capacity.keys(), config, out)

@@ -394,4 +394,4 @@ def apply_checked(state: SessionState, request: pb.UpdateSessionRequest,
                   checked: CheckedDelta) -> None:
     """Apply a delta check_delta accepted (whole: applying never fails)."""
     state.apply(request.time, request.sequence, checked.node_changes, request.ended_job_ids,
-                request.cancelled_job_ids, checked.submitted, checked.started)
+                request.cancelled_job_ids, checked.submitted, checked.started, checked.windows)

@@ -33,7 +33,14 @@ from itertools import repeat
 import numpy as np
 
 from hpcdispatch.decision_check import NodeRows
-from hpcdispatch.snapshot import Node, NodeState, QueuedJob, RunningJob, Snapshot
+from hpcdispatch.snapshot import (
+    Node,
+    NodeState,
+    QueuedJob,
+    RunningJob,
+    Snapshot,
+    UnavailabilityWindow,
+)
 
 from ..domain.duration_predictor import (
     DurationPredictor,
@@ -61,6 +68,7 @@ class SessionState:
         self.position: dict[str, int] = {n.id: i for i, n in enumerate(self.nodes)}
         self.running: dict[str, RunningJob] = {r.id: r for r in snapshot.running}
         self.queued: dict[str, QueuedJob] = {q.id: q for q in snapshot.queued}
+        self.unavailability: tuple[UnavailabilityWindow, ...] = snapshot.windows
         # Resources held by running jobs, per node id (only nodes holding something).
         self.used: dict[str, dict[str, int]] = {}
         # The check's node facts as arrays (made at the first check).
@@ -104,6 +112,7 @@ class SessionState:
             nodes=self.node_tuple(),
             running=tuple(view.values()),
             queued=tuple(self.queued.values()),
+            windows=self.unavailability,
         )
 
     def situation(self, predictor_kind: int, predictor: DurationPredictor) -> Situation:
@@ -209,35 +218,47 @@ class SessionState:
     def queued_job(self, job_id: str) -> QueuedJob | None:
         return self.queued.get(job_id)
 
+    def windows(self) -> tuple[UnavailabilityWindow, ...]:
+        return self.unavailability
+
     # -- changing (only after session_delta has accepted the delta) ---------------------------
 
     def apply(
         self, time: int, sequence: int,
-        node_changes: Iterable[tuple[str, NodeState, Mapping[str, int] | None]] = (),
+        node_changes: Iterable[tuple[str, NodeState, Mapping[str, int] | None,
+                                     tuple[tuple[str, ...], tuple[str, ...]] | None]] = (),
         ended: Iterable[str] = (), cancelled: Iterable[str] = (),
         submitted: Iterable[QueuedJob] = (), started: Iterable[RunningJob] = (),
+        windows: tuple[UnavailabilityWindow, ...] | None = None,
     ) -> None:
         """Apply one accepted delta whole, in the contract's order (node changes, ended,
-        cancelled, submitted, started); the state is then at `time` and `sequence`."""
-        for node_id, node_state, capacity in node_changes:
-            self.set_node(node_id, node_state, capacity)
+        cancelled, submitted, started; then the windows, unless None); the state is then at
+        `time` and `sequence`."""
+        for node_id, node_state, capacity, labels in node_changes:
+            self.set_node(node_id, node_state, capacity, labels)
         self.end(ended)
         self.cancel(cancelled)
         self.submit(submitted)
         self.start(started)
+        if windows is not None:
+            self.unavailability = windows
         self.time = time
         self.sequence = sequence
 
-    def set_node(self, node_id: str, state: NodeState, capacity: Mapping[str, int] | None) -> None:
-        """Change a node's state (and capacity unless None), or append a new node."""
+    def set_node(self, node_id: str, state: NodeState, capacity: Mapping[str, int] | None,
+                 labels: tuple[tuple[str, ...], tuple[str, ...]] | None = None) -> None:
+        """Change a node's state (and capacity, and partitions and features, unless None), or
+        append a new node."""
         at = self.position.get(node_id)
         if at is None:
             assert capacity is not None, "a new node needs a capacity"
             self.position[node_id] = len(self.nodes)
-            self.nodes.append(Node(node_id, state, dict(capacity)))
+            self.nodes.append(Node(node_id, state, dict(capacity), *(labels or ((), ()))))
         else:
             old = self.nodes[at]
-            self.nodes[at] = Node(node_id, state, dict(capacity) if capacity else old.capacity)
+            partitions, features = labels or (old.partitions, old.features)
+            self.nodes[at] = Node(node_id, state, dict(capacity) if capacity else old.capacity,
+                                  partitions, features)
         if self._facts is not None and (at is None or not self._facts.set_node(at, self.nodes[at])):
             self._facts = None  # a new node, or a new resource type: built again when asked
         self._node_tuple = None

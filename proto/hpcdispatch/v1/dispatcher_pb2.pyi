@@ -473,6 +473,8 @@ class Node(_message.Message):
     ID_FIELD_NUMBER: _builtins.int
     STATE_FIELD_NUMBER: _builtins.int
     CAPACITY_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    FEATURES_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """unique node name, e.g. "n0042" """
     state: Global___NodeState.ValueType
@@ -481,20 +483,91 @@ class Node(_message.Message):
     def capacity(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """cap[n][r]: total amount of each resource type, > 0"""
 
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """A site's own rules (optional; a node without them is in no partition and has no feature).
+        The partitions the node belongs to (Slurm's PartitionName of each partition listing it),
+        unique non-empty names of at most max_id_chars characters, at most max_labels of them. A
+        queued job with `partitions` may run only on a node in one of them (see
+        QueuedJob.partitions for what each dispatcher does with it).
+        """
+
+    @_builtins.property
+    def features(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The node's features (Slurm's AvailableFeatures, flux's properties): names as for
+        `partitions`. A queued job with `required_features` runs only on nodes having all of them.
+        """
+
     def __init__(
         self,
         *,
         id: _builtins.str = ...,
         state: Global___NodeState.ValueType = ...,
         capacity: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        partitions: _abc.Iterable[_builtins.str] | None = ...,
+        features: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "id", b"id", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "features", b"features", "id", b"id", "partitions", b"partitions", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Node: _TypeAlias = Node  # noqa: Y015
+
+@_typing.final
+class UnavailabilityWindow(_message.Message):
+    """A span of time over which some nodes take no new work that would still run in it: a
+    maintenance (nobody may run inside it) or a reservation (only the listed users or accounts
+    may), e.g. Slurm's `scontrol show reservation` (MAINT, or Users= / Accounts=). A queued
+    job whose units would run on one of `node_ids` at some time in [start_time, end_time) is
+    started there only if the window admits it; it may start on these nodes before the window
+    when its requested time ends by start_time. Running jobs are not affected (the workload
+    manager decides what happens to them). Windows that ended at or before t are ignored.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_IDS_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    USERS_FIELD_NUMBER: _builtins.int
+    ACCOUNTS_FIELD_NUMBER: _builtins.int
+    start_time: _builtins.int
+    """from, seconds, on the clock of the snapshot's time t"""
+    end_time: _builtins.int
+    """to, seconds, > start_time: the window is [from, to)"""
+    @_builtins.property
+    def node_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The nodes it covers: ids of nodes of the snapshot (of the session), at least one, each
+        once; an unknown id is INVALID_ARGUMENT naming `windows[w].node_ids[k]`.
+        """
+
+    @_builtins.property
+    def users(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Who may run inside it (a user reservation): a job whose `user` is one of `users` or whose
+        `account` is one of `accounts`. Both empty: nobody (a maintenance window). Names as for
+        Node.partitions, at most max_labels in each list.
+        """
+
+    @_builtins.property
+    def accounts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        node_ids: _abc.Iterable[_builtins.str] | None = ...,
+        start_time: _builtins.int = ...,
+        end_time: _builtins.int = ...,
+        users: _abc.Iterable[_builtins.str] | None = ...,
+        accounts: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accounts", b"accounts", "end_time", b"end_time", "node_ids", b"node_ids", "start_time", b"start_time", "users", b"users"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnavailabilityWindow: _TypeAlias = UnavailabilityWindow  # noqa: Y015
 
 @_typing.final
 class UnitAllocation(_message.Message):
@@ -631,6 +704,10 @@ class QueuedJob(_message.Message):
     ACTUAL_DURATION_FIELD_NUMBER: _builtins.int
     PROMISED_START_FIELD_NUMBER: _builtins.int
     PROMISE_TOKEN_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    REQUIRED_FEATURES_FIELD_NUMBER: _builtins.int
+    ACCOUNT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """unique among running and queued jobs"""
     user: _builtins.str
@@ -673,9 +750,39 @@ class QueuedJob(_message.Message):
     replica does not know of). A job whose shape changed loses its promise openly: refused as
     "reshaped", promised anew, its move reported (docs/service.md, "Promised starts").
     """
+    priority: _builtins.int
+    """A site's own rules (all optional: unset, the job is ordered and placed as before they
+    existed). What each dispatcher does with them: docs/service.md, "A site's own rules".
+    The job's priority as the workload manager computes it (Slurm's multifactor priority,
+    flux's priority), a number >= 0 and <= 2^40 without unit, higher first. FCFS, EASY and
+    EASY-k take their queue, EASY-SJBF, EASY-LXF and LOS their head, in priority order, submit
+    order (q_i) within equal priority; unset or 0 everywhere: equal priority, so submit order
+    alone, as before. The other orders (conservative's submit order, SJF, WFP3, UNICEF, F1,
+    the CP models' slowdown) do not read it yet.
+    """
+    account: _builtins.str
+    """The job's account (Slurm's --account), read only by UnavailabilityWindow.accounts; may be
+    empty. At most max_id_chars characters.
+    """
     @_builtins.property
     def unit_request(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """req[i][r] / rn_i: amount per unit per type, > 0"""
+
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The partitions the job may run in (Slurm's --partition, a list): it is placed only on
+        nodes in at least one of them (Node.partitions). Empty: any node. FCFS and the EASY
+        family place their starts at t accordingly; every other dispatcher's decision is held to
+        it by the independent check (a decision breaking it is answered by the fallback, EASY). Names as for
+        Node.partitions. A job no node of the snapshot can ever satisfy is not an error: it never
+        starts and is reported SKIP_REASON_NEVER_FITS (nodes may join or come back later).
+        """
+
+    @_builtins.property
+    def required_features(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The node features the job requires (Slurm's --constraint with "&", flux's properties),
+        all of them (an AND): placed only on nodes having every one (Node.features). Empty: none.
+        """
 
     def __init__(
         self,
@@ -691,10 +798,14 @@ class QueuedJob(_message.Message):
         actual_duration: _builtins.int | None = ...,
         promised_start: _builtins.int | None = ...,
         promise_token: _builtins.str = ...,
+        priority: _builtins.int = ...,
+        partitions: _abc.Iterable[_builtins.str] | None = ...,
+        required_features: _abc.Iterable[_builtins.str] | None = ...,
+        account: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_actual_duration", b"_actual_duration", "_promised_start", b"_promised_start", "actual_duration", b"actual_duration", "promised_start", b"promised_start"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_actual_duration", b"_actual_duration", "_promised_start", b"_promised_start", "actual_duration", b"actual_duration", "id", b"id", "name", b"name", "promise_token", b"promise_token", "promised_start", b"promised_start", "queue", b"queue", "requested_time", b"requested_time", "submit_time", b"submit_time", "unit_request", b"unit_request", "units", b"units", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_actual_duration", b"_actual_duration", "_promised_start", b"_promised_start", "account", b"account", "actual_duration", b"actual_duration", "id", b"id", "name", b"name", "partitions", b"partitions", "priority", b"priority", "promise_token", b"promise_token", "promised_start", b"promised_start", "queue", b"queue", "requested_time", b"requested_time", "required_features", b"required_features", "submit_time", b"submit_time", "unit_request", b"unit_request", "units", b"units", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__actual_duration: _TypeAlias = _typing.Literal["actual_duration"]  # noqa: Y015
     _WhichOneofArgType__actual_duration: _TypeAlias = _typing.Literal["_actual_duration", b"_actual_duration"]  # noqa: Y015
@@ -922,6 +1033,7 @@ class DispatchRequest(_message.Message):
     CLUSTER_FIELD_NUMBER: _builtins.int
     DISPATCHER_NAME_FIELD_NUMBER: _builtins.int
     PREDICTOR_NAME_FIELD_NUMBER: _builtins.int
+    WINDOWS_FIELD_NUMBER: _builtins.int
     time: _builtins.int
     """t, the dispatching time, seconds"""
     dispatcher: Global___Dispatcher.ValueType
@@ -960,6 +1072,14 @@ class DispatchRequest(_message.Message):
     def search(self) -> Global___SearchParameters:
         """CP dispatchers, EASY-k and LOS"""
 
+    @_builtins.property
+    def windows(self) -> _containers.RepeatedCompositeFieldContainer[Global___UnavailabilityWindow]:
+        """The nodes' unavailability windows (maintenance, reservations), in any order, at most
+        max_nodes of them; empty: none. Every decision is checked against them (no start whose
+        requested time [t, t + requested_time) overlaps a window on one of its nodes that does
+        not admit the job); FCFS and EASY's starts now honour them too (docs/service.md).
+        """
+
     def __init__(
         self,
         *,
@@ -974,10 +1094,11 @@ class DispatchRequest(_message.Message):
         cluster: _builtins.str = ...,
         dispatcher_name: _builtins.str = ...,
         predictor_name: _builtins.str = ...,
+        windows: _abc.Iterable[Global___UnavailabilityWindow] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["search", b"search"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocator", b"allocator", "cluster", b"cluster", "dispatcher", b"dispatcher", "dispatcher_name", b"dispatcher_name", "nodes", b"nodes", "predictor", b"predictor", "predictor_name", b"predictor_name", "queued_jobs", b"queued_jobs", "running_jobs", b"running_jobs", "search", b"search", "time", b"time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocator", b"allocator", "cluster", b"cluster", "dispatcher", b"dispatcher", "dispatcher_name", b"dispatcher_name", "nodes", b"nodes", "predictor", b"predictor", "predictor_name", b"predictor_name", "queued_jobs", b"queued_jobs", "running_jobs", b"running_jobs", "search", b"search", "time", b"time", "windows", b"windows"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1760,6 +1881,7 @@ class NodeChange(_message.Message):
     ID_FIELD_NUMBER: _builtins.int
     STATE_FIELD_NUMBER: _builtins.int
     CAPACITY_FIELD_NUMBER: _builtins.int
+    LABELS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """a node of the session, or a new unique node id"""
     state: Global___NodeState.ValueType
@@ -1770,20 +1892,75 @@ class NodeChange(_message.Message):
         Running jobs on the node must still fit it.
         """
 
+    @_builtins.property
+    def labels(self) -> Global___NodeLabels:
+        """The node's partitions and features from now on, both replaced together (each as in
+        Node); unset keeps the node's current ones (a new node: none).
+        """
+
     def __init__(
         self,
         *,
         id: _builtins.str = ...,
         state: Global___NodeState.ValueType = ...,
         capacity: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        labels: Global___NodeLabels | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["labels", b"labels"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "id", b"id", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "id", b"id", "labels", b"labels", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___NodeChange: _TypeAlias = NodeChange  # noqa: Y015
+
+@_typing.final
+class NodeLabels(_message.Message):
+    """A node's partitions and features, as Node.partitions and Node.features."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    FEATURES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def features(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        partitions: _abc.Iterable[_builtins.str] | None = ...,
+        features: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["features", b"features", "partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeLabels: _TypeAlias = NodeLabels  # noqa: Y015
+
+@_typing.final
+class UnavailabilityWindows(_message.Message):
+    """A session's unavailability windows, all of them (as DispatchRequest.windows)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WINDOWS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def windows(self) -> _containers.RepeatedCompositeFieldContainer[Global___UnavailabilityWindow]: ...
+    def __init__(
+        self,
+        *,
+        windows: _abc.Iterable[Global___UnavailabilityWindow] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["windows", b"windows"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnavailabilityWindows: _TypeAlias = UnavailabilityWindows  # noqa: Y015
 
 @_typing.final
 class UpdateSessionRequest(_message.Message):
@@ -1804,6 +1981,7 @@ class UpdateSessionRequest(_message.Message):
     ALLOCATOR_FIELD_NUMBER: _builtins.int
     DISPATCHER_NAME_FIELD_NUMBER: _builtins.int
     PREDICTOR_NAME_FIELD_NUMBER: _builtins.int
+    WINDOWS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """from OpenSessionResponse"""
     sequence: _builtins.int
@@ -1845,6 +2023,13 @@ class UpdateSessionRequest(_message.Message):
 
     @_builtins.property
     def search(self) -> Global___SearchParameters: ...
+    @_builtins.property
+    def windows(self) -> Global___UnavailabilityWindows:
+        """Set: the session's unavailability windows from now on, replacing all of them (checked as
+        DispatchRequest.windows, against the nodes after node_changes; an empty list clears
+        them). Unset: the session keeps its windows.
+        """
+
     def __init__(
         self,
         *,
@@ -1863,10 +2048,11 @@ class UpdateSessionRequest(_message.Message):
         allocator: Global___Allocator.ValueType = ...,
         dispatcher_name: _builtins.str = ...,
         predictor_name: _builtins.str = ...,
+        windows: Global___UnavailabilityWindows | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["search", b"search"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["search", b"search", "windows", b"windows"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocator", b"allocator", "cancelled_job_ids", b"cancelled_job_ids", "decide", b"decide", "dispatcher", b"dispatcher", "dispatcher_name", b"dispatcher_name", "ended_job_ids", b"ended_job_ids", "node_changes", b"node_changes", "predictor", b"predictor", "predictor_name", b"predictor_name", "search", b"search", "sequence", b"sequence", "session_id", b"session_id", "started", b"started", "submitted", b"submitted", "time", b"time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocator", b"allocator", "cancelled_job_ids", b"cancelled_job_ids", "decide", b"decide", "dispatcher", b"dispatcher", "dispatcher_name", b"dispatcher_name", "ended_job_ids", b"ended_job_ids", "node_changes", b"node_changes", "predictor", b"predictor", "predictor_name", b"predictor_name", "search", b"search", "sequence", b"sequence", "session_id", b"session_id", "started", b"started", "submitted", b"submitted", "time", b"time", "windows", b"windows"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -10,7 +10,8 @@ Symbols, for queued job i at dispatching time t:
 
 The orders are those RLScheduler (Zhang et al., SC'20) compares with:
 
-- FCFS: smallest q_i first.
+- FCFS: smallest q_i first; `by_priority`: the workload manager's priority first (higher
+  first), then FCFS (the queue order of FCFS, EASY, EASY-SJBF, EASY-LXF, LOS and EASY-k).
 - SJF: smallest d_i first (shortest job first).
 - WFP3: largest (w_i / d_i)^3 x n_i first (Tang et al. 2009): waiting long relative to its
   length, weighted by width, pushes a job forward.
@@ -105,6 +106,12 @@ def xfactor_score(problem: Problem) -> JobScore:
 
 def fcfs(problem: Problem) -> list[Job]:
     return sorted(problem.jobs, key=lambda j: (j.submit, j.index))
+
+
+def by_priority(problem: Problem) -> list[Job]:
+    """The workload manager's priority first (higher first), then FCFS within equal priority:
+    `fcfs` itself when every job has the same priority (no priorities given)."""
+    return sorted(problem.jobs, key=lambda j: (-j.priority, j.submit, j.index))
 
 
 def sjf(problem: Problem) -> list[Job]:

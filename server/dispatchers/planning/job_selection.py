@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...domain.outcome_kinds import SkipReason
+from .eligibility import fits_ever
 from .problem import Job, Problem, slowdown_rank
 from .stopping import StopCheck, Stopped, every_few, never
 
@@ -25,8 +26,13 @@ def submit_order(jobs: list[Job]) -> list[Job]:
 
 
 def never_fits(problem: Problem, job: Job) -> bool:
-    """True when the job exceeds what all up nodes could offer even with nothing running."""
-    return problem.units_fit_empty(job.req) < job.units
+    """True when the job exceeds what all up nodes could offer even with nothing running (up
+    nodes its partitions and features allow, when it has any: `eligibility`)."""
+    if problem.units_fit_empty(job.req) < job.units:
+        return True
+    allowed = problem.eligibility.allowed(job.index) if problem.eligibility else None
+    return allowed is not None and not fits_ever(allowed, problem.capacity, problem.eligible,
+                                                 job.req, job.units)
 
 
 @dataclass(slots=True)

@@ -81,6 +81,6 @@ def with_started(problem: Problem, placements: dict[int, list[int]]) -> Problem:
         t=problem.t, resources=problem.resources, node_ids=problem.node_ids,
         capacity=problem.capacity, eligible=problem.eligible, free_now=free, running=running,
         jobs=[j for j in problem.jobs if j.index not in placements],
-        up_capacity=problem.up_capacity,
+        up_capacity=problem.up_capacity, eligibility=problem.eligibility,
     )
 

@@ -28,6 +28,7 @@ from ...domain.occupancy import (
     occupancy_from_snapshot,
 )
 from .capacity_profile import CapacityProfile
+from .eligibility import Eligibility, build_eligibility
 
 # Distinct release times of running work in the pooled (after-t) capacity view.
 MAX_RELEASE_STEPS = 256
@@ -48,6 +49,7 @@ class Job:
     requested: int = 0  # the user's limit, seconds: the job is killed then (0: not known)
     # s_i (absolute) a real promise held before its shape changed: promised anew, move reported
     reshaped: int | None = None
+    priority: int = 0  # the workload manager's, higher first (0 for all: submit order alone)
 
     @property
     def at_most(self) -> int:
@@ -89,6 +91,8 @@ class Problem:
     running: RunningTable  # running work, remaining duration max(1, s_i + d_i - t)
     jobs: list[Job]
     up_capacity: Vec  # Σ cap over eligible nodes (the pooled Tcap_r)
+    # A site's rules: each job's nodes and the windows (planning/eligibility.py); None: none
+    eligibility: Eligibility | None = None
     _capacity_groups: dict[Vec, int] | None = None
     _releases: list[tuple[int, Vec]] | None = None
     _first_end: tuple[int | None] | None = None  # (first end,) once computed
@@ -315,6 +319,7 @@ def build_problem(
             promised=q.promised_start,
             requested=q.requested_time,
             reshaped=q.reshaped_promise,
+            priority=q.priority,
         ))
     return Problem(
         t=snapshot.time,
@@ -326,6 +331,7 @@ def build_problem(
         running=occupancy.running,
         jobs=jobs,
         up_capacity=index.up_capacity,
+        eligibility=build_eligibility(snapshot, index),
         _capacity_groups=index.up_capacity_groups(),
     )
 
@@ -345,7 +351,8 @@ def at_limits(problem: Problem) -> Problem:
         capacity=problem.capacity, eligible=problem.eligible, free_now=problem.free_now,
         running=RunningTable(nodes=run.nodes, amounts=run.amounts, ends=limits, up=run.up,
                              limits=limits),
-        jobs=jobs, up_capacity=problem.up_capacity, _capacity_groups=problem._capacity_groups,
+        jobs=jobs, up_capacity=problem.up_capacity, eligibility=problem.eligibility,
+        _capacity_groups=problem._capacity_groups,
     )
 
 

@@ -36,6 +36,7 @@ def test_a_word_that_is_no_boolean_is_an_error() -> None:
     ("max_nodes", "0", "must be >= 1"),
     ("max_jobs", "-5", "must be >= 1"),
     ("max_units", "0", "must be >= 1"),
+    ("max_labels", "0", "must be >= 1"),
     ("solver_workers", "0", "must be >= 1"),
     ("max_message_bytes", "100", "between 1024 and 2^31 - 1"),
     ("max_message_bytes", str(2**31), "between 1024 and 2^31 - 1"),

@@ -5,13 +5,14 @@ uncaught, so this test fails whichever rule is lost."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
 
 from hpcdispatch.decision_check import RULES, SnapshotFacts, check_decision, check_decision_against
 from hpcdispatch.proto_convert import add_starts, decision_from_pb
-from hpcdispatch.snapshot import NodeState, Snapshot
+from hpcdispatch.snapshot import NodeState, Snapshot, UnavailabilityWindow
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.instances import T, decide, node, queued, running
 
@@ -19,13 +20,19 @@ Mutation = Callable[[pb.DispatchResponse], None]
 
 
 def snapshot() -> Snapshot:
-    """One node with room (n1), one down, one drained, one full; a two-unit job and a GPU job."""
+    """One node with room (n1), one down, one drained, one full; a two-unit job needing the
+    feature "ib" and a GPU job. Two more nodes with room: n5 without "ib", n6 with it but under
+    maintenance from t on (issue #50's rules)."""
+    with_ib = dataclasses.replace(node(1, cores=16, gpu=2), features=("ib",))
     return Snapshot(
         T,
-        (node(1, cores=16, gpu=2), node(2, state=NodeState.DOWN, gpu=1),
-         node(3, state=NodeState.DRAINED, gpu=1), node(4)),
+        (with_ib, node(2, state=NodeState.DOWN, gpu=1),
+         node(3, state=NodeState.DRAINED, gpu=1), node(4), node(5, cores=16),
+         dataclasses.replace(node(6, cores=16), features=("ib",))),
         (running("r", "n4", 4, 100),),
-        (queued("a", 2, 100, units=2), queued("b", 1, 50, gpu=1)),
+        (dataclasses.replace(queued("a", 2, 100, units=2), required_features=("ib",)),
+         queued("b", 1, 50, gpu=1)),
+        (UnavailabilityWindow(("n6",), T, T + 1000),),
     )
 
 
@@ -84,7 +91,9 @@ MUTATIONS: list[tuple[str, str, Mutation]] = [
     ("a unit on an unknown node", "known_node", set_node("b", "n9")),
     ("a unit on a down node", "up_node", set_node("b", "n2")),
     ("a unit on a drained node", "up_node", set_node("b", "n3")),
-    ("a node over capacity", "capacity", set_node("a", "n4")),
+    ("a node over capacity", "capacity", set_node("b", "n4")),
+    ("a unit on a node without a required feature", "eligible", set_node("a", "n5")),
+    ("a unit in a maintenance window", "window", set_node("a", "n6")),
 ]
 
 

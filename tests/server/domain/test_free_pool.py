@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 
-from hpcdispatch.server.domain.free_pool import FreePool, Vec, units_per_node
+from hpcdispatch.server.domain.free_pool import FreePool, NodeMask, Vec, units_per_node
 
 SCALE = (8, 16)
 
@@ -134,3 +134,34 @@ def test_in_node_order_lists_groups_as_from_array_does(seed: int) -> None:
                                 eligible, (4, 8))
     assert list(ordered.groups.items()) == list(fresh.groups.items())
     assert ordered.free == fresh.free
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_masked_choice_is_the_choice_on_the_masked_nodes_alone(seed: int) -> None:
+    """Issue #50: `choose` and `place` with a NodeMask choose, by the same rules, what a pool
+    of the mask's nodes alone would (best fit and first fit), and take nothing else."""
+    rng = random.Random(seed)
+    count = rng.randint(1, 60)
+    free = random_free(rng, count)
+    eligible = [rng.random() < 0.9 for _ in range(count)]
+    pool = FreePool(free, eligible, SCALE)
+    for _ in range(100):
+        allowed = frozenset(n for n in range(count) if rng.random() < 0.6)
+        excluded = frozenset(n for n in range(count) if rng.random() < 0.2)
+        mask = NodeMask(allowed if rng.random() < 0.8 else None, excluded)
+        alone = FreePool(pool.free, [e and n in mask for n, e in enumerate(pool.eligible)],
+                         SCALE)
+        req = (rng.randint(0, 4), rng.choice([0, 2, 4, 8]))
+        if not any(req):
+            req = (1, 0)
+        units = rng.randint(1, 6)
+        first_fit = rng.random() < 0.3
+        expected = reference_choose(alone, req, units, first_fit)
+        assert pool.choose(req, units, first_fit, mask) == expected
+        if expected is not None:
+            assert all(n in mask for n in expected)
+            before = list(pool.free)
+            assert pool.place(req, units, first_fit, mask) == expected
+            taken = {n for n, vec in enumerate(pool.free) if vec != before[n]}
+            assert taken == set(expected)
+    assert pool.choose((1, 0), 1, False, NodeMask(frozenset())) is None

@@ -128,6 +128,27 @@ def test_a_type_per_node_is_refused_at_once_and_other_callers_are_served(
         assert violations[0][0] == "nodes" and "max_resource_types" in violations[0][1]
 
 
+def test_a_site_rule_beyond_max_labels_is_refused_naming_the_field_and_the_limit(
+    channel: grpc.Channel,
+) -> None:
+    """Issue #50: a node's features, a job's partitions and a window's users, each beyond
+    max_labels (64), or a name beyond max_id_chars."""
+    request = small_request()
+    request.nodes[0].features.extend(f"f{k}" for k in range(100_000))
+    request.queued_jobs[1].partitions.append("p" * HUGE)
+    request.windows.add(node_ids=[request.nodes[0].id], start_time=0, end_time=10,
+                        users=[f"u{k}" for k in range(65)])
+    code, violations = dispatch_error(channel, request)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert ("nodes[0].features", "100000 names exceed the limit of 64 (max_labels)") in violations
+    # the node list is refused first: its limits before the jobs' and the windows'
+    request.nodes[0].ClearField("features")
+    code, violations = dispatch_error(channel, request)
+    said = dict(violations)
+    assert "(max_id_chars)" in said["queued_jobs[1].partitions[0]"]
+    assert said["windows[0].users"] == "65 names exceed the limit of 64 (max_labels)"
+
+
 def test_a_running_job_beyond_max_units_is_refused_before_conversion(
     channel: grpc.Channel,
 ) -> None:

@@ -338,3 +338,22 @@ def test_the_client_sends_a_delta_only_when_one_says_the_change() -> None:
     assert [c.id for c in delta.node_changes] == [first.nodes[2].id]
     assert list(delta.ended_job_ids) == [first.running_jobs[-1].id]
     assert [j.id for j in delta.started] == [first.running_jobs[-1].id]
+
+
+def test_the_clients_delta_carries_node_labels_and_windows() -> None:
+    """Issue #50: a node whose partitions or features changed is a node change with its
+    labels; changed windows are sent whole, and windows that went away are cleared (set and
+    empty); unchanged ones are not sent."""
+    first = snapshot(seed=8)
+    first.windows.add(node_ids=[first.nodes[0].id], start_time=first.time + 10,
+                      end_time=first.time + 20)
+    changed = pb.DispatchRequest()
+    changed.CopyFrom(first)
+    changed.nodes[1].features.append("ib")
+    delta = delta_between(first, changed)
+    assert delta is not None and not delta.HasField("windows")
+    assert [(c.id, list(c.labels.features)) for c in delta.node_changes] == [
+        (first.nodes[1].id, ["ib"])]
+    changed.ClearField("windows")
+    delta = delta_between(first, changed)
+    assert delta is not None and delta.HasField("windows") and not delta.windows.windows

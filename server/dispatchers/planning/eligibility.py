@@ -1,0 +1,109 @@
+"""A site's own rules in the dispatchers' terms: which nodes each queued job may use.
+
+For queued job i, E_i is the set of nodes its partitions and required features allow
+(`QueuedJob.may_use`); a job with neither may use every node (E_i is not stored). The
+unavailability windows are kept as data, relative to t: node indices, [from, to) and who is
+admitted, so a planner can hold them. At t, job i may start on node n only if n is in E_i and
+no window on n that does not admit i overlaps [t, t + requested_i) (`start_now`): the mask the
+start-now placements of FCFS and EASY honour.
+
+Built once per problem, and only when the snapshot has such rules (`build_eligibility` answers
+None otherwise: no cost, every dispatcher as before). A job whose E_i can never hold its units
+(on the up nodes, with nothing running) never fits (`fits_ever`): it is skipped, never
+blocking the queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hpcdispatch.snapshot import QueuedJob, Snapshot
+
+from ...domain.free_pool import NodeMask, units_per_node
+from ...domain.node_index import NodeIndex
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Nodes unavailable over [start, end), seconds relative to t (start may be < 0: the window
+    began before t), but to the jobs of `users` or `accounts`."""
+
+    nodes: frozenset[int]  # node indices
+    start: int
+    end: int
+    users: frozenset[str]
+    accounts: frozenset[str]
+
+    def admits(self, user: str, account: str) -> bool:
+        return user in self.users or (bool(account) and account in self.accounts)
+
+
+@dataclass(frozen=True, slots=True)
+class Eligibility:
+    """The per-job node masks of one problem, by job index (jobs without a restriction are not
+    listed), and the windows still to come or under way at t."""
+
+    nodes: dict[int, frozenset[int]]  # E_i: the nodes job i's partitions and features allow
+    start_now: dict[int, NodeMask]  # where job i may start at t: E_i less its blocking windows
+    windows: tuple[Window, ...]
+
+    def allowed(self, job: int) -> frozenset[int] | None:
+        """E_i of job index `job` (None: every node)."""
+        return self.nodes.get(job)
+
+    def now(self, job: int) -> NodeMask | None:
+        """Where job index `job` may start at t (None: anywhere up)."""
+        return self.start_now.get(job)
+
+
+def build_eligibility(snapshot: Snapshot, index: NodeIndex) -> Eligibility | None:
+    """The masks of `snapshot`'s queued jobs on `index`'s nodes; None when no queued job is
+    restricted and no window is under way or to come."""
+    t = snapshot.time
+    position = index.position
+    windows = tuple(
+        Window(frozenset(position[n] for n in w.nodes if n in position), w.start - t,
+               w.end - t, frozenset(w.users), frozenset(w.accounts))
+        for w in snapshot.windows if w.end > t)
+    restricted = [(i, q) for i, q in enumerate(snapshot.queued)
+                  if q.partitions or q.required_features]
+    if not restricted and not windows:
+        return None
+    by_rules: dict[tuple[tuple[str, ...], tuple[str, ...]], frozenset[int]] = {}
+    nodes: dict[int, frozenset[int]] = {}
+    for i, job in restricted:
+        key = (job.partitions, job.required_features)
+        allowed = by_rules.get(key)
+        if allowed is None:
+            allowed = by_rules[key] = frozenset(
+                n for n, node in enumerate(snapshot.nodes) if job.may_use(node))
+        nodes[i] = allowed
+    start_now: dict[int, NodeMask] = {i: NodeMask(allowed) for i, allowed in nodes.items()}
+    for i, job in enumerate(snapshot.queued):
+        blocked = _blocked(windows, job)
+        if blocked:
+            start_now[i] = NodeMask(nodes.get(i), blocked)
+    return Eligibility(nodes, start_now, windows)
+
+
+def _blocked(windows: Sequence[Window], job: QueuedJob) -> frozenset[int]:
+    """The nodes of the windows that `job`, started at t and run to its requested time, would
+    run into without being admitted: those overlapping [0, requested) relative to t."""
+    hit = [w.nodes for w in windows
+           if w.start < job.requested_time and w.end > 0 and not w.admits(job.user, job.account)]
+    if len(hit) < 2:
+        return hit[0] if hit else frozenset()  # one window's own set: shared, not copied
+    return frozenset().union(*hit)
+
+
+def fits_ever(allowed: frozenset[int], capacity: Sequence[tuple[int, ...]],
+              up: Sequence[bool], req: tuple[int, ...], units: int) -> bool:
+    """Whether `units` units of `req` fit on the up nodes of `allowed` with nothing running."""
+    total = 0
+    for n in allowed:
+        if up[n]:
+            total += units_per_node(capacity[n], req)
+            if total >= units:
+                return True
+    return False
