@@ -22,11 +22,12 @@ jobs' actual run times.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 import numpy as np
 import numpy.typing as npt
 
-from ...domain.free_pool import FreePool
+from ...domain.free_pool import FreePool, units_per_node
 from ...domain.occupancy import MAX_MODEL_DURATION
 from .capacity_profile import CapacityProfile
 from .node_profile import NodeProfile
@@ -150,10 +151,16 @@ class PromiseRoom:
 
     def take(self, free_now: FreePool, nodes: list[int], job: Job) -> None:
         limited = at_limit(job)
-        self.profile.take(limited, 0, nodes)
         starts = self._starts()
-        if starts is not None:
-            starts.started(limited, nodes)
+        if starts is None:
+            self.profile.take(limited, 0, nodes)
+            return
+        # Within what its pool leaves it until its limit, the start overfills no node: the
+        # profile need not read the run again to know.
+        pool = starts.pool(limited, self._careful(limited)).free
+        fits = all(units_per_node(pool[n], job.req) >= k for n, k in Counter(nodes).items())
+        self.profile.take(limited, 0, nodes, fits=fits)
+        starts.started(limited, nodes)
 
     def keeps(self, job: Job, nodes: list[int]) -> bool:
         """Whether job i started now on `nodes` leaves every promise its room until its
