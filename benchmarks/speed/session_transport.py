@@ -84,7 +84,8 @@ def aio_client_row(target: str, close: pb.CloseSessionRequest,
 
     async def started() -> tuple[grpc.aio.Channel, Any]:  # made on `loop`, which they use
         channel = grpc.aio.insecure_channel(target)
-        return channel, pb_grpc.SessionServiceStub(channel).StreamSession()
+        stub: Any = pb_grpc.SessionServiceStub(channel)  # the aio stub: no request iterator
+        return channel, stub.StreamSession()
 
     channel, call = loop.run_until_complete(started())
     tag = 0
@@ -100,7 +101,7 @@ def aio_client_row(target: str, close: pb.CloseSessionRequest,
         return per_call(calls, lambda: loop.run_until_complete(exchange()))
     finally:
         loop.run_until_complete(call.done_writing())
-        loop.run_until_complete(channel.close())
+        loop.run_until_complete(channel.close(None))
         # The loop is left open: gRPC's poller may still hand it the channel's last events.
 
 

@@ -18,7 +18,6 @@ import os
 import resource
 import threading
 import time
-from collections import Counter
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -67,13 +66,14 @@ class Sampler:
         while not self._stop.wait(self.every):
             self.read()
 
-    def by_name(self) -> Counter[str]:
-        sums: Counter[str] = Counter()
+    def by_name(self) -> dict[str, float]:
+        sums: dict[str, float] = {}
         for tid, (kernel, cpu) in self.latest.items():
             name = self.python_names.get(tid, kernel)
             # One name per kind of thread: hpcdispatch-call-3 -> hpcdispatch-call-*.
             stem = name.rstrip("0123456789")
-            sums[stem + "*" if stem != name and stem.endswith("-") else name] += cpu
+            kind = stem + "*" if stem != name and stem.endswith("-") else name
+            sums[kind] = sums.get(kind, 0.0) + cpu
         return sums
 
 
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(sums.values())
     print(f"process CPU {process:.2f} s (threads read: {total:.2f} s), wall {wall:.2f} s")
     print("| thread | CPU [s] | share |\n|---|---|---|")
-    for name, cpu in sums.most_common():
+    for name, cpu in sorted(sums.items(), key=lambda item: -item[1]):
         if cpu >= 0.005 * total:
             print(f"| {name} | {cpu:.2f} | {100 * cpu / total:.1f} % |")
     return int(code or 0)
