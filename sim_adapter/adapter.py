@@ -38,6 +38,9 @@ from .backend import (
 )
 
 DEFAULT = "default"  # leave the request field unset: the server's default
+# The built-in predictors whose d_i depends on the job alone (their `job_only`,
+# server/predictors/): they never read what completions teach.
+JOB_ONLY_PREDICTORS = frozenset({pb.PREDICTOR_WALLTIME, pb.PREDICTOR_ORACLE})
 
 
 # Names as on the command line: the registered names (hpcdispatch.catalog: the built-ins and
@@ -125,15 +128,21 @@ class GrpcBackend:
     instead; `stream` sends the session's calls on a stream (StreamBackend, the replays'
     default, also sends the simulator's changes without diffing whole states). All give the
     same decisions.
+
+    `own_service`: the service is this replay's alone (the embedded one, its knowledge base and
+    metrics gone with it); completions are then reported only when the predictor reads them
+    (not walltime's or oracle's), as the in-process path does: nobody could read them.
     """
 
     def __init__(self, client: DispatcherClient, template: pb.DispatchRequest | None = None,
                  timeout: float | None = None, full_snapshots: bool = False,
-                 stream: bool = False) -> None:
+                 stream: bool = False, own_service: bool = False) -> None:
         self.client = client
         self.template = template if template is not None else pb.DispatchRequest()
         self.timeout = timeout
         self.session = None if full_snapshots else client.session(timeout, stream=stream)
+        self.reports_completions = not (own_service
+                                        and self.template.predictor in JOB_ONLY_PREDICTORS)
 
     def dispatch(self, request: pb.DispatchRequest) -> pb.DispatchResponse:
         """One call of the contract with a whole request."""
@@ -153,6 +162,8 @@ class GrpcBackend:
         return answer_of(self.dispatch(self.request_of(snapshot)), snapshot)
 
     def report_completions(self, completions: Sequence[JobCompletion]) -> None:
+        if not self.reports_completions:
+            return
         self.client.report_completions([completion_to_pb(c) for c in completions],
                                        cluster=self.template.cluster, timeout=self.timeout)
 

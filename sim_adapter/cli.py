@@ -343,6 +343,7 @@ def _run_spec(args: argparse.Namespace, trace: Path, dispatcher: str, predictor:
         full_snapshots=args.full_snapshots,
         unary_sessions=args.unary_sessions,
         records=records, max_nodes=args.max_nodes,
+        own_service=args.target is None,  # the embedded service
     )
 
 

@@ -107,6 +107,9 @@ class RunSpec:
     # Job records to replay (0-based over the file's job lines, record_window); None = all.
     records: Collection[int] | None = None
     max_nodes: int = MAX_NODES  # the largest system built (workload.resolve_system)
+    # The service is the replay's own (the embedded one): completions that its predictor does
+    # not read are not reported (GrpcBackend's own_service).
+    own_service: bool = False
 
 
 def _resolved(settings: DispatchSettings, described: ServiceFacts) -> tuple[str, str]:
@@ -174,12 +177,15 @@ def grpc_path(spec: RunSpec, client: DispatcherClient) -> tuple[
     """How a replay reaches a gRPC service (the summary's `path`) and its backend: whole
     snapshots (grpc-dispatch), a session's unary calls (grpc-session), or a session stream fed
     the simulator's changes (grpc-stream, the default)."""
+    own = spec.own_service
     if spec.full_snapshots:
         return "grpc-dispatch", lambda template: GrpcBackend(
-            client, template, spec.timeout, full_snapshots=True)
+            client, template, spec.timeout, full_snapshots=True, own_service=own)
     if spec.unary_sessions:
-        return "grpc-session", lambda template: GrpcBackend(client, template, spec.timeout)
-    return "grpc-stream", lambda template: StreamBackend(client, template, spec.timeout)
+        return "grpc-session", lambda template: GrpcBackend(client, template, spec.timeout,
+                                                            own_service=own)
+    return "grpc-stream", lambda template: StreamBackend(client, template, spec.timeout,
+                                                         own_service=own)
 
 
 def system_of(trace: Path, system: str | None, max_nodes: int = MAX_NODES,

@@ -39,8 +39,8 @@ class StreamBackend(GrpcBackend):
     """DispatchBackend over a session stream, fed the simulator's changes (module doc)."""
 
     def __init__(self, client: DispatcherClient, template: pb.DispatchRequest | None = None,
-                 timeout: float | None = None) -> None:
-        super().__init__(client, template, timeout, stream=True)
+                 timeout: float | None = None, own_service: bool = False) -> None:
+        super().__init__(client, template, timeout, stream=True, own_service=own_service)
         # The queued jobs' per-unit requests, by id, kept from the changes: what the answer's
         # unit amounts are checked against (answer_at), without the whole state.
         self._requests: dict[str, Mapping[str, int]] = {}
@@ -60,6 +60,8 @@ class StreamBackend(GrpcBackend):
         return answer_at(response, change.time, requests)
 
     def report_completions(self, completions: Sequence[JobCompletion]) -> None:
+        if not self.reports_completions:
+            return
         assert self.session is not None
         request = pb.ReportCompletionsRequest(
             completions=[completion_to_pb(c) for c in completions], cluster=self.template.cluster)

@@ -8,5 +8,8 @@ BENCHMARKS.md §5 (docs/benchmarks/replay-speed.md).
 - `session_transport`: CPU and context switches per round trip of a session call and of a
   session stream's message (§5.4);
 - `stream_encoding`: the protobuf a session stream adds to each decision, timed apart beside
-  the in-process decision (§5.6).
+  the in-process decision (§5.6);
+- `identical_outputs`: every dispatcher's jobs.csv at two commits, each exported and replayed
+  from its own tree, compared column by column (§5.6);
+- `thread_cpu`: a replay's CPU by thread (simulator, gRPC client, server loop, pool) (§5.6).
 """

@@ -13,6 +13,10 @@ the other, so compare them within a run. The service rows send the cheapest sess
 - `sync stream`: one bidirectional stream on that server, one message at a time;
 - `aio stream`: the same on `grpc.aio` (server and client on one event loop).
 
+`service: aio stream close` is the service's stream from a `grpc.aio` client whose event loop
+the calling thread runs for each call, as a synchronous simulator on `grpc.aio` would (issue
+#52 item 3: does the replay client gain from leaving grpcio's sync API and its threads?).
+
 The service runs on grpcio's thread-pool server, whose interceptors (metrics, request ids,
 identities, draining, decode errors) and handlers are synchronous; the echo rows tell how much
 moving it to `grpc.aio` could save per round trip.
@@ -27,6 +31,7 @@ import resource
 import statistics
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent import futures
+from typing import Any
 
 import grpc
 
@@ -64,9 +69,40 @@ def service_rows(calls: int) -> dict[str, tuple[float, float]]:
         rows = {
             "service: unary CloseSession": per_call(calls, lambda: unary(close, timeout=30)),
             "service: stream close": per_call(calls, lambda: stream.call("close", close, 30)),
+            "service: aio stream close": aio_client_row(target, close, calls),
         }
         stream.close()
     return rows
+
+
+def aio_client_row(target: str, close: pb.CloseSessionRequest,
+                   calls: int) -> tuple[float, float]:
+    """The service's stream from a `grpc.aio` client whose loop the calling thread runs for each
+    call (what a synchronous simulator on grpc.aio would do), instead of grpcio's sync client
+    and its threads."""
+    loop = asyncio.new_event_loop()
+
+    async def started() -> tuple[grpc.aio.Channel, Any]:  # made on `loop`, which they use
+        channel = grpc.aio.insecure_channel(target)
+        stub: Any = pb_grpc.SessionServiceStub(channel)  # the aio stub: no request iterator
+        return channel, stub.StreamSession()
+
+    channel, call = loop.run_until_complete(started())
+    tag = 0
+
+    async def exchange() -> pb.SessionStreamResponse:
+        nonlocal tag
+        tag += 1
+        await call.write(pb.SessionStreamRequest(tag=tag, timeout_ms=30_000, close=close))
+        answer: pb.SessionStreamResponse = await call.read()
+        return answer
+
+    try:
+        return per_call(calls, lambda: loop.run_until_complete(exchange()))
+    finally:
+        loop.run_until_complete(call.done_writing())
+        loop.run_until_complete(channel.close(None))
+        # The loop is left open: gRPC's poller may still hand it the channel's last events.
 
 
 def _echo(request: bytes, context: grpc.ServicerContext) -> bytes:
