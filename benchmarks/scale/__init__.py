@@ -7,5 +7,8 @@ benchmarks.scale` (whole snapshots) or `python -m benchmarks.scale --sessions` (
 - `sessions`: session decisions next to full-snapshot Dispatch, and an older commit's server
   beside (`baseline_server`: a commit's service started from `git archive`);
 - in-process, to see where the time goes: `session_profile` (a session decision under
-  cProfile) and `request_stages` (Dispatch's request side, stage by stage).
+  cProfile) and `request_stages` (Dispatch's request side, stage by stage);
+- `decide_at_scale`: one in-process decision per system size and dispatcher, each in its own
+  process under a memory cap (the promise book and conservative at 10,000 and 100,000 nodes,
+  §4.4).
 """
