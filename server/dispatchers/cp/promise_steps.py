@@ -253,8 +253,8 @@ def backfill_around_the_promises(d: Decision, should_stop: Callable[[], bool]) -
             continue
         if should_stop():
             break
-        # What the job may use until its requested time, kept per step count (quick, pooled
-        # per node), before the node-level placement.
+        # What the job may use until its requested time (its start pool's group count), before
+        # the placement chooses nodes in it.
         if room.pool_for(job, pool).units_fit(job.req, job.units) < job.units:
             continue
         placed = room.place(pool, job, first_fit)

@@ -18,7 +18,7 @@ import pytest
 from hpcdispatch.server.dispatchers.planning import node_profile
 from hpcdispatch.server.dispatchers.planning.job_selection import never_fits
 from hpcdispatch.server.dispatchers.planning.node_profile import NodeProfile
-from hpcdispatch.server.dispatchers.planning.problem import Job
+from hpcdispatch.server.dispatchers.planning.problem import Job, Problem
 from hpcdispatch.server.dispatchers.planning.promise_room import PromiseRoom, at_limit
 from hpcdispatch.server.dispatchers.planning.promises import fits_guarded, place_guarded
 from tests.instances import T
@@ -40,21 +40,27 @@ def random_job(rng: random.Random, problem_resources: int, index: int) -> Job:
                requested=duration + rng.choice((0, 0, rng.randint(1, 60))))
 
 
+def promised_room(rng: random.Random, problem: Problem, fewest: int
+                  ) -> tuple[NodeProfile, PromiseRoom]:
+    """A few promises later on (at least `fewest`), where they fit: a second profile holding
+    them (the exact reads) and the promise room around them."""
+    profile = NodeProfile(problem)
+    ahead: dict[int, tuple[int, list[int]]] = {}
+    for index in range(rng.randint(fewest, 4)):
+        job = random_job(rng, len(problem.resources), index)
+        if never_fits(problem, job):
+            continue
+        start = profile.earliest(job, not_before=rng.randint(1, 60))
+        ahead[index] = (start, profile.place(job, start))
+    return profile.copy(), PromiseRoom(profile, None, ahead, frozenset(ahead))
+
+
 @pytest.mark.parametrize("seed", range(80))
 def test_starts_at_t_read_what_the_profile_reads_node_by_node(seed: int) -> None:
     rng = random.Random(seed)
     problem = random_problem(rng)
     types = len(problem.resources)
-    profile = NodeProfile(problem)
-    ahead: dict[int, tuple[int, list[int]]] = {}
-    for index in range(rng.randint(0, 4)):  # promises later on, where they fit
-        job = random_job(rng, types, index)
-        if never_fits(problem, job):
-            continue
-        start = profile.earliest(job, not_before=rng.randint(1, 60))
-        ahead[index] = (start, profile.place(job, start))
-    exact = profile.copy()
-    room = PromiseRoom(profile, None, ahead, frozenset(ahead))
+    exact, room = promised_room(rng, problem, fewest=0)
     free_now = problem.free_now.copy()
     for index in range(100, 100 + rng.randint(1, 12)):
         job = random_job(rng, types, index)
@@ -79,16 +85,7 @@ def test_the_nodes_a_start_gets_are_the_profiles_choice(seed: int) -> None:
     rng = random.Random(1000 + seed)
     problem = random_problem(rng)
     types = len(problem.resources)
-    profile = NodeProfile(problem)
-    ahead: dict[int, tuple[int, list[int]]] = {}
-    for index in range(rng.randint(1, 4)):
-        job = random_job(rng, types, index)
-        if never_fits(problem, job):
-            continue
-        start = profile.earliest(job, not_before=rng.randint(1, 60))
-        ahead[index] = (start, profile.place(job, start))
-    exact = profile.copy()
-    room = PromiseRoom(profile, None, ahead, frozenset(ahead))
+    exact, room = promised_room(rng, problem, fewest=1)
     free_now = problem.free_now.copy()
     for index in range(100, 110):
         job = random_job(rng, types, index)
