@@ -297,7 +297,6 @@ class Bridge:
         self._observe(built)
         for job_id, why in built.ignored.items():
             self._warn_once(job_id, "held_job_not_managed", reason=why)
-        self._leave_to_slurm(built.to_slurm)
 
         result = CycleResult(ok=True)
         if built.snapshot.queued:
@@ -305,6 +304,7 @@ class Bridge:
             if not dispatched.ok:
                 return dispatched
             result = dispatched
+        self._leave_to_slurm(built.to_slurm)  # after the decided jobs: they were placed first
         if self.config.promise_comments and not self.config.dry_run:
             self._show_promises(jobs, result)
         if self.config.report_completions and not self.config.dry_run:

@@ -17,7 +17,8 @@
   job that does not ask for a reservation (`--reservation`; a job that does is left to Slurm)
   is started inside one by Slurm only when the reservation is MAGNETIC and lists its user or
   account, so only then does the window admit its Users / Accounts (not when they are
-  negated, "-bob", or given by Groups, which the bridge cannot resolve: nobody then).
+  negated, "-bob", or given by Groups, which the bridge cannot resolve, or more than 64:
+  nobody then; admitting fewer never starts a job Slurm would refuse).
 * A node that is drained (or in maintenance) and otherwise up, inside a window that admits
   nobody and is under way, comes back at the window's end: it is sent up, the window keeping
   all new work off it until then.
@@ -33,6 +34,7 @@ from hpcdispatch.snapshot import UnavailabilityWindow
 from .slurm_json import SlurmJob
 from .slurm_reservations import SlurmReservation
 
+MAX_LABELS = 64  # the service's default max_labels: a longer admitted list admits nobody
 NICE_OFFSET = 2**31  # Slurm's NICE_OFFSET: a held job of nice 0 has priority 2^31
 MAX_PRIORITY = 2**40  # the contract's bound (QueuedJob.priority)
 _FEATURE = r"[A-Za-z0-9_.:+@-]+"
@@ -86,6 +88,8 @@ def _admitted(r: SlurmReservation) -> tuple[tuple[str, ...], tuple[str, ...]]:
         return (), ()
     if any(u.startswith("-") for u in (*r.users, *r.accounts)):
         return (), ()
+    if len(r.users) > MAX_LABELS or len(r.accounts) > MAX_LABELS:
+        return (), ()  # never more than the service takes; admitting fewer is safe
     return r.users, r.accounts
 
 

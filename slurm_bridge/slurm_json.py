@@ -109,7 +109,7 @@ def _nice(value: Any) -> int:
 def _names(value: Any) -> tuple[str, ...]:
     """A comma-separated list of names ("fast,big"); "(null)" or empty: none."""
     text = _str(value)
-    return tuple(f for f in text.split(",") if f and f != "(null)")
+    return tuple(dict.fromkeys(f for f in text.split(",") if f and f != "(null)"))
 
 
 def _str(value: Any) -> str:

@@ -165,9 +165,9 @@ def test_the_bridge_leaves_what_it_cannot_express_to_slurm() -> None:
     with capture_logs() as logs:
         result = bridge.cycle()
     assert result.ok and result.released == ["9"], result
-    # released unpinned, before the decision's own pin and release
-    assert slurm.actions == [("release", "3"), ("release", "7"), ("release", "10"),
-                             ("pin", "9"), ("release", "9")]
+    # released unpinned, after the decided jobs (placed on what the snapshot saw free)
+    assert slurm.actions == [("pin", "9"), ("release", "9"),
+                             ("release", "3"), ("release", "7"), ("release", "10")]
     left = {e["job_id"]: e["reason"] for e in logs if e["event"] == "job_left_to_slurm"}
     assert left.keys() == {"3", "7", "10"}
     assert bridge.metrics.registry.get_sample_value(
