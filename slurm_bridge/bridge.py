@@ -1,9 +1,12 @@
 """The bridge loop: read Slurm, ask hpcdispatch, pin and release the chosen jobs, reconcile.
 
-One cycle: read `sinfo`/`squeue`; reconcile the jobs released earlier with what Slurm did;
+One cycle: read `sinfo`/`squeue` and the reservations (`scontrol show reservation`);
+reconcile the jobs released earlier with what Slurm did;
 build the snapshot (a released job whose planned units no longer fit next to what Slurm runs
 is not reserved but held again, and queued in this snapshot); ask for a decision; check the
-decision independently; then, job by job, pin (`scontrol update NodeList=`) and release. A
+decision independently; then, job by job, pin (`scontrol update NodeList=`) and release. A held
+job whose rules the snapshot cannot express (site_rules.py) is released unpinned, to Slurm's
+own scheduler, and logged once (`job_left_to_slurm`). A
 stop request is honoured between jobs, never between the pin and the release of one job.
 Errors never end the loop: the next cycle waits with exponential backoff (interval ×
 2^failures, capped) and the held jobs simply stay held.
@@ -50,6 +53,7 @@ from .slurm_json import (
     parse_jobs,
     parse_nodes,
 )
+from .slurm_reservations import SlurmReservation, parse_reservations
 from .snapshot_builder import (
     BuilderSettings,
     BuiltSnapshot,
@@ -119,6 +123,8 @@ class BridgeConfig:
     promise_after_s: int | None = None
     # Show each held job's promised start and likely start in its Comment (promise_comment.py).
     promise_comments: bool = True
+    # Read `scontrol show reservation` each cycle: reservations become windows (site_rules.py).
+    reservations: bool = True
 
 
 # Labels of hpcdispatch_bridge_decisions_total{via}.
@@ -271,6 +277,9 @@ class Bridge:
             nodes = parse_nodes(self.slurm.sinfo())
             threads = {n.name: n.threads for n in nodes}
             jobs = parse_jobs(self.slurm.squeue(), threads)
+            reservations: list[SlurmReservation] = (
+                parse_reservations(self.slurm.reservations()) if self.config.reservations
+                else [])
         except SlurmCommandError as exc:
             return self._fail("slurm_command", "slurm_read_failed", error=str(exc))
         except SlurmParseError as exc:
@@ -278,10 +287,11 @@ class Bridge:
 
         self._comments = {j.id: j.comment for j in jobs}
         self._reconcile(nodes, jobs, now)
-        built = build_snapshot(nodes, jobs, self._settings, now, self.in_flight)
+        built = build_snapshot(nodes, jobs, self._settings, now, self.in_flight, reservations)
         if built.unfit:
             jobs = self._rehold_unfit(built, jobs)
-            built = build_snapshot(nodes, jobs, self._settings, now, self.in_flight)
+            built = build_snapshot(nodes, jobs, self._settings, now, self.in_flight,
+                                   reservations)
         built.snapshot = keep_order(self._previous, built.snapshot)
         self._previous = built.snapshot
         self._observe(built)
@@ -294,11 +304,30 @@ class Bridge:
             if not dispatched.ok:
                 return dispatched
             result = dispatched
+        self._leave_to_slurm(built.to_slurm)  # after the decided jobs: they were placed first
         if self.config.promise_comments and not self.config.dry_run:
             self._show_promises(jobs, result)
         if self.config.report_completions and not self.config.dry_run:
             self._report_completions(jobs, nodes)
         return result
+
+    def _leave_to_slurm(self, jobs: dict[str, str]) -> None:
+        """Release the held jobs the snapshot cannot express, unpinned: Slurm's own scheduler
+        places them under their own rules (never the bridge, which would mis-place them)."""
+        for job_id, why in jobs.items():
+            if self.config.dry_run:
+                self.out(f"dry-run: would leave job {job_id} to Slurm ({why})")
+                continue
+            try:
+                self.slurm.release(job_id)
+            except SlurmCommandError as exc:
+                self.metrics.errors.labels("slurm_command").inc()
+                self.log.warning("leave_to_slurm_failed", job_id=job_id, error=str(exc))
+                continue
+            self._warned_unmanaged.add(job_id)  # not "pending_job_not_held" later
+            self.metrics.left_to_slurm.inc()
+            self.log.warning("job_left_to_slurm", job_id=job_id, reason=why,
+                             note="released unpinned: Slurm's own scheduler places it")
 
     def _fail(self, kind: str, event: str, **fields: Any) -> CycleResult:
         self.metrics.errors.labels(kind).inc()

@@ -80,6 +80,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-memory", action="store_true", help="do not model memory ('mem')")
     p.add_argument("--default-walltime", type=int, default=86_400,
                    help="seconds assumed for jobs without a time limit")
+    p.add_argument("--no-reservations", action="store_true",
+                   help="do not read `scontrol show reservation` (no windows in the snapshot)")
     p.add_argument("--no-completions", action="store_true",
                    help="do not report finished jobs to the predictors")
     p.add_argument("--full-snapshots", action="store_true",
@@ -115,6 +117,7 @@ def config_from_args(args: argparse.Namespace) -> BridgeConfig:
         track_memory=not args.no_memory,
         default_walltime=args.default_walltime,
         report_completions=not args.no_completions,
+        reservations=not args.no_reservations,
         full_snapshots=args.full_snapshots,
         profile=args.profile,
         promise_after_s=args.promise_after_s,

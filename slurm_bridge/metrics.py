@@ -38,6 +38,10 @@ class BridgeMetrics:
                                        ["kind"], registry=r)
         self.completions = Counter(p + "completions_reported_total",
                                    "Finished jobs reported to the predictors", registry=r)
+        self.left_to_slurm = Counter(
+            p + "jobs_left_to_slurm_total",
+            "Held jobs released unpinned to Slurm: rules the snapshot cannot express",
+            registry=r)
         self.promise_comments = Counter(
             p + "promise_comments_total", "Comments of held jobs updated to show their promised "
             "start and likely start (action=shown) or given back without them "

@@ -1,4 +1,5 @@
-"""The Slurm commands the bridge runs: squeue/sinfo to read, scontrol to apply.
+"""The Slurm commands the bridge runs: squeue/sinfo/scontrol show reservation to read, scontrol
+to apply.
 
 Each command has a timeout and runs in its own session, so a Ctrl-C or SIGTERM sent to the
 bridge's process group never kills an `scontrol` half way; the bridge decides when to stop.
@@ -32,12 +33,12 @@ class SlurmCommands:
     def _path(self, name: str) -> str:
         return os.path.join(self.bin_dir, name) if self.bin_dir else name
 
-    def run(self, *argv: str) -> str:
+    def run(self, *argv: str, env: Mapping[str, str] | None = None) -> str:
         cmd = [self._path(argv[0]), *argv[1:]]
         try:
             proc = subprocess.run(
                 cmd, capture_output=True, text=True, timeout=self.timeout, check=False,
-                env=dict(self.env), start_new_session=True,
+                env={**self.env, **(env or {})}, start_new_session=True,
             )
         except subprocess.TimeoutExpired:
             raise SlurmCommandError(cmd, f"timed out after {self.timeout} s") from None
@@ -62,6 +63,10 @@ class SlurmCommands:
 
     def sinfo(self) -> dict[str, Any]:
         return self._json("sinfo", "--json")
+
+    def reservations(self) -> str:
+        """`scontrol show reservation -o`, its times in UTC (slurm_reservations.py)."""
+        return self.run("scontrol", "show", "reservation", "-o", env={"TZ": "UTC"})
 
     def pin(self, job_id: str, node_list: str, num_nodes: int | None,
             comment: str | None = None) -> None:

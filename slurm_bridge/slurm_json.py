@@ -34,6 +34,7 @@ class SlurmNode:
     cpus: int
     threads: int  # threads per core (a "core" of job_resources is this many CPUs)
     real_memory: int  # MiB
+    features: tuple[str, ...] = ()  # AvailableFeatures (`sinfo -o %f`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,10 @@ class SlurmJob:
     is_array_pending: bool  # a pending array record that still stands for many tasks
     is_het: bool  # a heterogeneous job component
     comment: str = ""  # the job's Comment (the bridge shows a held job's promise in it)
+    constraint: str = ""  # --constraint as Slurm keeps it ("fast&big", "[a|b]", ...)
+    nice: int = 0  # --nice / scontrol update nice= (may be negative)
+    account: str = ""
+    reservation: str = ""  # --reservation (ResvName)
 
     @property
     def held(self) -> bool:
@@ -93,6 +98,18 @@ def _opt_int(value: Any) -> int | None:
     if isinstance(value, Mapping) and (value.get("infinite") or not value.get("set", True)):
         return None
     return _int(value)
+
+
+def _nice(value: Any) -> int:
+    """The job's nice; 22.05 prints it as an unsigned 32-bit number (-50 as 4294967246)."""
+    nice = _int(value)
+    return nice - 2**32 if nice >= 2**31 else nice
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """A comma-separated list of names ("fast,big"); "(null)" or empty: none."""
+    text = _str(value)
+    return tuple(dict.fromkeys(f for f in text.split(",") if f and f != "(null)"))
 
 
 def _str(value: Any) -> str:
@@ -178,6 +195,7 @@ def parse_nodes(doc: Mapping[str, Any]) -> list[SlurmNode]:
                 cpus=_int(n.get("cpus")),
                 threads=max(1, _int(n.get("threads"), 1)),
                 real_memory=_int(n.get("real_memory")),
+                features=_names(n.get("features")),
             ))
         except (KeyError, TypeError, AttributeError) as exc:
             raise SlurmParseError(f"bad node record: {exc!r}") from exc
@@ -217,6 +235,10 @@ def parse_jobs(doc: Mapping[str, Any], threads: Mapping[str, int] | None = None)
                 and j.get("array_task_id") is None,
                 is_het=_int(j.get("het_job_id")) != 0,
                 comment=_str(j.get("comment")),
+                constraint=_str(j.get("features")),
+                nice=_nice(j.get("nice")),
+                account=_str(j.get("account")),
+                reservation=_str(j.get("resv_name")),
             ))
         except (KeyError, TypeError, AttributeError) as exc:
             raise SlurmParseError(f"bad job record: {exc!r}") from exc

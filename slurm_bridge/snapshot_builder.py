@@ -3,7 +3,11 @@
 Nodes: every node of the managed partitions. Running jobs: every job (of any partition) that
 holds resources on those nodes, from its real per-node allocation, plus the jobs the bridge
 released that Slurm has not started yet (at their planned nodes, so that no cycle hands the
-same cores out twice). Queued jobs: the held, pending jobs of the managed partitions.
+same cores out twice). Queued jobs: the held, pending jobs of the managed partitions, with
+the site's rules Slurm gives (site_rules.py): their partitions, required features, priority and
+account; the nodes' partitions and features; the reservations on managed nodes as windows. A
+held job whose rules the snapshot cannot express is not queued but named in
+`BuiltSnapshot.to_slurm` (the bridge releases it to Slurm's own scheduler).
 
 A released job's planned units are reserved only while they still fit next to the real
 allocations and the released jobs already reserved (in release order): when Slurm laid another
@@ -31,11 +35,20 @@ from hpcdispatch.snapshot import (
     QueuedJob,
     RunningJob,
     Snapshot,
+    UnavailabilityWindow,
     UnitAllocation,
 )
 
 from .job_units import CORE, MEM, UnitShape, unit_shape
+from .site_rules import (
+    back_at_window_end,
+    constraint_features,
+    job_priority,
+    left_to_slurm_reason,
+    windows_from_reservations,
+)
 from .slurm_json import ACTIVE_STATES, SlurmJob, SlurmNode
+from .slurm_reservations import SlurmReservation
 
 UP_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
 DOWN_FLAGS = frozenset({
@@ -70,6 +83,22 @@ class BuiltSnapshot:
     # Released, not started jobs whose planned units no longer fit (left out of the snapshot),
     # in release order: job id -> the nodes they no longer fit on.
     unfit: dict[str, list[str]] = field(default_factory=dict)
+    # Held jobs of the managed partitions whose rules the snapshot cannot express (a
+    # --constraint other than an AND of features, a --reservation): job id -> why.
+    to_slurm: dict[str, str] = field(default_factory=dict)
+
+
+def node_state_with_windows(node: SlurmNode, windows: Sequence[UnavailabilityWindow],
+                            now: int) -> NodeState:
+    """`node_state`, except that a node drained or in maintenance, otherwise up, inside a
+    window under way that admits nobody is up: it comes back at the window's end, and the
+    window keeps all new work off it until then (site_rules.py)."""
+    state = node_state(node)
+    waiting = state is NodeState.DRAINED or (node.flags & DOWN_FLAGS) == {"MAINTENANCE"}
+    if (waiting and node.state in UP_STATES and not node.flags & (DOWN_FLAGS - {"MAINTENANCE"})
+            and back_at_window_end(node.name, windows, now)):
+        return NodeState.UP
+    return state
 
 
 def node_state(node: SlurmNode) -> NodeState:
@@ -90,12 +119,15 @@ def build_snapshot(
     settings: BuilderSettings,
     now: int,
     in_flight: Mapping[str, InFlight] | None = None,
+    reservations: Sequence[SlurmReservation] = (),
 ) -> BuiltSnapshot:
     in_flight = in_flight or {}
     managed_nodes = [n for n in nodes if set(n.partitions) & settings.partitions]
     track_memory = settings.track_memory and all(n.real_memory > 1 for n in managed_nodes)
+    windows = windows_from_reservations(reservations, [n.name for n in managed_nodes], now)
     snap_nodes = tuple(
-        Node(n.name, node_state(n), _capacity(n, track_memory))
+        Node(n.name, node_state_with_windows(n, windows, now), _capacity(n, track_memory),
+             partitions=n.partitions, features=n.features)
         for n in managed_nodes
     )
     node_ids = {n.id for n in snap_nodes}
@@ -105,6 +137,7 @@ def build_snapshot(
     queued: list[QueuedJob] = []
     shapes: dict[str, UnitShape] = {}
     ignored: dict[str, str] = {}
+    to_slurm: dict[str, str] = {}
     reserved: list[RunningJob] = []  # the released jobs not started yet, at planned nodes
     for job in jobs:
         flight = in_flight.get(job.id)
@@ -119,6 +152,10 @@ def build_snapshot(
             if job.is_array_pending or job.is_het:
                 ignored[job.id] = "job arrays and heterogeneous jobs are not managed"
                 continue
+            why = left_to_slurm_reason(job)
+            if why:
+                to_slurm[job.id] = why
+                continue
             shape = unit_shape(job, track_memory, node_memory)
             shapes[job.id] = shape
             queued.append(QueuedJob(
@@ -126,13 +163,18 @@ def build_snapshot(
                 submit_time=min(job.submit_time, now), units=shape.units,
                 unit_request=dict(shape.per_unit),
                 requested_time=job.time_limit_s or settings.default_walltime,
+                priority=job_priority(job), partitions=job.partitions,
+                required_features=constraint_features(job.constraint) or (),
+                account=job.account,
             ))
     running = [r for r in running if r.units]
     unfit = _unfit_in_flight(snap_nodes, running, reserved, in_flight)
     if unfit:
         running = [r for r in running if r.id not in unfit]
-    snapshot = Snapshot(time=now, nodes=snap_nodes, running=tuple(running), queued=tuple(queued))
-    return BuiltSnapshot(snapshot=snapshot, shapes=shapes, ignored=ignored, unfit=unfit)
+    snapshot = Snapshot(time=now, nodes=snap_nodes, running=tuple(running), queued=tuple(queued),
+                        windows=windows)
+    return BuiltSnapshot(snapshot=snapshot, shapes=shapes, ignored=ignored, unfit=unfit,
+                         to_slurm=to_slurm)
 
 
 def _active(job: SlurmJob, node_ids: set[str], track_memory: bool, settings: BuilderSettings,

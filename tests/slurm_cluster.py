@@ -86,6 +86,12 @@ class SlurmCluster:
     memory_mib: int = 2000
     partition: str = "batch"
     job_submit_lua: Path | None = None  # copied next to slurm.conf; enables job_submit/lua
+    # Node name -> its Features (e.g. "fast,big"); nodes not named have none.
+    features: dict[str, str] = field(default_factory=dict)
+    # More partitions beside `partition` (which keeps every node and stays the default):
+    # name -> node list (e.g. "n[1-2]").
+    extra_partitions: dict[str, str] = field(default_factory=dict)
+    extra_config: tuple[str, ...] = ()  # more slurm.conf lines (e.g. PriorityType=...)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property
@@ -140,16 +146,28 @@ class SlurmCluster:
             "InactiveLimit=0",
             "SlurmdTimeout=30",
             "MailProg=/bin/true",
-            f"NodeName=n[1-{self.nodes}] NodeHostname=localhost "
-            f"Port=[{node_port}-{node_port + self.nodes - 1}] CPUs={self.cpus} "
-            f"RealMemory={self.memory_mib} State=UNKNOWN",
+            *self._node_lines(node_port),
             f"PartitionName={self.partition} Nodes=n[1-{self.nodes}] Default=YES "
             "MaxTime=INFINITE State=UP",
+            *(f"PartitionName={name} Nodes={nodes} MaxTime=INFINITE State=UP"
+              for name, nodes in self.extra_partitions.items()),
+            *self.extra_config,
         ]
         if self.job_submit_lua is not None:
             shutil.copy(self.job_submit_lua, etc / "job_submit.lua")
             lines.append("JobSubmitPlugins=lua")
         self.conf_path.write_text("\n".join(lines) + "\n")
+
+    def _node_lines(self, node_port: int) -> list[str]:
+        """One NodeName line for all nodes, or one per node when some have features."""
+        if not self.features:
+            return [f"NodeName=n[1-{self.nodes}] NodeHostname=localhost "
+                    f"Port=[{node_port}-{node_port + self.nodes - 1}] CPUs={self.cpus} "
+                    f"RealMemory={self.memory_mib} State=UNKNOWN"]
+        return [f"NodeName={name} NodeHostname=localhost Port={node_port + i} CPUs={self.cpus} "
+                f"RealMemory={self.memory_mib} State=UNKNOWN"
+                + (f" Features={self.features[name]}" if name in self.features else "")
+                for i, name in enumerate(self.node_names)]
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = (self.workdir / "log" / f"{name}.out").open("wb")
@@ -219,8 +237,9 @@ class SlurmCluster:
         ctld = self.processes.get("slurmctld")
         if ctld is not None and ctld.poll() is None:
             with contextlib.suppress(Exception):
-                self.run("scancel", "--full", "--partition", self.partition, check=False)
-                self.run("scancel", "--partition", self.partition, check=False)
+                every = ",".join([self.partition, *self.extra_partitions])
+                self.run("scancel", "--full", "--partition", every, check=False)
+                self.run("scancel", "--partition", every, check=False)
             time.sleep(1.0)
         for name in [n for n in self.processes if n.startswith("slurmd-")] + ["slurmctld"]:
             proc = self.processes.get(name)

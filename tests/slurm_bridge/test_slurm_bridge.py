@@ -180,6 +180,7 @@ class FakeSlurm(SlurmCommands):
         self.fail: set[str] = set()  # that fail: "read", "pin", "release", "hold", "comment"
         self.on_pin: Any = None
         self.comments: dict[str, str] = {}  # job id -> the Comment last written
+        self.reservations_text = ""  # `scontrol show reservation -o`
 
     def _maybe_fail(self, what: str) -> None:
         if what in self.fail:
@@ -192,6 +193,10 @@ class FakeSlurm(SlurmCommands):
     def sinfo(self) -> dict[str, Any]:
         self._maybe_fail("read")
         return self.sinfo_doc
+
+    def reservations(self) -> str:
+        self._maybe_fail("read")
+        return self.reservations_text
 
     def pin(self, job_id: str, node_list: str, num_nodes: int | None,
             comment: str | None = None) -> None:

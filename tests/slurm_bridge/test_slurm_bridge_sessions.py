@@ -178,6 +178,9 @@ class SimSlurm(SlurmCommands):
     def squeue(self) -> dict[str, Any]:
         return {"meta": {}, "errors": [], "jobs": [self._job_doc(j) for j in self.jobs.values()]}
 
+    def reservations(self) -> str:
+        return "No reservations in the system\n"
+
     def sinfo(self) -> dict[str, Any]:
         used = {n: CPUS - cpus for n, (cpus, _) in self._free().items()}
         return {"meta": {}, "errors": [], "nodes": [
