@@ -42,10 +42,11 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from hpcdispatch.snapshot import Node
 from hpcdispatch.systems import System, homogeneous, load_system
 
 from .swf import MAX_FIELD_VALUE, SwfFormatError, SwfHeader, TraceJob
@@ -210,6 +211,12 @@ def resolve_system(spec: str | None, header: SwfHeader, name: str = "trace",
         raise ValueError(f"system {spec!r}: {system.node_count:,} nodes, more than a replay "
                          f"builds ({max_nodes:,}; {TOO_MANY_NODES_HINT})")
     return system
+
+
+def units_fitting(nodes: Iterable[Node], request: Mapping[str, int]) -> int:
+    """How many units of `request` these idle nodes hold (one unit never spans nodes)."""
+    return sum(min((n.capacity.get(r, 0) // amount for r, amount in request.items()
+                    if amount > 0), default=0) for n in nodes)
 
 
 def units_fitting_empty(system: System, request: Mapping[str, int]) -> int:
