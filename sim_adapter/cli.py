@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from hpcdispatch.systems import preset_names
+
 from .adapter import (
     ALLOCATORS,
     DEFAULT,
@@ -84,8 +86,9 @@ def _add_system_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", help="SWF file (plain, .gz or .xz), or a trace shipped with "
                    "hpcdispatch: kth-sp2-slice (the default: 3,000 jobs of KTH-SP2), kth-sp2, "
                    "llnl-atlas, lublin-256 (sim_adapter/data/README.md)")
-    p.add_argument("--system", help="preset (kit-forhlr2, eurora), YAML / JSON file, or "
-                   "NODESxCORES; default: derived from the trace header")
+    p.add_argument("--system", help=f"preset ({', '.join(preset_names())}), YAML / JSON "
+                   "file (docs/replays.md, System files: partitions, features, maintenance "
+                   "windows), or NODESxCORES; default: derived from the trace header")
     p.add_argument("--max-nodes", type=int, default=MAX_NODES, metavar="N",
                    help="largest system a replay builds, from the trace header or --system "
                    f"(default: {MAX_NODES:,}, the service's default max_nodes)")
