@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -267,7 +267,8 @@ def _node_list(value: Any, place: Place, what: str, where: _Where, known: Mappin
         names = partitions.get(item) or _expanded(item) or [item]
         unknown = [n for n in names if n not in known]
         if unknown:
-            first, last = next(iter(known)), next(reversed(known))
+            ids = list(known)
+            first, last = ids[0], ids[-1]
             raise where.error(at, f"{what}: {unknown[0]!r} is no node of the system (its "
                               f"nodes: {first} .. {last}"
                               f"{', partitions: ' + ', '.join(partitions) if partitions else ''})")

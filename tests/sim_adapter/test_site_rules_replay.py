@@ -7,8 +7,8 @@ system file gets wrong is refused naming the file, the line and the key."""
 from __future__ import annotations
 
 import csv
-from dataclasses import replace
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
