@@ -354,6 +354,7 @@ def _print_results(args: argparse.Namespace, trace_name: str, summaries: list[di
                    out: Path) -> None:
     """The trace's line, the runs' table (aggregated over sequences or repeats), where they are."""
     from .report import comparison_table
+    from .report_tables import site_rules_table
     from .sequences import aggregate_table
 
     first = summaries[0]
@@ -366,6 +367,8 @@ def _print_results(args: argparse.Namespace, trace_name: str, summaries: list[di
         print(aggregate_table(summaries))
     else:
         print(comparison_table(summaries))
+    if site := site_rules_table(summaries):
+        print(f"\nthe site's rules (first submission to last end):\n{site}")
     print(f"\nruns in {out}/; plots: {cli_command()} report {shlex.quote(str(out))}")
 
 
@@ -524,7 +527,7 @@ def _selections(
 
 def run_report(args: argparse.Namespace) -> int:
     from .report import comparison_table, find_runs, one_workload, write_plots
-    from .report_tables import promise_table
+    from .report_tables import promise_table, site_rules_table
     from .sequences import aggregate_table
 
     try:
@@ -538,6 +541,9 @@ def run_report(args: argparse.Namespace) -> int:
     if promises := promise_table(summaries):
         print(f"\nstarts reported while jobs waited (promises, estimates) against their "
               f"actual starts:\n{promises}")
+    if site := site_rules_table(summaries):
+        print(f"\nthe site's rules: jobs per partition, and the time its windows took (first "
+              f"submission to last end):\n{site}")
     if any("sequence" in s for s in summaries):
         print()
         print(aggregate_table(summaries))
