@@ -375,9 +375,10 @@ class RunRecorder:
             "promise_accuracy": self.promises.as_dict(),
             "cleaning": cleaning,
             "dropped_in_replay": dict(sorted(self.dropped.items())),
-            # Jobs and their waits per partition (empty on a system without partitions).
-            "partitions": {name: {"jobs": len(waits), "wait_seconds": distribution(waits)}
-                           for name, waits in sorted(self.partition_waits.items())},
+            # Jobs and their waits per partition (on a system with partitions only).
+            **({"partitions": {name: {"jobs": len(waits), "wait_seconds": distribution(waits)}
+                               for name, waits in sorted(self.partition_waits.items())}}
+               if self.partition_waits else {}),
         }
 
 

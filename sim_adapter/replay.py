@@ -288,8 +288,11 @@ def _run_meta(
         "label": label,
         "trace": str(spec.trace),
         "system": {"name": system.name, "nodes": system.node_count, "cores": total_cores,
-                   "partitions": {name: len(nodes) for name, nodes in system.partitions.items()},
-                   "windows": len(system.windows)},
+                   # a site's rules, for a system that has them: nodes per partition, windows
+                   **({"partitions": {name: len(nodes)
+                                      for name, nodes in system.partitions.items()},
+                       "windows": len(system.windows)}
+                      if system.partitions or system.windows else {})},
         "unit_rule": {"mode": rule.mode, "cores_per_node": rule.cores_per_node,
                       "proc_scale": rule.proc_scale,
                       "accelerator_share": rule.accelerator_share,
