@@ -28,8 +28,9 @@ takes two more knobs of the rule:
   and predictor sees the same requests. Such jobs fit only the nodes with that type (on
   Eurora half of them), which makes allocation non-trivial.
 
-A system comes from a preset (`hpcdispatch.systems.PRESETS`), a YAML / JSON file, the short
-form ``NODESxCORES`` (e.g. ``256x1``), or the trace header: MaxNodes nodes of
+A system comes from a preset (`hpcdispatch.systems.preset_names()`), a YAML / JSON file (with
+a site's rules, if any: docs/replays.md), the short form ``NODESxCORES`` (e.g. ``256x1``), or
+the trace header: MaxNodes nodes of
 MaxProcs / MaxNodes cores (LLNL-Atlas: 1,152 x 8), or single-core nodes when only one of
 MaxProcs / MaxNodes is given (KTH-SP2: 100 x 1, lublin_256: 256 x 1). A system is sized before
 any node is made: one of more than `max_nodes` nodes (MAX_NODES, the service's own default

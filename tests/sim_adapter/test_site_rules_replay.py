@@ -15,6 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
+from hpcdispatch.server.dispatchers import DISPATCHERS
+from hpcdispatch.server.dispatchers.base import Outcome, SearchControl
+from hpcdispatch.server.dispatchers.planning.problem import Problem
+from hpcdispatch.server.domain.outcome_kinds import SolveStatus
 from hpcdispatch.sim_adapter.adapter import DispatchSettings
 from hpcdispatch.sim_adapter.backend import Answer, AnswerReport, StateChange
 from hpcdispatch.sim_adapter.in_process_backend import LocalService
@@ -33,6 +37,7 @@ from hpcdispatch.sim_adapter.workload import rule_for_system
 from hpcdispatch.site_calendar import WEEK, TraceClock
 from hpcdispatch.snapshot import Decision, JobCompletion, JobStart, Snapshot
 from hpcdispatch.systems import PRESET_DIR, System, load_system
+from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.processes import quiet_embedded_service
 
 ATLAS = shipped_trace("LLNL-Atlas-2006-2.1-cln.swf.xz")
@@ -247,3 +252,32 @@ def test_a_wrong_site_rule_names_the_file_the_line_and_the_key(tmp_path: Path,
     with pytest.raises(ValueError) as error:
         load_system(str(tmp_path / name))
     assert str(error.value).startswith(f"system {tmp_path / name}, {expected}"), error.value
+
+
+class _Blind:
+    """A plugin's dispatcher standing in for FCFS that knows no rule: FCFS itself on the
+    problem without its partitions and windows."""
+
+    name = "blind"
+
+    def __init__(self) -> None:
+        self.fcfs = DISPATCHERS[pb.DISPATCHER_FCFS]
+
+    def decide(self, problem: Problem, control: SearchControl) -> Outcome:
+        return self.fcfs.decide(replace(problem, eligibility=None), control)
+
+
+def test_a_refused_decision_is_answered_by_the_fallback_and_the_replay_goes_on(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The service's check refuses the blind plugin's starts into the maintenance and across
+    partitions: the replay takes the fallback's answer, says so in decisions.csv, and runs to
+    the end within the rules."""
+    monkeypatch.setitem(DISPATCHERS, pb.DISPATCHER_FCFS, _Blind())
+    summary, jobs = replayed(LocalService(), tmp_path, "fcfs")
+    assert summary["jobs"] == len(jobs) == kept_jobs(RECORDS)
+    with (tmp_path / "decisions.csv").open(encoding="utf-8") as handle:
+        reasons = [d["fallback_reason"] for d in csv.DictReader(handle)]
+    assert any("unavailability window" in r for r in reasons), sorted(set(reasons))[:5]
+    system = load_system(PRESET)
+    assert into_windows(system, jobs) == []
+    assert crossing(system, jobs) == []
