@@ -18,7 +18,6 @@ import yaml
 from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.server.dispatchers.base import Outcome, SearchControl
 from hpcdispatch.server.dispatchers.planning.problem import Problem
-from hpcdispatch.server.domain.outcome_kinds import SolveStatus
 from hpcdispatch.sim_adapter.adapter import DispatchSettings
 from hpcdispatch.sim_adapter.backend import Answer, AnswerReport, StateChange
 from hpcdispatch.sim_adapter.in_process_backend import LocalService
