@@ -32,7 +32,8 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from tqdm import tqdm
@@ -163,8 +164,10 @@ class Simulator:
         self.calendar = calendar if calendar else None
         self.windows: tuple[UnavailabilityWindow, ...] = ()  # those the last decision was sent
         self.facts = ReplayFacts(self.nodes, self._queued_job, lambda: self.windows)
-        # The nodes a job of these partitions may use (all: no partitions).
+        # The nodes a job of these partitions may use (all: no partitions), and their kinds:
+        # each capacity with its count of nodes.
         self._eligible: dict[tuple[str, ...], tuple[Node, ...]] = {(): self.nodes}
+        self._kinds: dict[tuple[str, ...], list[tuple[Mapping[str, int], int]]] = {}
         # Whether this process checks the backend's decisions (see the module docstring).
         self.checks = not getattr(backend, "checks_decisions", False)
         self._fits: dict[tuple[int, tuple[tuple[str, int], ...], tuple[str, ...]], bool] = {}
@@ -327,7 +330,7 @@ class Simulator:
         key = (units, tuple(sorted(request.items())), partitions)
         fits = self._fits.get(key)
         if fits is None:
-            fits = self._fits[key] = units_fitting(self._eligible_nodes(partitions),
+            fits = self._fits[key] = units_fitting(self._eligible_kinds(partitions),
                                                    request) >= units
         if not fits:
             self.observer.job_dropped(NEVER_FITS)
@@ -367,6 +370,15 @@ class Simulator:
             nodes = self._eligible[partitions] = tuple(
                 n for n in self.nodes if any(p in n.partitions for p in partitions))
         return nodes
+
+    def _eligible_kinds(self, partitions: tuple[str, ...]
+                        ) -> list[tuple[Mapping[str, int], int]]:
+        kinds = self._kinds.get(partitions)
+        if kinds is None:
+            counted = Counter(tuple(sorted(n.capacity.items()))
+                              for n in self._eligible_nodes(partitions))
+            kinds = self._kinds[partitions] = [(dict(c), k) for c, k in counted.items()]
+        return kinds
 
     def _never_between_windows(self, requested: int, partitions: tuple[str, ...]) -> bool:
         """Whether a recurring window that admits nobody covers every node the job may use

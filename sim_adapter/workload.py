@@ -47,7 +47,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from hpcdispatch.snapshot import Node
 from hpcdispatch.systems import System, homogeneous, load_system
 
 from .swf import MAX_FIELD_VALUE, SwfFormatError, SwfHeader, TraceJob
@@ -214,10 +213,12 @@ def resolve_system(spec: str | None, header: SwfHeader, name: str = "trace",
     return system
 
 
-def units_fitting(nodes: Iterable[Node], request: Mapping[str, int]) -> int:
-    """How many units of `request` these idle nodes hold (one unit never spans nodes)."""
-    return sum(min((n.capacity.get(r, 0) // amount for r, amount in request.items()
-                    if amount > 0), default=0) for n in nodes)
+def units_fitting(kinds: Iterable[tuple[Mapping[str, int], int]],
+                  request: Mapping[str, int]) -> int:
+    """How many units of `request` idle nodes hold (one unit never spans nodes): `kinds`, each
+    node capacity with how many nodes have it."""
+    return sum(count * min((capacity.get(r, 0) // amount for r, amount in request.items()
+                            if amount > 0), default=0) for capacity, count in kinds)
 
 
 def units_fitting_empty(system: System, request: Mapping[str, int]) -> int:
