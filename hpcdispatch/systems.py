@@ -1,24 +1,34 @@
-"""System descriptions: node groups with capacities per resource type, and the papers' presets.
+"""System descriptions: node groups with capacities per resource type, a site's rules
+(partitions, node features, unavailability windows, what a trace's SWF partition and queue
+numbers mean), and the presets.
 
 A system is a list of node groups; YAML / JSON files use the same shape (docs/replays.md,
-*System files*; the keys: SYSTEM_KEYS, GROUP_KEYS):
+*System files*; the keys: SYSTEM_KEYS, GROUP_KEYS, WINDOW_KEYS):
 
     name: eurora
     groups:
       - {prefix: gpu, count: 32, capacity: {core: 16, mem: 16384, gpu: 2}}
       - {prefix: mic, count: 32, capacity: {core: 16, mem: 16384, mic: 2}}
+    partitions: {gpu: "gpu[01-32]", mic: "mic[01-32]"}
+    windows:
+      - {nodes: [gpu], every: week, at: "tue 06:00", for: 4h}
+
+The presets are PRESETS (written here) and the system files of hpcdispatch/presets/ (by their
+name without .yaml).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from hpcdispatch.site_calendar import PERIODS, WindowRule, parse_at, parse_duration
 from hpcdispatch.snapshot import Node, NodeState
 
 
@@ -33,16 +43,34 @@ class NodeGroup:
 class System:
     name: str
     groups: tuple[NodeGroup, ...]
+    # A site's rules (docs/replays.md, *System files*), none by default.
+    partitions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # name -> node ids
+    features: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # feature -> node ids
+    windows: tuple[WindowRule, ...] = ()
+    swf_partitions: Mapping[int, str] = field(default_factory=dict)  # SWF field 16 -> name
+    swf_queue_priority: Mapping[int, int] = field(default_factory=dict)  # SWF field 15 -> prio
+    default_partition: str = ""  # of a job whose SWF partition is unknown (-1); "": any node
 
-    def nodes(self) -> tuple[Node, ...]:
-        out: list[Node] = []
+    def node_ids(self) -> tuple[str, ...]:
+        """The nodes' names, group by group: prefix and a number padded to the count's width."""
+        out: list[str] = []
         for g in self.groups:
             width = len(str(g.count))
-            out.extend(
-                Node(f"{g.prefix}{i:0{width}d}", NodeState.UP, dict(g.capacity))
-                for i in range(1, g.count + 1)
-            )
+            out.extend(f"{g.prefix}{i:0{width}d}" for i in range(1, g.count + 1))
         return tuple(out)
+
+    def nodes(self) -> tuple[Node, ...]:
+        capacities = [g.capacity for g in self.groups for _ in range(g.count)]
+        labels: dict[str, tuple[list[str], list[str]]] = {}
+        for kind, named in ((0, self.partitions), (1, self.features)):
+            for label, node_ids in named.items():
+                for node_id in node_ids:
+                    labels.setdefault(node_id, ([], []))[kind].append(label)
+        none: tuple[list[str], list[str]] = ([], [])
+        return tuple(
+            Node(node_id, NodeState.UP, dict(capacity),
+                 *(tuple(x) for x in labels.get(node_id, none)))
+            for node_id, capacity in zip(self.node_ids(), capacities, strict=True))
 
     @property
     def node_count(self) -> int:
@@ -69,11 +97,33 @@ PRESETS: dict[str, System] = {
 }
 
 
-# A system file's keys, where they stand: key -> (what its value is, required). A new key
-# (issue #50: partitions, features, windows) is a row here and a line where it is read.
+# A system file's keys, where they stand: key -> (what its value is, required). A new key is
+# a row here and a line where it is read.
+NODES_FORM = "node names, ranges such as thin[0001-0512], or partition names; one or a list"
 SYSTEM_KEYS: dict[str, tuple[str, bool]] = {
     "name": ("the system's name, default custom", False),
     "groups": ("a list of node groups", True),
+    "partitions": ("a mapping of partition names to their nodes: node names or ranges such "
+                   "as thin[0001-0512], one or a list", False),
+    "features": (f"a mapping of node features to their nodes: {NODES_FORM}", False),
+    "windows": ("a list of unavailability windows (maintenance, reservations)", False),
+    "swf_partitions": ("a mapping of the trace's SWF partition numbers (field 16) to "
+                       "partition names", False),
+    "swf_queue_priority": ("a mapping of the trace's SWF queue numbers (field 15) to job "
+                           "priorities, higher first", False),
+    "default_partition": ("the partition of a job whose SWF partition is unknown (-1)", False),
+}
+WINDOW_KEYS: dict[str, tuple[str, bool]] = {
+    "name": ("what the window is, for the reader", False),
+    "nodes": (f"the nodes it covers: {NODES_FORM}; default every node", False),
+    "from": ("a one-off window's start, seconds of the trace's clock (or 3d 6h)", False),
+    "to": ("a one-off window's end, as from", False),
+    "every": (f"a recurring window's period: {' or '.join(PERIODS)}", False),
+    "at": ('when each recurring window begins, in the trace\'s time zone: "tue 06:00" '
+           '(weekly), "06:00" (daily)', False),
+    "for": ("its length: 4h, 90m, 1d, or seconds", False),
+    "users": ("the users it admits (a reservation); default nobody", False),
+    "accounts": ("the accounts it admits; default nobody", False),
 }
 GROUP_KEYS: dict[str, tuple[str, bool]] = {
     "prefix": ("the nodes' name prefix (gpu: gpu01, gpu02, ...)", True),
@@ -181,8 +231,188 @@ def system_from_dict(data: Any, source: str = "system description",
         raise where.error(("groups",), f"'groups' must be a list of one or more node groups, "
                           f"each a mapping with {', '.join(GROUP_KEYS)}; found "
                           f"{_shown(groups)} ({FORMAT_HINT})")
-    return System(str(top.get("name", "custom")),
-                  tuple(_group(g, ("groups", i), where) for i, g in enumerate(groups)))
+    system = System(str(top.get("name", "custom")),
+                    tuple(_group(g, ("groups", i), where) for i, g in enumerate(groups)))
+    return _site_rules(system, top, where)
+
+
+_RANGE = re.compile(r"^([^\[\]]*)\[([0-9,\-]+)\]([^\[\]]*)$")
+
+
+def _expanded(text: str) -> list[str] | None:
+    """The node names of a range such as thin[0001-0512,0600] (None: not a range)."""
+    match = _RANGE.match(text)
+    if match is None:
+        return None
+    prefix, parts, suffix = match.groups()
+    names: list[str] = []
+    for part in parts.split(","):
+        first, _, last = part.partition("-")
+        if not first.isdigit() or not (last or first).isdigit() or int(last or first) < int(first):
+            return None
+        names.extend(f"{prefix}{i:0{len(first)}d}{suffix}"
+                     for i in range(int(first), int(last or first) + 1))
+    return names
+
+
+def _node_list(value: Any, place: Place, what: str, where: _Where, known: Mapping[str, int],
+               partitions: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The node ids `value` names (NODES_FORM), each once, in the system's order."""
+    items = value if isinstance(value, list) else [value]
+    chosen: set[str] = set()
+    for index, item in enumerate(items):
+        at = (*place, index) if isinstance(value, list) else place
+        if not isinstance(item, str) or not item:
+            raise where.error(at, f"{what} must be {NODES_FORM}; found {_shown(item)}")
+        names = partitions.get(item) or _expanded(item) or [item]
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            ids = list(known)
+            first, last = ids[0], ids[-1]
+            raise where.error(at, f"{what}: {unknown[0]!r} is no node of the system (its "
+                              f"nodes: {first} .. {last}"
+                              f"{', partitions: ' + ', '.join(partitions) if partitions else ''})")
+        chosen.update(names)
+    if not chosen:
+        raise where.error(place, f"{what} names no node; give {NODES_FORM}")
+    return tuple(sorted(chosen, key=known.__getitem__))
+
+
+def _names(value: Any, place: Place, what: str, where: _Where) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, str | int) and not isinstance(v, bool) and str(v) for v in items):
+        raise where.error(place, f"{what} must be a name or a list of names; found "
+                          f"{_shown(value)}")
+    return tuple(str(v) for v in items)
+
+
+def _labelled(data: Any, key: str, where: _Where, known: Mapping[str, int],
+              partitions: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    if not isinstance(data, Mapping) or not data:
+        raise where.error((key,), f"{key!r} must be {SYSTEM_KEYS[key][0]}; found "
+                          f"{_shown(data)} ({FORMAT_HINT})")
+    return {str(label): _node_list(nodes, (key, str(label)), f"{key} {str(label)!r}", where,
+                                   known, partitions)
+            for label, nodes in data.items()}
+
+
+def _number_map(data: Any, key: str, where: _Where, value: str,
+                partitions: Mapping[str, tuple[str, ...]]) -> dict[int, Any]:
+    if not isinstance(data, Mapping):
+        raise where.error((key,), f"{key!r} must be {SYSTEM_KEYS[key][0]}; found "
+                          f"{_shown(data)} ({FORMAT_HINT})")
+    out: dict[int, Any] = {}
+    for number, target in data.items():
+        place = (key, str(number))
+        if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+            raise where.error(place, f"{key}: {_shown(number)} is not an SWF number (a whole "
+                              f"number >= 0)")
+        if value == "partition":
+            if str(target) not in partitions:
+                raise where.error(place, f"{key}: SWF partition {number} maps to "
+                                  f"{_shown(target)}, which is no partition of 'partitions' "
+                                  f"({', '.join(partitions) or 'none given'})")
+            out[number] = str(target)
+        else:
+            if isinstance(target, bool) or not isinstance(target, int):
+                raise where.error(place, f"{key}: the priority of SWF queue {number} must be "
+                                  f"a whole number, not {_shown(target)}")
+            out[number] = target
+    return out
+
+
+def _window(data: Any, place: Place, where: _Where, known: Mapping[str, int],
+            partitions: Mapping[str, tuple[str, ...]]) -> WindowRule:
+    what = f"window {int(place[-1]) + 1}"
+    w = _mapping(data, place, WINDOW_KEYS, what, where)
+    nodes = (_node_list(w["nodes"], (*place, "nodes"), f"{what}: 'nodes'", where, known,
+                        partitions) if "nodes" in w else tuple(known))
+    users = _names(w["users"], (*place, "users"), f"{what}: 'users'", where) \
+        if "users" in w else ()
+    accounts = _names(w["accounts"], (*place, "accounts"), f"{what}: 'accounts'", where) \
+        if "accounts" in w else ()
+
+    def seconds(key: str) -> int:
+        try:
+            return parse_duration(w[key])
+        except ValueError as exc:
+            raise where.error((*place, key), f"{what}: {key!r}: {exc}") from None
+
+    if "every" in w:
+        stray = [k for k in ("from", "to") if k in w]
+        if stray:
+            raise where.error((*place, stray[0]), f"{what}: a recurring window ('every') has "
+                              f"'at' and 'for', not {stray[0]!r} ({FORMAT_HINT})")
+        period = PERIODS.get(str(w["every"]))
+        if period is None:
+            raise where.error((*place, "every"), f"{what}: 'every' is "
+                              f"{' or '.join(PERIODS)}, not {_shown(w['every'])}")
+        for key in ("at", "for"):
+            if key not in w:
+                raise where.error(place, f"{what} has no {key!r}: {WINDOW_KEYS[key][0]} "
+                                  f"({FORMAT_HINT})")
+        try:
+            offset = parse_at(w["at"], period)
+        except ValueError as exc:
+            raise where.error((*place, "at"), f"{what}: {exc}") from None
+        length = seconds("for")
+        if not 0 < length < period:
+            raise where.error((*place, "for"), f"{what}: 'for' must be more than 0 and less "
+                              f"than its period ({period} s), not {length} s")
+        return WindowRule(nodes, offset, length, period, users, accounts,
+                          str(w.get("name", "")))
+    if "from" not in w:
+        raise where.error(place, f"{what} has neither 'from' (a one-off window: from, and to "
+                          f"or for) nor 'every' (a recurring one: every, at, for) "
+                          f"({FORMAT_HINT})")
+    if ("to" in w) == ("for" in w):
+        raise where.error(place, f"{what}: a one-off window has 'from' and one of 'to' "
+                          f"({WINDOW_KEYS['to'][0]}) or 'for' ({WINDOW_KEYS['for'][0]})")
+    start = seconds("from")
+    length = seconds("to") - start if "to" in w else seconds("for")
+    if length <= 0:
+        raise where.error((*place, "to" if "to" in w else "for"), f"{what} ends before it "
+                          f"begins: [{start}, {start + length})")
+    return WindowRule(nodes, start, length, 0, users, accounts, str(w.get("name", "")))
+
+
+def _site_rules(system: System, top: Mapping[str, Any], where: _Where) -> System:
+    """`system` with the file's partitions, features, windows and SWF numbers."""
+    if not any(k in top for k in ("partitions", "features", "windows", "swf_partitions",
+                                  "swf_queue_priority", "default_partition")):
+        return system
+    known = {n: i for i, n in enumerate(system.node_ids())}
+    partitions = _labelled(top["partitions"], "partitions", where, known, {}) \
+        if "partitions" in top else {}
+    features = _labelled(top["features"], "features", where, known, partitions) \
+        if "features" in top else {}
+    windows = top.get("windows", [])
+    if not isinstance(windows, list):
+        raise where.error(("windows",), f"'windows' must be a list of windows, each a mapping "
+                          f"of {', '.join(WINDOW_KEYS)}; found {_shown(windows)} "
+                          f"({FORMAT_HINT})")
+    rules = tuple(_window(w, ("windows", i), where, known, partitions)
+                  for i, w in enumerate(windows))
+    default = str(top.get("default_partition", ""))
+    if default and default not in partitions:
+        raise where.error(("default_partition",), f"'default_partition' {default!r} is no "
+                          f"partition of 'partitions' ({', '.join(partitions) or 'none given'})")
+    return System(
+        system.name, system.groups, partitions, features, rules,
+        _number_map(top["swf_partitions"], "swf_partitions", where, "partition", partitions)
+        if "swf_partitions" in top else {},
+        _number_map(top["swf_queue_priority"], "swf_queue_priority", where, "priority",
+                    partitions) if "swf_queue_priority" in top else {},
+        default)
+
+
+# The presets written as system files (a site's rules with them): name -> file.
+PRESET_DIR = Path(__file__).parent / "presets"
+
+
+def preset_names() -> list[str]:
+    """Every preset's name: PRESETS and the system files of PRESET_DIR."""
+    return sorted({*PRESETS, *(p.stem for p in PRESET_DIR.glob("*.yaml"))})
 
 
 def load_system(spec: str, forms: str = "the path of a YAML / JSON system description") -> System:
@@ -191,10 +421,11 @@ def load_system(spec: str, forms: str = "the path of a YAML / JSON system descri
     a system description, naming the file, the line and the key expected."""
     if spec in PRESETS:
         return PRESETS[spec]
-    path = Path(spec)
+    preset_file = PRESET_DIR / f"{spec}.yaml"
+    path = preset_file if "/" not in spec and preset_file.is_file() else Path(spec)
     if not path.is_file():
         raise ValueError(f"system {spec!r}: no such preset or file; give a preset "
-                         f"({', '.join(sorted(PRESETS))}) or {forms}")
+                         f"({', '.join(preset_names())}) or {forms}")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -209,7 +440,8 @@ def load_system(spec: str, forms: str = "the path of a YAML / JSON system descri
         at = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ValueError(f"system {spec}{at}: not a YAML file: {problem}") from None
-    return system_from_dict(data, f"system {spec}", _lines_of(text))
+    return system_from_dict(data, f"system {spec if path != preset_file else path}",
+                            _lines_of(text))
 
 
 def homogeneous(name: str, nodes: int, capacity: Mapping[str, int]) -> System:

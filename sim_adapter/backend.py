@@ -21,7 +21,14 @@ from hpcdispatch.catalog import (
     reported_dispatcher,
     reported_predictor,
 )
-from hpcdispatch.snapshot import Decision, JobCompletion, QueuedJob, RunningJob, Snapshot
+from hpcdispatch.snapshot import (
+    Decision,
+    JobCompletion,
+    QueuedJob,
+    RunningJob,
+    Snapshot,
+    UnavailabilityWindow,
+)
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 
@@ -34,6 +41,8 @@ class StateChange:
     cancelled: tuple[str, ...]  # queued jobs that left the queue without running (ids)
     submitted: tuple[QueuedJob, ...]  # jobs that entered the queue
     started: tuple[RunningJob, ...]  # queued jobs that started (with their d_i)
+    # The unavailability windows from now on, all of them; None: the same as before.
+    windows: tuple[UnavailabilityWindow, ...] | None = None
 
 
 @dataclass(slots=True)
@@ -47,6 +56,11 @@ class ChangeLog:
     started: dict[str, RunningJob] = field(default_factory=dict)
     ended: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
+    windows: tuple[UnavailabilityWindow, ...] | None = None
+
+    def set_windows(self, windows: tuple[UnavailabilityWindow, ...]) -> None:
+        """The windows from now on replace all of them."""
+        self.windows = windows
 
     def submit(self, job: QueuedJob) -> None:
         self.submitted[job.id] = job
@@ -63,8 +77,10 @@ class ChangeLog:
 
     def take(self, t: int) -> StateChange:
         change = StateChange(t, tuple(self.ended), tuple(self.cancelled),
-                             tuple(self.submitted.values()), tuple(self.started.values()))
+                             tuple(self.submitted.values()), tuple(self.started.values()),
+                             self.windows)
         self.submitted, self.started, self.ended, self.cancelled = {}, {}, [], []
+        self.windows = None
         return change
 
 

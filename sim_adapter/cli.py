@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from hpcdispatch.systems import preset_names
+
 from .adapter import (
     ALLOCATORS,
     DEFAULT,
@@ -84,8 +86,9 @@ def _add_system_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", help="SWF file (plain, .gz or .xz), or a trace shipped with "
                    "hpcdispatch: kth-sp2-slice (the default: 3,000 jobs of KTH-SP2), kth-sp2, "
                    "llnl-atlas, lublin-256 (sim_adapter/data/README.md)")
-    p.add_argument("--system", help="preset (kit-forhlr2, eurora), YAML / JSON file, or "
-                   "NODESxCORES; default: derived from the trace header")
+    p.add_argument("--system", help=f"preset ({', '.join(preset_names())}), YAML / JSON "
+                   "file (docs/replays.md, System files: partitions, features, maintenance "
+                   "windows), or NODESxCORES; default: derived from the trace header")
     p.add_argument("--max-nodes", type=int, default=MAX_NODES, metavar="N",
                    help="largest system a replay builds, from the trace header or --system "
                    f"(default: {MAX_NODES:,}, the service's default max_nodes)")
@@ -351,6 +354,7 @@ def _print_results(args: argparse.Namespace, trace_name: str, summaries: list[di
                    out: Path) -> None:
     """The trace's line, the runs' table (aggregated over sequences or repeats), where they are."""
     from .report import comparison_table
+    from .report_tables import site_rules_table
     from .sequences import aggregate_table
 
     first = summaries[0]
@@ -363,6 +367,8 @@ def _print_results(args: argparse.Namespace, trace_name: str, summaries: list[di
         print(aggregate_table(summaries))
     else:
         print(comparison_table(summaries))
+    if site := site_rules_table(summaries):
+        print(f"\nthe site's rules (first submission to last end):\n{site}")
     print(f"\nruns in {out}/; plots: {cli_command()} report {shlex.quote(str(out))}")
 
 
@@ -521,7 +527,7 @@ def _selections(
 
 def run_report(args: argparse.Namespace) -> int:
     from .report import comparison_table, find_runs, one_workload, write_plots
-    from .report_tables import promise_table
+    from .report_tables import promise_table, site_rules_table
     from .sequences import aggregate_table
 
     try:
@@ -535,6 +541,9 @@ def run_report(args: argparse.Namespace) -> int:
     if promises := promise_table(summaries):
         print(f"\nstarts reported while jobs waited (promises, estimates) against their "
               f"actual starts:\n{promises}")
+    if site := site_rules_table(summaries):
+        print(f"\nthe site's rules: jobs per partition, and the time its windows took (first "
+              f"submission to last end):\n{site}")
     if any("sequence" in s for s in summaries):
         print()
         print(aggregate_table(summaries))

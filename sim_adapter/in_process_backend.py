@@ -66,6 +66,9 @@ class InProcessBackend:
         else:
             self.session.update(change.time, change.ended, change.cancelled, change.submitted,
                                 change.started)
+            if change.windows is not None:  # the windows from now on (UpdateSession.windows)
+                state = self.session.state
+                state.apply(change.time, state.sequence, windows=change.windows)
         return _answer(self.session.decide())
 
     def report_completions(self, completions: Sequence[JobCompletion]) -> None:

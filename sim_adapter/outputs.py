@@ -30,10 +30,13 @@ JOB_COLUMNS = (
     # separated PromiseMoveReason names in lower case, in order).
     "first_promised_likely_start", "promise_moves", "promise_moved_later_seconds",
     "promise_move_reasons",
+    # The partitions the job was allowed (space separated; empty: any node).
+    "partitions",
 )
 # The columns of the starts the decisions reported while jobs waited (the others say where and
 # when each job ran).
-REPORTED_START_COLUMNS = JOB_COLUMNS[JOB_COLUMNS.index("first_reported_start"):]
+REPORTED_START_COLUMNS = JOB_COLUMNS[
+    JOB_COLUMNS.index("first_reported_start"):JOB_COLUMNS.index("partitions")]
 DECISION_COLUMNS = (
     "time", "queue_length", "running_jobs", "dispatcher", "predictor", "profile", "attempts",
     "status", "model_variables", "model_constraints", "started", "decision_seconds",
@@ -269,6 +272,8 @@ class RunRecorder:
         self.queue_length = Moments()
         self.statuses: Counter[str] = Counter()
         self.fallbacks = 0
+        # Per partition (a job of several: their names joined by +): jobs and their waits.
+        self.partition_waits: dict[str, array[float]] = {}
         self._files: list[IO[str]] = []
         self._jobs_csv: Any = None
         self._decisions_csv: Any = None
@@ -297,6 +302,9 @@ class RunRecorder:
         if record.predicted > 0:
             self.accuracy.add(record.predicted, record.run)
         self.promises.add(record)
+        if record.partitions:
+            self.partition_waits.setdefault("+".join(record.partitions),
+                                            array("d")).append(record.wait)
         if self._jobs_csv is not None:
             reported = record.first_reported_start
             self._jobs_csv.writerow((
@@ -307,7 +315,7 @@ class RunRecorder:
                 "" if reported is None else int(record.first_reported_promised),
                 _blank(record.first_promised_start), _blank(record.first_promised_likely_start),
                 record.promise_moves, record.promise_moved_later_seconds,
-                " ".join(record.promise_move_reasons),
+                " ".join(record.promise_move_reasons), " ".join(record.partitions),
             ))
 
     def decision_made(self, record: DecisionRecord) -> None:
@@ -367,6 +375,10 @@ class RunRecorder:
             "promise_accuracy": self.promises.as_dict(),
             "cleaning": cleaning,
             "dropped_in_replay": dict(sorted(self.dropped.items())),
+            # Jobs and their waits per partition (on a system with partitions only).
+            **({"partitions": {name: {"jobs": len(waits), "wait_seconds": distribution(waits)}
+                               for name, waits in sorted(self.partition_waits.items())}}
+               if self.partition_waits else {}),
         }
 
 

@@ -38,6 +38,7 @@ class JobRecord:
     promise_moves: int = 0
     promise_moved_later_seconds: int = 0
     promise_move_reasons: tuple[str, ...] = ()
+    partitions: tuple[str, ...] = ()  # the partitions it was allowed (none: any node)
 
     @property
     def wait(self) -> int:

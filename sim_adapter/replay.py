@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from hpcdispatch.catalog import CP_DISPATCHER_NAMES, DISPATCHER_NAMES
 from hpcdispatch.client import DispatcherClient
+from hpcdispatch.site_calendar import TraceClock
 from hpcdispatch.systems import System
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
@@ -34,6 +35,7 @@ from .record_window import describe, iter_selected_jobs
 from .simulator import ReplayInterrupted, ReplayOptions, Simulator
 from .stream_backend import StreamBackend
 from .swf import CleaningStats, SwfHeader, iter_jobs, read_header
+from .window_calendar import WindowCalendar
 from .workload import MAX_NODES, UnitMode, UnitRule, resolve_system, rule_for_system
 
 if TYPE_CHECKING:
@@ -226,6 +228,7 @@ def _replay(
         else iter_selected_jobs(spec.trace, spec.records, cleaning, spec.limit_jobs)
     )
     backend = backend_for(settings.template())
+    calendar = window_calendar(system, header)
     simulator = Simulator(
         system, rule, backend, recorder,
         ReplayOptions(
@@ -236,6 +239,7 @@ def _replay(
             progress_label=f"{label} on {trace_name(spec.trace)}",
             interrupted=interrupted,
         ),
+        calendar=calendar,
     )
     cpu_before = time.process_time()
     try:
@@ -255,9 +259,23 @@ def _replay(
         first_submit=result.first_submit, last_end=result.last_end, total_cores=total_cores,
         replay_seconds=result.wall_seconds, meta=meta, cleaning=cleaning.as_dict(),
     )
+    if calendar:
+        since, until = result.first_submit or 0, result.last_end or 0
+        summary["unavailability"] = {
+            "clock": {"unix_start": calendar.clock.unix_start, "zone": str(calendar.clock.zone)},
+            "first_submit_to_last_end": calendar.lost(
+                since, until, {n.id: n.capacity.get("core", 0) for n in simulator.nodes}),
+        }
     if out_dir is not None:
         write_summary(out_dir / "summary.json", summary)
     return summary
+
+
+def window_calendar(system: System, header: SwfHeader) -> WindowCalendar:
+    """The system's windows on the trace's clock (its header's UnixStartTime and
+    TimeZoneString; hpcdispatch.site_calendar)."""
+    return WindowCalendar(system.windows, TraceClock.of_header(
+        header.unix_start_time, header.get("TimeZoneString")))
 
 
 def _run_meta(
@@ -269,7 +287,12 @@ def _run_meta(
     return {
         "label": label,
         "trace": str(spec.trace),
-        "system": {"name": system.name, "nodes": system.node_count, "cores": total_cores},
+        "system": {"name": system.name, "nodes": system.node_count, "cores": total_cores,
+                   # a site's rules, for a system that has them: nodes per partition, windows
+                   **({"partitions": {name: len(nodes)
+                                      for name, nodes in system.partitions.items()},
+                       "windows": len(system.windows)}
+                      if system.partitions or system.windows else {})},
         "unit_rule": {"mode": rule.mode, "cores_per_node": rule.cores_per_node,
                       "proc_scale": rule.proc_scale,
                       "accelerator_share": rule.accelerator_share,

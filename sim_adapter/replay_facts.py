@@ -19,11 +19,13 @@ _NOTHING: Mapping[str, int] = {}
 
 class ReplayFacts:
     """decision_check.ClusterFacts of a replay: the system's nodes, what the running jobs hold
-    per node (changed by `hold` and `release`), the queue (read through `queued_job`)."""
+    per node (changed by `hold` and `release`), the queue (read through `queued_job`), the
+    windows the decision was sent (read through `windows`)."""
 
-    def __init__(self, nodes: Sequence[Node], queued_job: Callable[[str], QueuedJob | None]
-                 ) -> None:
+    def __init__(self, nodes: Sequence[Node], queued_job: Callable[[str], QueuedJob | None],
+                 windows: Callable[[], Sequence[UnavailabilityWindow]] = tuple) -> None:
         self.time = 0  # t of the decision to check (the simulator sets it)
+        self._windows = windows
         self._nodes = {n.id: n for n in nodes}
         self._held: dict[str, Counter[str]] = {}
         self._queued_job = queued_job
@@ -54,4 +56,4 @@ class ReplayFacts:
         return self._queued_job(job_id)
 
     def windows(self) -> Sequence[UnavailabilityWindow]:
-        return ()  # replays carry no unavailability windows yet (issue #50, item 4)
+        return self._windows()  # those the decision at `time` was sent

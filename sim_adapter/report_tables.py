@@ -160,3 +160,28 @@ def fixed_width(rows: Sequence[Sequence[str]]) -> str:
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def site_rules_table(summaries: Sequence[dict[str, Any]]) -> str:
+    """For runs on a system with partitions or windows: each partition's jobs and waits, then
+    each run's windows and the node hours they took (summary.json `partitions`,
+    `unavailability`); '' when no run had either."""
+    parts: list[str] = []
+    rows = [["run", "partition", "jobs", "mean wait [h]", "p95 wait [h]", "max wait [h]"]]
+    for s in in_sequence_order(summaries):
+        for name, p in (s.get("partitions") or {}).items():
+            wait = p["wait_seconds"]
+            rows.append([run_name(s), name, cell(p["jobs"], digits=0),
+                         *(cell(wait[k], 1 / 3600) for k in ("mean", "p95", "max"))])
+    if len(rows) > 1:
+        parts.append(fixed_width(rows))
+    rows = [["run", "windows", "maintenance [node h]", "reservations [node h]"]]
+    for s in in_sequence_order(summaries):
+        lost = get(s, "unavailability", "first_submit_to_last_end")
+        if lost:
+            rows.append([run_name(s), cell(lost["windows"], digits=0),
+                         cell(lost["maintenance_node_hours"], digits=0),
+                         cell(lost["reservation_node_hours"], digits=0)])
+    if len(rows) > 1:
+        parts.append(fixed_width(rows))
+    return "\n\n".join(parts)

@@ -16,6 +16,15 @@ reported to the service (ReportCompletions) before the next decision call, so th
 learn in simulated-time order. With `charge_decision_time`, the wall time of each call,
 rounded up to whole seconds, passes in simulated time before the decision takes effect; no
 other call is made meanwhile, while releases and submissions go on.
+
+A site's rules (docs/replays.md, *System files*): the nodes carry their partitions and features,
+each job the partition its SWF partition number maps to (and its queue's priority), and each
+decision the unavailability windows of `calendar` (window_calendar.py), which the check of every
+decision holds it to: no job starts into a window that does not admit it. A window's end is a
+time point (a job it held back may start). A job is dropped at its submission, counted by
+reason, when its SWF partition is not the system's (`NO_PARTITION`), when its partition's nodes
+cannot hold it (`NEVER_FITS`), or when it is longer than the gap between two occurrences of a
+recurring window covering every node it may use (`NEVER_BETWEEN_WINDOWS`).
 """
 
 from __future__ import annotations
@@ -23,7 +32,8 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from tqdm import tqdm
@@ -32,9 +42,11 @@ from hpcdispatch.decision_check import check_decision_against
 from hpcdispatch.snapshot import (
     Decision,
     JobCompletion,
+    Node,
     QueuedJob,
     RunningJob,
     Snapshot,
+    UnavailabilityWindow,
     UnitAllocation,
 )
 from hpcdispatch.systems import System
@@ -43,9 +55,15 @@ from .backend import ChangeLog, DispatchBackend, ExpectedStart
 from .records import DecisionRecord, JobRecord, ReplayObserver
 from .replay_facts import ReplayFacts
 from .swf import TraceJob
-from .workload import UnitRule, units_fitting_empty
+from .window_calendar import WindowCalendar
+from .workload import UnitRule, units_fitting
 
 NEVER_FITS = "never fits the system"
+NO_PARTITION = "SWF partition not in the system"
+NEVER_BETWEEN_WINDOWS = "longer than the gap between its nodes' windows"
+# Decisions in a row that start nothing on an idle system, each at a window's end, before the
+# replay is stalled (a job a window held back starts at the window's end, or never).
+WINDOW_WAKES = 8
 
 
 class SimulationError(RuntimeError):
@@ -127,6 +145,7 @@ class Simulator:
         observer: ReplayObserver,
         options: ReplayOptions | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        calendar: WindowCalendar | None = None,
     ) -> None:
         self.system = system
         self.rule = rule
@@ -142,15 +161,22 @@ class Simulator:
         self._seq = 0
         self._completions: list[JobCompletion] = []
         self._changes = ChangeLog()  # what the backend has not been told yet
-        self.facts = ReplayFacts(self.nodes, self._queued_job)
+        self.calendar = calendar if calendar else None
+        self.windows: tuple[UnavailabilityWindow, ...] = ()  # those the last decision was sent
+        self.facts = ReplayFacts(self.nodes, self._queued_job, lambda: self.windows)
+        # The nodes a job of these partitions may use (all: no partitions), and their kinds:
+        # each capacity with its count of nodes.
+        self._eligible: dict[tuple[str, ...], tuple[Node, ...]] = {(): self.nodes}
+        self._kinds: dict[tuple[str, ...], list[tuple[Mapping[str, int], int]]] = {}
         # Whether this process checks the backend's decisions (see the module docstring).
         self.checks = not getattr(backend, "checks_decisions", False)
-        self._fits: dict[tuple[int, tuple[tuple[str, int], ...]], bool] = {}
+        self._fits: dict[tuple[int, tuple[tuple[str, int], ...], tuple[str, ...]], bool] = {}
         self.decisions = 0
         self.finished = 0
         self.first_submit: int | None = None
         self.last_end: int | None = None
         self._bar: tqdm[None] | None = None
+        self._last_t = 0  # the last time point
 
     # -- the event loop ----------------------------------------------------------------------
 
@@ -161,15 +187,20 @@ class Simulator:
         pending: _Pending | None = None
         wake: int | None = None
         changed = False
-        stalls = 0
+        stalls = window_wakes = 0
         self._bar = tqdm(total=self.options.expected_jobs, unit="job",
                          desc=self.options.progress_label, disable=not self.options.progress,
                          leave=False, mininterval=0.5)
         try:
             while True:
-                t = self._next_event(upcoming, pending, wake)
+                window_end = (self.calendar.next_end(self._last_t)
+                              if self.calendar is not None and self.queue else None)
+                t = self._next_event(upcoming, pending, wake, window_end)
                 if t is None:
                     break
+                self._last_t = t
+                if window_end is not None and window_end <= t:
+                    changed = True  # a window ended: what it held back may start
                 if self._release(t):
                     changed = True
                 while upcoming is not None and upcoming.submit <= t:
@@ -194,8 +225,13 @@ class Simulator:
                     self._apply(decision, t)
                 if (decision.starts or self.running or pending is not None
                         or upcoming is not None or not self.queue):
-                    stalls = 0
+                    stalls = window_wakes = 0
                     continue
+                if self.calendar is not None and self.calendar.next_end(t) is not None:
+                    window_wakes += 1  # the next time point is the window's end
+                    if window_wakes <= WINDOW_WAKES:
+                        continue
+                    raise self._stalled(t)
                 stalls += 1
                 if stalls > self.options.stall_retries:
                     raise self._stalled(t)
@@ -212,15 +248,16 @@ class Simulator:
         )
 
     def _next_event(self, upcoming: TraceJob | None, pending: _Pending | None,
-                    wake: int | None) -> int | None:
+                    wake: int | None, window_end: int | None = None) -> int | None:
         """The next instant something happens: a submission, a job's end, a delayed decision
-        applied, a wake-up after a stall; None when nothing will."""
+        applied, a wake-up after a stall, a window's end while jobs wait; None when nothing
+        will."""
         candidates = [
             x for x in (
                 upcoming.submit if upcoming is not None else None,
                 self._ends[0][0] if self._ends else None,
                 pending.at if pending is not None else None,
-                wake,
+                wake, window_end,
             ) if x is not None
         ]
         return min(candidates) if candidates else None
@@ -256,7 +293,7 @@ class Simulator:
             JobRecord(
                 id=job.id, user=job.user, submit=job.submit, start=running.start_time,
                 end=live.end, requested_time=job.requested_time, predicted=live.predicted,
-                killed=job.killed, units=live.units,
+                killed=job.killed, units=live.units, partitions=live.queued.partitions,
                 cores=live.units * live.request.get("core", 0), nodes=nodes,
                 first_reported_start=live.first_reported,
                 first_reported_promised=live.first_reported_promised,
@@ -286,22 +323,71 @@ class Simulator:
         if job.id in self.queue or job.id in self.running:
             raise SimulationError(f"job id {job.id} (line {job.line}) is already in the system")
         units, request = self.rule.request(job, self.types)
-        key = (units, tuple(sorted(request.items())))
+        partitions = self._partitions_of(job)
+        if partitions is None:
+            self.observer.job_dropped(NO_PARTITION)
+            return False
+        key = (units, tuple(sorted(request.items())), partitions)
         fits = self._fits.get(key)
         if fits is None:
-            fits = self._fits[key] = units_fitting_empty(self.system, request) >= units
+            fits = self._fits[key] = units_fitting(self._eligible_kinds(partitions),
+                                                   request) >= units
         if not fits:
             self.observer.job_dropped(NEVER_FITS)
+            return False
+        if self._never_between_windows(job.requested_time, partitions):
+            self.observer.job_dropped(NEVER_BETWEEN_WINDOWS)
             return False
         queued = QueuedJob(
             id=job.id, user=job.user, name=job.executable, queue=job.queue,
             submit_time=job.submit, units=units, unit_request=request,
             requested_time=job.requested_time,
             actual_duration=max(1, job.duration) if self.options.oracle else None,
+            priority=self.system.swf_queue_priority.get(job.swf_queue, 0),
+            partitions=partitions,
         )
         self.queue[job.id] = _Live(job, units, request, queued)
         self._changes.submit(queued)
         return True
+
+    def _partitions_of(self, job: TraceJob) -> tuple[str, ...] | None:
+        """The partitions a job may run in: its SWF partition's, the system's default one for
+        an unknown partition (-1), any node on a system that maps no SWF partition; None for
+        an SWF partition the system does not map."""
+        mapped = self.system.swf_partitions
+        if not mapped:
+            return ()
+        number = job.swf_partition
+        if number < 0:
+            default = self.system.default_partition
+            return (default,) if default else ()
+        name = mapped.get(number)
+        return None if name is None else (name,)
+
+    def _eligible_nodes(self, partitions: tuple[str, ...]) -> tuple[Node, ...]:
+        nodes = self._eligible.get(partitions)
+        if nodes is None:
+            nodes = self._eligible[partitions] = tuple(
+                n for n in self.nodes if any(p in n.partitions for p in partitions))
+        return nodes
+
+    def _eligible_kinds(self, partitions: tuple[str, ...]
+                        ) -> list[tuple[Mapping[str, int], int]]:
+        kinds = self._kinds.get(partitions)
+        if kinds is None:
+            counted = Counter(tuple(sorted(n.capacity.items()))
+                              for n in self._eligible_nodes(partitions))
+            kinds = self._kinds[partitions] = [(dict(c), k) for c, k in counted.items()]
+        return kinds
+
+    def _never_between_windows(self, requested: int, partitions: tuple[str, ...]) -> bool:
+        """Whether a recurring window that admits nobody covers every node the job may use
+        and leaves it too short a gap: it could never start."""
+        if self.calendar is None:
+            return False
+        eligible = {n.id for n in self._eligible_nodes(partitions)}
+        return any(rule.period and rule.maintenance and requested > rule.period - rule.length
+                   and eligible <= set(rule.nodes) for rule in self.calendar.rules)
 
     def _queued_job(self, job_id: str) -> QueuedJob | None:
         live = self.queue.get(job_id)
@@ -310,11 +396,17 @@ class Simulator:
     def _snapshot(self, t: int) -> Snapshot:
         running = tuple(live.running for live in self.running.values() if live.running)
         queued = tuple(live.queued for live in self.queue.values())
-        return Snapshot(time=t, nodes=self.nodes, running=running, queued=queued)
+        return Snapshot(time=t, nodes=self.nodes, running=running, queued=queued,
+                        windows=self.windows)
 
     def _dispatch(self, t: int) -> tuple[Decision, int]:
         """One decision call; returns the checked decision and the charged delay (s)."""
         self._flush_completions()
+        if self.calendar is not None:
+            windows = self.calendar.at(t)
+            if windows != self.windows:
+                self.windows = windows
+                self._changes.set_windows(windows)
         change = self._changes.take(t)
         begin = self.clock()
         answer = self.backend.decide(change, lambda: self._snapshot(t))

@@ -16,7 +16,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.client.session import copy_options
-from hpcdispatch.proto_convert import add_queued_jobs, add_running_jobs, completion_to_pb
+from hpcdispatch.proto_convert import (
+    add_queued_jobs,
+    add_running_jobs,
+    add_windows,
+    completion_to_pb,
+)
 from hpcdispatch.snapshot import JobCompletion, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
@@ -32,6 +37,9 @@ def delta_of(change: StateChange, template: pb.DispatchRequest) -> pb.UpdateSess
     copy_options(delta, template)  # a plugin's dispatcher and predictor go by name
     add_queued_jobs(delta.submitted, change.submitted)
     add_running_jobs(delta.started, change.started)
+    if change.windows is not None:  # set, even when it clears them all
+        add_windows(delta.windows.windows, change.windows)
+        delta.windows.SetInParent()
     return delta
 
 

@@ -151,6 +151,16 @@ class TraceJob:
     def killed(self) -> bool:
         return self.run_time > self.requested_time
 
+    @property
+    def swf_partition(self) -> int:
+        """Its SWF partition number (field 16); -1: unknown."""
+        return int(self.partition[1:]) if self.partition else -1
+
+    @property
+    def swf_queue(self) -> int:
+        """Its SWF queue number (field 15); -1: unknown."""
+        return int(self.queue[1:]) if self.queue else -1
+
 
 @dataclass(slots=True)
 class CleaningStats:

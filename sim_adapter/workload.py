@@ -28,8 +28,9 @@ takes two more knobs of the rule:
   and predictor sees the same requests. Such jobs fit only the nodes with that type (on
   Eurora half of them), which makes allocation non-trivial.
 
-A system comes from a preset (`hpcdispatch.systems.PRESETS`), a YAML / JSON file, the short
-form ``NODESxCORES`` (e.g. ``256x1``), or the trace header: MaxNodes nodes of
+A system comes from a preset (`hpcdispatch.systems.preset_names()`), a YAML / JSON file (with
+a site's rules, if any: docs/replays.md), the short form ``NODESxCORES`` (e.g. ``256x1``), or
+the trace header: MaxNodes nodes of
 MaxProcs / MaxNodes cores (LLNL-Atlas: 1,152 x 8), or single-core nodes when only one of
 MaxProcs / MaxNodes is given (KTH-SP2: 100 x 1, lublin_256: 256 x 1). A system is sized before
 any node is made: one of more than `max_nodes` nodes (MAX_NODES, the service's own default
@@ -42,7 +43,7 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -210,6 +211,14 @@ def resolve_system(spec: str | None, header: SwfHeader, name: str = "trace",
         raise ValueError(f"system {spec!r}: {system.node_count:,} nodes, more than a replay "
                          f"builds ({max_nodes:,}; {TOO_MANY_NODES_HINT})")
     return system
+
+
+def units_fitting(kinds: Iterable[tuple[Mapping[str, int], int]],
+                  request: Mapping[str, int]) -> int:
+    """How many units of `request` idle nodes hold (one unit never spans nodes): `kinds`, each
+    node capacity with how many nodes have it."""
+    return sum(count * min((capacity.get(r, 0) // amount for r, amount in request.items()
+                            if amount > 0), default=0) for capacity, count in kinds)
 
 
 def units_fitting_empty(system: System, request: Mapping[str, int]) -> int:

@@ -62,7 +62,7 @@ def test_the_new_columns_follow_the_old_ones_in_their_order() -> None:
         "job_id", "user", "submit", "start", "end", "wait", "run", "requested_time",
         "predicted", "killed", "slowdown", "bounded_slowdown", "units", "cores", "node_count",
         "nodes")
-    assert JOB_COLUMNS[16:] == (*NEW_COLUMNS, *LIKELY_COLUMNS)
+    assert JOB_COLUMNS[16:] == (*NEW_COLUMNS, *LIKELY_COLUMNS, "partitions")
 
 
 @pytest.mark.parametrize(("dispatcher", "profile"), PROMISING)
