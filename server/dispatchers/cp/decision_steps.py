@@ -26,7 +26,8 @@ applies, so that a new profile knob is a new step, not a new branch of `CpDispat
 6. with `easy_head_depth` k > 1, the next k - 1 blocked jobs in submit order hold EASY-k's
    reservations, and a start that would delay one of them waits (`later_reservations`);
 7. with a site's rules, any start now a pass after the model made outside the job's start-now
-   nodes (the left shift, the work-conserving pass: list placements) waits instead.
+   nodes (the left shift, the work-conserving passes: list placements) waits instead; under
+   the promise book, before the promises are recorded (so the book records what starts).
 
 Under the promise book (`promise_after_s` >= 0) the book's steps (`promise_steps`) take the
 place of 0 and of the window's filter, and wrap the rest: every promise is the room the model
@@ -463,8 +464,9 @@ def keep_the_later_reservations(d: Decision) -> Next:
 
 def keep_to_the_rules(d: Decision) -> Next:
     """A start now outside its job's start-now nodes waits: the model's own starts keep the
-    rules, but the passes after it (the left shift, the work-conserving pass) place as list
-    schedules do, on any node."""
+    rules, but the passes after it (the left shift, the work-conserving passes, around the
+    promises too) place as list schedules do, on any node. The starts of due promises
+    (`Decision.started_first`) are the book's own."""
     broken = breaking_the_rules(d.problem, d.outcome.placements)
     if broken:
         d.outcome.placements = {
@@ -538,8 +540,9 @@ DECISION_STEPS: tuple[Step, ...] = (
          lambda d: _promises(d) and _decided(d)),
     Step("start what fits around", start_what_fits_around, _conserves_work),
     Step("keep the later reservations", keep_the_later_reservations, _keeps_later_reservations),
-    Step("keep to the rules", keep_to_the_rules, lambda d: _has_rules(d) and _decided(d)),
     Step("start what fits around the promises", start_what_fits_around_the_promises,
          _promises_kept, closing=True),
+    Step("keep to the rules", keep_to_the_rules,
+         lambda d: _has_rules(d) and (_decided(d) or _promises_kept(d)), closing=True),
     Step("record the promises", record_the_promises, _promises_kept, closing=True),
 )

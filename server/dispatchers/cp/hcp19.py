@@ -110,35 +110,49 @@ class Hcp19Formulation(Formulation):
 
     def allocate(self, plan: Plan, first_fit: bool) -> dict[int, list[int]]:
         """Best fit, in priority order, for the jobs the schedule starts at t, around the
-        protected room (the head's reservation, or the promises), each on its start-now
-        nodes (`Eligibility.now`) under a site's rules."""
+        protected room (the head's reservation, or the promises); under a site's rules each
+        on its start-now nodes (`Eligibility.now`), the jobs of the fewest nodes E_i first
+        (then in priority order)."""
         pool = self.problem.free_now.copy()
         room = self.reservation.copy() if self.reservation is not None else None
         rules = self.problem.eligibility
         placements: dict[int, list[int]] = {}
-        for job in self.schedule.jobs:
-            if plan.start_offsets[job.index] == 0:
-                mask = rules.now(job.index) if rules is not None else None
-                nodes = (place_now(pool, room, job, first_fit) if mask is None
-                         else place_within(self.problem, pool, room, job, mask, first_fit))
-                if nodes is not None:
-                    placements[job.index] = nodes
+        starting = [j for j in self.schedule.jobs if plan.start_offsets[j.index] == 0]
+        if rules is not None:  # the narrowest E_i first: a job with one node takes it first
+            starting.sort(key=lambda j: _breadth(rules.allowed(j.index)))
+        for job in starting:
+            mask = rules.now(job.index) if rules is not None else None
+            nodes = (place_now(pool, room, job, first_fit) if mask is None
+                     else place_within(self.problem, pool, room, job, mask, first_fit))
+            if nodes is not None:
+                placements[job.index] = nodes
         return placements
+
+
+def _breadth(allowed: frozenset[int] | None) -> float:
+    """How many nodes E_i holds (every node: infinitely many)."""
+    return float("inf") if allowed is None else len(allowed)
 
 
 def place_within(problem: Problem, pool: FreePool, room: ProtectedRoom | None, job: Job,
                  mask: NodeMask, first_fit: bool) -> list[int] | None:
-    """Place `job` at t on the nodes of `mask` only, taking from `pool`, around `room`: the
-    room places on a copy of the pool cut to the mask (a node per node cost, for the
-    restricted jobs that start now alone)."""
+    """Place `job` at t on the nodes of `mask` only, taking from `pool`, around `room`: on
+    what is free now and the room leaves it for its whole d_i (`ProtectedRoom.pool_for`),
+    node by node the lesser of the two (a per-node cost, for restricted jobs starting now)."""
     if room is None:
         return pool.place(job.req, job.units, first_fit, mask)
-    inside = [up and n in mask for n, up in enumerate(pool.eligible)]
-    cut = FreePool.from_array(np.asarray(pool.free, dtype=np.int64).reshape(
-        len(pool.free), len(problem.resources)), inside, pool.scale)
-    nodes = room.place(cut, job, first_fit)
+    limit = room.pool_for(job, pool)
+    if limit is None:
+        nodes = pool.choose(job.req, job.units, first_fit, mask)
+    else:
+        n_res = len(problem.resources)
+        free = np.minimum(np.asarray(pool.free, dtype=np.int64).reshape(-1, n_res),
+                          np.asarray(limit.free, dtype=np.int64).reshape(-1, n_res))
+        nodes = FreePool.from_array(free, pool.eligible, pool.scale).choose(
+            job.req, job.units, first_fit, mask)
     if nodes is not None:
         pool.take_all(nodes, job.req)
+        room.take(pool, nodes, job)
     return nodes
 
 
