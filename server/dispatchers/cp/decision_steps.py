@@ -301,7 +301,9 @@ def adopt_the_models_list_schedule(d: Decision) -> Next:
     if own is not None:
         d.heuristic = own
         d.heuristic_objective = total_slowdown(d.problem, d.jobs, own.start_offsets)
-    shared_fits = d.dispatcher.heuristic_in_model and d.within_rules and formulation.pooled_plans_fit
+    # (a stand-in formulation that does not say counts as one the pooled plans fit)
+    fits = getattr(formulation, "pooled_plans_fit", True)
+    shared_fits = d.dispatcher.heuristic_in_model and d.within_rules and fits
     d.comparable = shared_fits or own is not None
     return Next.GO_ON
 
