@@ -55,10 +55,10 @@ from ..planning.job_orders import processors
 from ..planning.job_selection import select_for_model
 from ..planning.later_reservations import keep_later_reservations
 from ..planning.left_shift import left_shift
-from ..planning.plan import Plan
-from ..planning.problem import Problem, later_start_bounds
 from ..planning.list_orders import best_of_orders
 from ..planning.oldest_first import oldest_that_fit, with_started
+from ..planning.plan import Plan
+from ..planning.problem import later_start_bounds
 from ..planning.processor_packing import packed_first, processors_now
 from ..planning.reservation import Reservation
 from ..planning.starvation_guard import guarded_job, with_guarded_first
@@ -76,6 +76,7 @@ from .promise_steps import (
     start_what_fits_around_the_promises,
 )
 from .restart_policy import run_restart_policy
+from .start_now_rules import breaking_the_rules, place_within
 
 log = structlog.get_logger("hpcdispatch.dispatchers")
 
@@ -233,34 +234,39 @@ def take_a_plan_that_starts_all_now(d: Decision) -> Next:
     return Next.GO_ON
 
 
-def breaking_the_rules(problem: Problem, placements: dict[int, list[int]]) -> set[int]:
-    """The jobs of `placements` started now on a node outside their start-now mask
-    (`Eligibility.now`: E_i less the windows they would run into)."""
-    rules = problem.eligibility
-    if rules is None:
-        return set()
-    broken = set()
-    for i, nodes in placements.items():
-        mask = rules.now(i)
-        if mask is not None and not all(n in mask for n in nodes):
-            broken.add(i)
-    return broken
-
-
 def hold_the_heuristic_plan_to_the_rules(d: Decision) -> Next:
-    """A start now of the heuristic plan outside its job's start-now nodes is put off to the
-    job's later bound (a list schedule may place on any node): the plan stays a decision that
-    keeps the rules, but no solution of the model, so the solver's plan wins when it has one."""
+    """A start now of the heuristic plan outside its job's start-now nodes (a list schedule
+    places on any node) is placed again on them, around the plan's other starts and the
+    protected room, or else put off to the job's later bound: the plan is then still a
+    decision that keeps the rules, but no solution of the model, so that the solver's plan
+    wins when it has one."""
     heuristic = _known(d.heuristic, "heuristic plan")
+    rules = d.problem.eligibility
     broken = breaking_the_rules(d.problem, heuristic.placements())
-    if not broken:
+    if not broken or rules is None:
         return Next.GO_ON
-    later = later_start_bounds(d.problem, d.jobs)
-    offsets = {i: (later[i] if i in broken else s) for i, s in heuristic.start_offsets.items()}
+    pool = d.problem.free_now.copy()
+    room = d.reservation.copy() if d.reservation is not None else None
     nodes = {i: n for i, n in heuristic.unit_nodes.items() if i not in broken}
+    for job in d.jobs:  # the starts that keep the rules stay where they are
+        if heuristic.start_offsets[job.index] == 0 and job.index in nodes:
+            pool.take_all(nodes[job.index], job.req)
+            if room is not None:
+                room.take(pool, nodes[job.index], job)
+    offsets = dict(heuristic.start_offsets)
+    later = later_start_bounds(d.problem, d.jobs)
+    for job in d.jobs:
+        if job.index in broken:
+            mask = rules.now(job.index)
+            assert mask is not None
+            placed = place_within(d.problem, pool, room, job, mask, d.control.first_fit)
+            if placed is not None:
+                nodes[job.index] = placed
+            else:
+                offsets[job.index] = later[job.index]
+                d.within_rules = False
     d.heuristic = Plan(offsets, nodes, heuristic.unit_counts)
     d.heuristic_objective = total_slowdown(d.problem, d.jobs, offsets)
-    d.within_rules = False
     return Next.GO_ON
 
 
@@ -374,8 +380,9 @@ def search_under_the_restart_policy(d: Decision) -> Next:
 
 def choose_the_plan(d: Decision) -> Next:
     """The solver's best plan when it is no worse than the heuristic plan by the model's
-    objective, Σ w_i slowdown_i (or when the two do not compare), else the heuristic plan; a proof of infeasibility of a model the heuristic
-    plan is no solution of means the jobs wait."""
+    objective, Σ w_i slowdown_i (or when the two do not compare), else the heuristic plan; a
+    proof of infeasibility of a model the heuristic plan is no solution of means the jobs
+    wait."""
     policy, heuristic = _known(d.policy, "search"), _known(d.heuristic, "heuristic plan")
     if policy.status == SolveStatus.INFEASIBLE and not d.comparable:
         d.outcome.status = SolveStatus.INFEASIBLE

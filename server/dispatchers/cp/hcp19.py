@@ -33,17 +33,17 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import ClassVar
 
-import numpy as np
 from ortools.sat.python import cp_model
 
-from ...domain.free_pool import FreePool, NodeMask, Vec
+from ...domain.free_pool import Vec
 from ..planning.plan import Plan
-from ..planning.problem import Job, Problem
-from ..planning.protected_room import ProtectedRoom, place_now
+from ..planning.problem import Job
+from ..planning.protected_room import place_now
 from ..planning.stopping import stop_if
 from ..table_row import TableRow
 from .cp_dispatch import CpDispatcher
 from .formulation import Formulation, ModelInputs
+from .start_now_rules import place_within
 
 
 class Hcp19Formulation(Formulation):
@@ -55,13 +55,16 @@ class Hcp19Formulation(Formulation):
         rules = self.problem.eligibility
         if rules is None:
             return
-        classes = {rules.allowed(j.index) for j in self.jobs} - {None}
+        classes: set[frozenset[int]] = set()
+        for job in self.jobs:
+            allowed = rules.allowed(job.index)
+            if allowed is not None:
+                classes.add(allowed)
         if not classes:
             return
         self.pooled_plans_fit = False  # a pooled list schedule may overfill a class
         for nodes in sorted(classes, key=lambda c: (len(c), min(c, default=-1))):
             stop_if(self.should_stop, "HCP'19 model")
-            assert nodes is not None
             self._class_cumulatives(nodes)
 
     def _class_cumulatives(self, nodes: frozenset[int]) -> None:
@@ -132,28 +135,6 @@ class Hcp19Formulation(Formulation):
 def _breadth(allowed: frozenset[int] | None) -> float:
     """How many nodes E_i holds (every node: infinitely many)."""
     return float("inf") if allowed is None else len(allowed)
-
-
-def place_within(problem: Problem, pool: FreePool, room: ProtectedRoom | None, job: Job,
-                 mask: NodeMask, first_fit: bool) -> list[int] | None:
-    """Place `job` at t on the nodes of `mask` only, taking from `pool`, around `room`: on
-    what is free now and the room leaves it for its whole d_i (`ProtectedRoom.pool_for`),
-    node by node the lesser of the two (a per-node cost, for restricted jobs starting now)."""
-    if room is None:
-        return pool.place(job.req, job.units, first_fit, mask)
-    limit = room.pool_for(job, pool)
-    if limit is None:
-        nodes = pool.choose(job.req, job.units, first_fit, mask)
-    else:
-        n_res = len(problem.resources)
-        free = np.minimum(np.asarray(pool.free, dtype=np.int64).reshape(-1, n_res),
-                          np.asarray(limit.free, dtype=np.int64).reshape(-1, n_res))
-        nodes = FreePool.from_array(free, pool.eligible, pool.scale).choose(
-            job.req, job.units, first_fit, mask)
-    if nodes is not None:
-        pool.take_all(nodes, job.req)
-        room.take(pool, nodes, job)
-    return nodes
 
 
 class Hcp19Dispatcher(CpDispatcher):

@@ -8,14 +8,16 @@ c[i][n] × req_i,r. The variable count grows with the number of nodes: that is t
 defining property and the reason PCP'20 exists.
 
 A site's rules (issue #50, `planning.eligibility`): c[i][n] = 0 off E_i, the nodes job i's
-partitions and features allow (no variable there), and now_i => c[i][n] = 0 on the nodes of E_i
-outside its start-now mask (a window it would run into, started at t, covers them). The model
-plans later starts node by node too, so they keep out of the windows as well: for each window
-w on node n closed to i (`_admitted`), c[i][n] > 0 => [s_i, s_i + a_i) and [w.from, w.to) do not
-overlap, a_i = max(d_i, requested_i) (the longest job i may run); the horizon reaches past the
-last window (`cp_schedule.horizon`), so the model stays feasible. The model's own list schedule
-plans on E_i; where it starts a job now into a window it is no decision, and the (repaired)
-shared list schedule stands in (`decision_steps`).
+partitions and features allow (no variable there; on E_i a variable on every node a unit fits
+when empty, since E_i may hold no room now; a job E_i can never hold has none and waits), and
+now_i => c[i][n] = 0 on the nodes of E_i outside its start-now mask (a window it would run
+into, started at t, covers them). The model plans later starts node by node too, so they keep
+out of the windows as well: for each window w on node n closed to i (`_admitted`),
+c[i][n] > 0 => [s_i, s_i + a_i) and [w.from, w.to) do not overlap, a_i = max(d_i,
+requested_i) (the longest job i may run); the horizon reaches past the last window
+(`cp_schedule.horizon`), so the model stays feasible. The model's own list schedule plans on
+E_i; where it starts a job now into a window it is no decision, and the (repaired) shared list
+schedule stands in (`decision_steps`).
 
 Under the promise book, each node's cumulatives also hold every promise's units on that node:
 job j promised P_j with c_j,n units on n holds c_j,n × req_j,r over [P_j, P_j + d_j). So
@@ -85,6 +87,7 @@ class Pcp19Formulation(Formulation):
         rules = problem.eligibility
         on_node: dict[int, _OnNode] = defaultdict(list)
         self.start_now_nodes: dict[int, set[int]] = {}
+        self.never: set[int] = set()  # jobs E_i can never hold
         for job, interval, now, s in zip(self.jobs, self.schedule.intervals,
                                          self.schedule.now_literals, self.schedule.start_vars,
                                          strict=True):
@@ -92,16 +95,26 @@ class Pcp19Formulation(Formulation):
             allowed = rules.allowed(job.index) if rules is not None else None
             mask = rules.now(job.index) if rules is not None else None
             counts: dict[int, cp_model.IntVar] = {}
+            # Unrestricted: the nodes a unit fits now (the papers'); restricted: every node of
+            # E_i a unit fits when empty (its E_i may not hold it now, and it may start later).
+            room = free if allowed is None else cap
             nodes = range(len(cap)) if allowed is None else sorted(allowed)
             for n in nodes:
-                if problem.eligible[n] and units_per_node(free[n], job.req) > 0:
+                if problem.eligible[n] and units_per_node(room[n], job.req) > 0:
                     most = min(job.units, units_per_node(cap[n], job.req))
                     c = model.new_int_var(0, most, f"c_{job.index}_{n}")
                     counts[n] = c
                     on_node[n].append((job, interval, c))
                     if mask is not None and n not in mask:
                         model.add(c == 0).only_enforce_if(now)  # a window it would run into
-            model.add(sum(counts.values()) == job.units)  # exactly rn_i units
+            if sum(units_per_node(cap[n], job.req) for n in counts) < job.units:
+                # E_i can never hold it: no counts, and it does not start now
+                for c in counts.values():
+                    model.add(c == 0)
+                model.add(now == 0)
+                self.never.add(job.index)
+            else:
+                model.add(sum(counts.values()) == job.units)  # exactly rn_i units
             self.count[job.index] = counts
             self.start_now_nodes[job.index] = {n for n in counts if mask is None or n in mask}
             if rules is not None and rules.windows:
@@ -155,6 +168,8 @@ class Pcp19Formulation(Formulation):
 
     def own_list_schedule(self) -> Plan | None:
         """The node-level list schedule, a solution of this model (None: no time for it)."""
+        if self.never:
+            return None  # the node-level list schedule places every job somewhere
         candidates = {index: list(counts) for index, counts in self.count.items()}
         best: tuple[float, Plan] | None = None
         # Priority order, then submit order: the better plan wins (as for the pooled list
