@@ -59,6 +59,23 @@ def test_a_cp_model_starts_restricted_jobs_only_on_their_nodes(
     assert starts == {"gpu-job": {"g1"}, "cpu-job": {"c0"}, "either": {"g0"}}
 
 
+@pytest.mark.parametrize("profile", ("promises", "packing"))
+@pytest.mark.parametrize("name", CP_MODELS)
+def test_easys_head_discipline_starts_the_oldest_jobs_on_their_nodes(
+        client: DispatcherClient, name: str, profile: str) -> None:
+    """The profiles that start the oldest jobs first as EASY does (`easy_head`) place them
+    on their own nodes too (every job here is among them)."""
+    request = cluster()
+    job(request, "gpu-job", required_features=["nvlink"], submit=T - 300)
+    job(request, "cpu-job", cores=2, units=2, partitions=["cpu"], submit=T - 200)
+    job(request, "either", partitions=["cpu", "gpu"], required_features=["a100"],
+        submit=T - 100)
+    starts = placed(_ask(client, request, name, profile))
+    assert starts["gpu-job"] == {"g1"}
+    assert starts["cpu-job"] <= {"c0", "c1"}
+    assert starts["either"] == {"g0"}
+
+
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("name", CP_MODELS)
 def test_a_cp_model_starts_nothing_into_a_window_that_does_not_admit_it(
