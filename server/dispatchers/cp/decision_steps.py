@@ -14,8 +14,8 @@ applies, so that a new profile knob is a new step, not a new branch of `CpDispat
    processors now around the reservation) when it starts more processors now;
    when it starts every job now (placed node by node), it is optimal and decides; with a
    site's rules (`planning.eligibility`), a start now of it outside the job's start-now nodes
-   (E_i less the windows it would run into) is put off, and the plan no longer compares with
-   the model's, whose starts now keep the rules;
+   (E_i less the windows it would run into) is placed again on them, or else put off (the plan
+   then no longer compares with the model's, whose starts now keep the rules);
 3. the model (`Formulation`), with its own list schedule where the shared one is not a solution
    of it, and now_i = 1 for a guarded job that the heuristic plan starts now; with
    `capacity_first`, Σ n_i now_i at least the heuristic plan's;
@@ -79,7 +79,7 @@ from .restart_policy import run_restart_policy
 from .start_now_rules import (
     breaking_the_rules,
     oldest_that_fit_within_rules,
-    place_within,
+    place_again_within_rules,
 )
 
 log = structlog.get_logger("hpcdispatch.dispatchers")
@@ -250,30 +250,20 @@ def hold_the_heuristic_plan_to_the_rules(d: Decision) -> Next:
     decision that keeps the rules, but no solution of the model, so that the solver's plan
     wins when it has one."""
     heuristic = _known(d.heuristic, "heuristic plan")
-    rules = d.problem.eligibility
-    broken = breaking_the_rules(d.problem, heuristic.placements())
-    if not broken or rules is None:
+    now = {j.index: heuristic.unit_nodes[j.index] for j in d.jobs
+           if heuristic.start_offsets[j.index] == 0 and j.index in heuristic.unit_nodes}
+    broken = breaking_the_rules(d.problem, now)
+    if not broken:
         return Next.GO_ON
-    pool = d.problem.free_now.copy()
-    room = d.reservation.copy() if d.reservation is not None else None
-    nodes = {i: n for i, n in heuristic.unit_nodes.items() if i not in broken}
-    for job in d.jobs:  # the starts that keep the rules stay where they are
-        if heuristic.start_offsets[job.index] == 0 and job.index in nodes:
-            pool.take_all(nodes[job.index], job.req)
-            if room is not None:
-                room.take(pool, nodes[job.index], job)
+    placed = place_again_within_rules(d.problem, now, broken, d.reservation,
+                                      d.control.first_fit)
     offsets = dict(heuristic.start_offsets)
     later = later_start_bounds(d.problem, d.jobs)
-    for job in d.jobs:
-        if job.index in broken:
-            mask = rules.now(job.index)
-            assert mask is not None
-            placed = place_within(d.problem, pool, room, job, mask, d.control.first_fit)
-            if placed is not None:
-                nodes[job.index] = placed
-            else:
-                offsets[job.index] = later[job.index]
-                d.within_rules = False
+    for i in broken - set(placed):
+        offsets[i] = later[i]
+        d.within_rules = False
+    nodes = {i: n for i, n in heuristic.unit_nodes.items() if i not in broken}
+    nodes.update(placed)
     d.heuristic = Plan(offsets, nodes, heuristic.unit_counts)
     d.heuristic_objective = total_slowdown(d.problem, d.jobs, offsets)
     return Next.GO_ON
@@ -481,15 +471,21 @@ def keep_the_later_reservations(d: Decision) -> Next:
 
 
 def keep_to_the_rules(d: Decision) -> Next:
-    """A start now outside its job's start-now nodes waits: the model's own starts keep the
-    rules, but the passes after it (the left shift, the work-conserving passes, around the
-    promises too) place as list schedules do, on any node. The starts of due promises
-    (`Decision.started_first`) are the book's own."""
-    broken = breaking_the_rules(d.problem, d.outcome.placements)
-    if broken:
-        d.outcome.placements = {
-            i: nodes for i, nodes in d.outcome.placements.items() if i not in broken
-        }
+    """A start now outside its job's start-now nodes is placed again on them, around the
+    other starts and the protected room, or waits: the model's own starts keep the rules, but
+    the passes after it (the left shift, the work-conserving passes, around the promises too)
+    place as list schedules do, on any node. With EASY-k's later reservations kept, it waits
+    (a new placement could delay one). The starts of due promises (`Decision.started_first`)
+    are the book's own."""
+    placements = d.outcome.placements
+    broken = breaking_the_rules(d.problem, placements)
+    if not broken:
+        return Next.GO_ON
+    if _keeps_later_reservations(d):
+        d.outcome.placements = {i: n for i, n in placements.items() if i not in broken}
+    else:
+        d.outcome.placements = place_again_within_rules(
+            d.problem, placements, broken, d.reservation, d.control.first_fit)
     return Next.GO_ON
 
 

@@ -80,3 +80,32 @@ def oldest_that_fit_within_rules(problem: Problem, first_fit: bool, should_stop:
             break
         placements[job.index] = nodes
     return placements
+
+
+def place_again_within_rules(problem: Problem, placements: dict[int, list[int]],
+                             broken: set[int], room: ProtectedRoom | None, first_fit: bool
+                             ) -> dict[int, list[int]]:
+    """`placements` with each job of `broken` placed again on its start-now nodes, in the
+    order of `placements`, around the others' starts and `room` (a copy is used), or left
+    out where it does not fit so."""
+    rules = problem.eligibility
+    assert rules is not None
+    by_index = problem.job_by_index()
+    pool = problem.free_now.copy()
+    held = room.copy() if room is not None else None
+    kept = {i: nodes for i, nodes in placements.items() if i not in broken}
+    for i, nodes in kept.items():  # the starts that keep the rules stay where they are
+        pool.take_all(nodes, by_index[i].req)
+        if held is not None:
+            held.take(pool, nodes, by_index[i])
+    out: dict[int, list[int]] = {}
+    for i, nodes in placements.items():
+        if i not in broken:
+            out[i] = nodes
+            continue
+        mask = rules.now(i)
+        assert mask is not None
+        placed = place_within(problem, pool, held, by_index[i], mask, first_fit)
+        if placed is not None:
+            out[i] = placed
+    return out
