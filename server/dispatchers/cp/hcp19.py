@@ -24,8 +24,9 @@ fits it: it stays out of the class cumulatives and does not start now. The prote
 head's reservation, the promises) is held by the whole-system cumulative only. The starts after
 t are pooled per class: neither the windows nor the nodes shape them (they are planned anew
 when they start). The jobs with s_i = t are then placed best fit on their start-now nodes (E_i
-less the windows they would run into, `Eligibility.now`), around the protected room; one that
-does not fit there waits.
+less the windows they would run into, `Eligibility.now`), around the protected room, the
+narrowest E_i first (a job with one node takes it before a job that could go elsewhere); one
+that does not fit there waits.
 """
 
 from __future__ import annotations
