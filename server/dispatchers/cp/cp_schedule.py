@@ -3,22 +3,56 @@
 Times are relative to t. For each queued job i in the model: a start s_i in [0, H - d_i], an
 interval [s_i, s_i + d_i), and a literal now_i <=> s_i = 0; a job not started at t starts no
 earlier than the first end after t (`later_start_bounds`). Objective (CP 2019 version 3):
-minimise Σ (s_i - q_i + d_i) / d_i, i.e. Σ s_i / d_i plus a constant, with integer weights
-round(W / d_i). Search: starts in priority order, earliest value first (the papers' search).
+minimise Σ w_i (s_i - q_i + d_i) / d_i, i.e. Σ w_i s_i / d_i plus a constant, with integer
+weights round(W w_i / d_i). Search: starts in priority order, earliest value first (the papers'
+search).
+
+Priority (issue #50; docs/dispatchers.md, "Priority in the CP models"): w_i weighs job i's
+slowdown by the workload manager's priority p_i. Among the L + 1 distinct priorities of the
+window's jobs, ranked 0 (lowest) to L (highest), job i of rank r_i has w_i = 1 + r_i / L, so
+1 <= w_i <= 2: the highest-priority job's slowdown counts twice the lowest's, a job of higher
+priority starts first among jobs of equal d_i, and a much shorter job may still pass it (the
+papers' slowdown stays the measure). With every p_i equal (L = 0) every w_i = 1: the papers'
+objective, the same integer weights and the same decisions as without priorities.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from ...domain.occupancy import MAX_MODEL_DURATION
 from ..planning.problem import Job, Problem, later_start_bounds
 from ..planning.protected_room import PooledBlock
 from .cpsat_attempt import SolutionValues
 
-# Weight scale: w_i = round(WEIGHT_SCALE / d_i), at least 1.
+# Weight scale: the integer weight of s_i is round(WEIGHT_SCALE × w_i / d_i), at least 1.
 WEIGHT_SCALE = 1_000_000
+
+
+def priority_weights(jobs: Sequence[Job]) -> dict[int, float]:
+    """w_i = 1 + r_i / L by job index: r_i the rank of p_i among the L + 1 distinct
+    priorities of `jobs` (0: the lowest); 1 for every job when all p_i are equal."""
+    levels = sorted({j.priority for j in jobs})
+    if len(levels) < 2:
+        return {j.index: 1.0 for j in jobs}
+    rank = {p: r for r, p in enumerate(levels)}
+    top = len(levels) - 1
+    return {j.index: 1.0 + rank[j.priority] / top for j in jobs}
+
+
+def weighted_slowdown(problem: Problem, jobs: Sequence[Job], start_offsets: dict[int, int]
+                      ) -> float:
+    """Σ w_i (s_i - q_i + d_i) / d_i with s_i = t + start offset: the model's objective (up to
+    rounding), and the papers' total slowdown when every p_i is equal."""
+    weights = priority_weights(jobs)
+    return sum(
+        weights[j.index] * ((problem.t + start_offsets[j.index] - j.submit + j.duration)
+                            / j.duration)
+        for j in jobs
+    )
 
 
 @dataclass(slots=True)
@@ -46,11 +80,15 @@ class ScheduleModel:
 
 
 def horizon(problem: Problem, jobs: list[Job], fixed: list[PooledBlock] | None = None) -> int:
-    """eoh - t: the last end of fixed work plus Σ d_i bounds any list schedule of the jobs."""
+    """eoh - t: the last end of fixed work (and of the site's unavailability windows, cut at
+    MAX_MODEL_DURATION) plus Σ d_i bounds any list schedule of the jobs, one that starts them
+    after every window included."""
     ends = problem.running.ends
     running_end = [int(ends.max())] if len(ends) else []
-    last_end = max(running_end + [start + length for start, length, _ in fixed or ()],
-                   default=0)
+    rules = problem.eligibility
+    windows_end = [min(w.end, MAX_MODEL_DURATION) for w in rules.windows] if rules else []
+    last_end = max(running_end + windows_end
+                   + [start + length for start, length, _ in fixed or ()], default=0)
     return last_end + sum(j.duration for j in jobs) + 1
 
 
@@ -80,9 +118,10 @@ def build_schedule_model(
         now_literals.append(now)
     if pooled:
         add_pooled_cumulatives(model, problem, jobs, intervals, fixed)
+    weights = priority_weights(jobs)
     model.minimize(
         sum(
-            max(1, round(WEIGHT_SCALE / j.duration)) * s
+            max(1, round(WEIGHT_SCALE * weights[j.index] / j.duration)) * s
             for j, s in zip(jobs, start_vars, strict=True)
         )
     )

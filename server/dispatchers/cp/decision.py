@@ -123,6 +123,10 @@ class Decision:
     # Whether the heuristic plan is a solution of the model: its objective then compares with
     # the solver's (`CpDispatcher.heuristic_in_model`, or the model's own list schedule).
     comparable: bool = True
+    # Whether the heuristic plan starts every job now only where its site rules allow
+    # (`decision_steps.hold_the_heuristic_plan_to_the_rules`); if not, it is no solution of the
+    # model, whose starts now do.
+    within_rules: bool = True
     policy: PolicyResult[Plan] | None = None  # what the restart policy found
     plan: Plan | None = None  # the decision's plan, once chosen
     placements: dict[int, list[int]] | None = None  # its starts at t, node by node

@@ -2,8 +2,8 @@
 applies, so that a new profile knob is a new step, not a new branch of `CpDispatcher.decide`.
 
 0. with `easy_head`, EASY's head discipline: the oldest jobs start now in submit order while
-   they fit, and the rest of the decision is on the problem they leave (its oldest job holds
-   the head reservation);
+   they fit (with a site's rules, on their start-now nodes, as EASY places them), and the rest
+   of the decision is on the problem they leave (its oldest job holds the head reservation);
 1. the papers' reductions: the fit-now filter, then the window of the m highest-priority jobs;
    with the starvation guard (`SearchSettings.starvation_wait_s`), an overdue oldest job that
    fits now leads the window and must start now, and one that does not fit holds the head
@@ -12,7 +12,10 @@ applies, so that a new profile knob is a new step, not a new branch of `CpDispat
    `more_orders` SJF, F1 and WFP3 order), so that a decision exists whatever the solver does;
    with `capacity_first`, the list schedule that starts LOS's packing first (the most
    processors now around the reservation) when it starts more processors now;
-   when it starts every job now (placed node by node), it is optimal and decides;
+   when it starts every job now (placed node by node), it is optimal and decides; with a
+   site's rules (`planning.eligibility`), a start now of it outside the job's start-now nodes
+   (E_i less the windows it would run into) is placed again on them, or else put off (the plan
+   then no longer compares with the model's, whose starts now keep the rules);
 3. the model (`Formulation`), with its own list schedule where the shared one is not a solution
    of it, and now_i = 1 for a guarded job that the heuristic plan starts now; with
    `capacity_first`, Σ n_i now_i at least the heuristic plan's;
@@ -21,7 +24,10 @@ applies, so that a new profile knob is a new step, not a new branch of `CpDispat
    left shift, placed node by node; with `work_conserving`, queued jobs outside the model that
    fit now around the plan and the reservation start too;
 6. with `easy_head_depth` k > 1, the next k - 1 blocked jobs in submit order hold EASY-k's
-   reservations, and a start that would delay one of them waits (`later_reservations`).
+   reservations, and a start that would delay one of them waits (`later_reservations`);
+7. with a site's rules, any start now a pass after the model made outside the job's start-now
+   nodes (the left shift, the work-conserving passes: list placements) waits instead; under
+   the promise book, before the promises are recorded (so the book records what starts).
 
 Under the promise book (`promise_after_s` >= 0) the book's steps (`promise_steps`) take the
 place of 0 and of the window's filter, and wrap the rest: every promise is the room the model
@@ -51,11 +57,14 @@ from ..planning.later_reservations import keep_later_reservations
 from ..planning.left_shift import left_shift
 from ..planning.list_orders import best_of_orders
 from ..planning.oldest_first import oldest_that_fit, with_started
+from ..planning.plan import Plan
+from ..planning.problem import later_start_bounds
 from ..planning.processor_packing import packed_first, processors_now
 from ..planning.reservation import Reservation
 from ..planning.starvation_guard import guarded_job, with_guarded_first
 from ..planning.stopping import Stopped
 from ..planning.work_conservation import start_what_fits
+from .cp_schedule import weighted_slowdown
 from .cpsat_attempt import model_size
 from .decision import Abandoned, Decision, Next
 from .policy_attempt import policy_attempt
@@ -67,6 +76,11 @@ from .promise_steps import (
     start_what_fits_around_the_promises,
 )
 from .restart_policy import run_restart_policy
+from .start_now_rules import (
+    breaking_the_rules,
+    oldest_that_fit_within_rules,
+    place_again_within_rules,
+)
 
 log = structlog.get_logger("hpcdispatch.dispatchers")
 
@@ -102,7 +116,12 @@ def start_the_oldest_that_fit(d: Decision) -> Next:
     node by node, as EASY places them); the rest of the decision is on the problem they leave,
     whose oldest job, if it cannot start now, holds the head reservation."""
     try:
-        d.started_first = oldest_that_fit(d.problem, d.control.first_fit, d.control.should_stop)
+        if d.problem.eligibility is None:
+            d.started_first = oldest_that_fit(d.problem, d.control.first_fit,
+                                              d.control.should_stop)
+        else:  # on each job's start-now nodes
+            d.started_first = oldest_that_fit_within_rules(d.problem, d.control.first_fit,
+                                                           d.control.should_stop)
     except Stopped:
         raise Abandoned from None
     d.problem = with_started(d.problem, d.started_first)
@@ -224,6 +243,36 @@ def take_a_plan_that_starts_all_now(d: Decision) -> Next:
     return Next.GO_ON
 
 
+def hold_the_heuristic_plan_to_the_rules(d: Decision) -> Next:
+    """A start now of the heuristic plan outside its job's start-now nodes (a list schedule
+    places on any node) is placed again on them, around the plan's other starts and the
+    protected room, or else put off to the job's later bound: the plan is then still a
+    decision that keeps the rules, but no solution of the model, so that the solver's plan
+    wins when it has one."""
+    heuristic = _known(d.heuristic, "heuristic plan")
+    now = {j.index: heuristic.unit_nodes[j.index] for j in d.jobs
+           if heuristic.start_offsets[j.index] == 0 and j.index in heuristic.unit_nodes}
+    broken = breaking_the_rules(d.problem, now)
+    if not broken:
+        return Next.GO_ON
+    placed = place_again_within_rules(d.problem, now, broken, d.reservation,
+                                      d.control.first_fit)
+    offsets = dict(heuristic.start_offsets)
+    later = later_start_bounds(d.problem, d.jobs)
+    for i in broken - set(placed):
+        offsets[i] = later[i]
+        d.within_rules = False
+    nodes = {i: n for i, n in heuristic.unit_nodes.items() if i not in broken}
+    nodes.update(placed)
+    d.heuristic = Plan(offsets, nodes, heuristic.unit_counts)
+    d.heuristic_objective = total_slowdown(d.problem, d.jobs, offsets)
+    return Next.GO_ON
+
+
+def _has_rules(d: Decision) -> bool:
+    return d.problem.eligibility is not None
+
+
 # 3. The model ------------------------------------------------------------------------------
 
 
@@ -252,11 +301,15 @@ def build_the_model(d: Decision) -> Next:
 def adopt_the_models_list_schedule(d: Decision) -> Next:
     """Where the shared heuristic plan is no solution of the model (PCP'19), the model's own
     list schedule replaces it; either way, say whether its objective compares."""
-    own = _known(d.formulation, "model").own_list_schedule()
+    formulation = _known(d.formulation, "model")
+    own = formulation.own_list_schedule()
     if own is not None:
         d.heuristic = own
         d.heuristic_objective = total_slowdown(d.problem, d.jobs, own.start_offsets)
-    d.comparable = d.dispatcher.heuristic_in_model or own is not None
+    # (a stand-in formulation that does not say counts as one the pooled plans fit)
+    fits = getattr(formulation, "pooled_plans_fit", True)
+    shared_fits = d.dispatcher.heuristic_in_model and d.within_rules and fits
+    d.comparable = shared_fits or own is not None
     return Next.GO_ON
 
 
@@ -325,9 +378,10 @@ def search_under_the_restart_policy(d: Decision) -> Next:
 
 
 def choose_the_plan(d: Decision) -> Next:
-    """The solver's best plan when it is no worse than the heuristic plan (or when the two do
-    not compare), else the heuristic plan; a proof of infeasibility of a model the heuristic
-    plan is no solution of means the jobs wait."""
+    """The solver's best plan when it is no worse than the heuristic plan by the model's
+    objective, Σ w_i slowdown_i (or when the two do not compare), else the heuristic plan; a
+    proof of infeasibility of a model the heuristic plan is no solution of means the jobs
+    wait."""
     policy, heuristic = _known(d.policy, "search"), _known(d.heuristic, "heuristic plan")
     if policy.status == SolveStatus.INFEASIBLE and not d.comparable:
         d.outcome.status = SolveStatus.INFEASIBLE
@@ -339,7 +393,9 @@ def choose_the_plan(d: Decision) -> Next:
                   status=policy.status.name.lower())
         d.plan, d.outcome.status = heuristic, policy.status
     elif policy.best is not None and policy.objective is not None and (
-        not d.comparable or policy.objective <= d.heuristic_objective + 1e-9
+        not d.comparable
+        or policy.objective <= weighted_slowdown(d.problem, d.jobs, heuristic.start_offsets)
+        + 1e-9
     ):
         d.plan, d.outcome.status = policy.best, policy.status
     else:  # the solver found nothing better: decide with the heuristic plan
@@ -414,6 +470,25 @@ def keep_the_later_reservations(d: Decision) -> Next:
     return Next.GO_ON
 
 
+def keep_to_the_rules(d: Decision) -> Next:
+    """A start now outside its job's start-now nodes is placed again on them, around the
+    other starts and the protected room, or waits: the model's own starts keep the rules, but
+    the passes after it (the left shift, the work-conserving passes, around the promises too)
+    place as list schedules do, on any node. With EASY-k's later reservations kept, it waits
+    (a new placement could delay one). The starts of due promises (`Decision.started_first`)
+    are the book's own."""
+    placements = d.outcome.placements
+    broken = breaking_the_rules(d.problem, placements)
+    if not broken:
+        return Next.GO_ON
+    if _keeps_later_reservations(d):
+        d.outcome.placements = {i: n for i, n in placements.items() if i not in broken}
+    else:
+        d.outcome.placements = place_again_within_rules(
+            d.problem, placements, broken, d.reservation, d.control.first_fit)
+    return Next.GO_ON
+
+
 def _keeps_later_reservations(d: Decision) -> bool:
     return (
         d.settings.easy_head and d.settings.easy_head_depth > 1 and d.decided
@@ -460,6 +535,8 @@ DECISION_STEPS: tuple[Step, ...] = (
     Step("plan by more orders", plan_by_more_orders, lambda d: d.settings.more_orders),
     Step("plan the most processors now", plan_the_most_processors_now,
          lambda d: d.settings.capacity_first),
+    Step("hold the heuristic plan to the rules", hold_the_heuristic_plan_to_the_rules,
+         _has_rules),
     Step("take a plan that starts all now", take_a_plan_that_starts_all_now,
          lambda d: d.dispatcher.exact_allocation_now),
     Step("build the model", build_the_model, _undecided),
@@ -479,5 +556,7 @@ DECISION_STEPS: tuple[Step, ...] = (
     Step("keep the later reservations", keep_the_later_reservations, _keeps_later_reservations),
     Step("start what fits around the promises", start_what_fits_around_the_promises,
          _promises_kept, closing=True),
+    Step("keep to the rules", keep_to_the_rules,
+         lambda d: _has_rules(d) and (_decided(d) or _promises_kept(d)), closing=True),
     Step("record the promises", record_the_promises, _promises_kept, closing=True),
 )

@@ -46,6 +46,11 @@ class ModelInputs:
 class Formulation:
     """The model of `inputs.jobs` at t: the shared scheduling model plus `add_allocation`."""
 
+    # Whether the shared (pooled) list schedule is still a solution once `add_allocation` is
+    # in: False where the model's own part constrains the pooled view further (HCP'19's
+    # cumulatives per eligibility class), so that its objective does not compare.
+    pooled_plans_fit: bool = True
+
     def __init__(self, inputs: ModelInputs) -> None:
         self.problem, self.jobs = inputs.problem, inputs.jobs
         self.reservation, self.should_stop = inputs.reservation, inputs.should_stop

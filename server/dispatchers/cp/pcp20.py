@@ -15,6 +15,15 @@ inside a group g of identical nodes (no element constraint). Capacity after t is
 pooled line (the cumulative of the scheduling model): jobs that do not start now are only
 re-planned, never dispatched, before the next dispatching time.
 
+A site's rules (issue #50, `planning.eligibility`). Job i may use the nodes E_i its partitions
+and features allow, and may start at t only on those of them that no unavailability window it
+would run into covers (the window overlaps [t, t + requested_i) and does not admit i): its
+start-now mask. The domain of each y[i][r][k] is the union of the free parts of the mask's
+nodes only, so a unit starting now lies in a segment of an eligible node out of every window
+(a job whose mask holds no free room gets now_i = 0). The model places only the starts at t;
+the later starts are planned on the pooled line of the whole system, as before: neither E_i
+nor the windows shape them (they are planned again, node by node, when they start).
+
 Under the promise book, the pooled cumulatives hold every promise as a fixed block (job j
 promised P_j: rn_j × req_j,r over [P_j, P_j + d_j)), and a unit of job i may start now only in
 the part of a node's segment that stays free for its whole run once every promise's units are
@@ -35,7 +44,7 @@ import numpy as np
 import numpy.typing as npt
 from ortools.sat.python import cp_model
 
-from ...domain.free_pool import FreePool, units_per_node
+from ...domain.free_pool import FreePool, NodeMask, units_per_node
 from ..planning.plan import Plan
 from ..planning.problem import Job, Problem
 from ..planning.stopping import stop_if
@@ -85,13 +94,23 @@ NODE_WINDOW_MIN = 64
 NODE_WINDOW_PER_UNIT = 4
 
 
-def candidate_nodes(pool: FreePool, job: Job, hinted: list[int]) -> list[int]:
-    """Nodes a unit of `job` may use at t: the best-fitting ones that hold one, in line order."""
+def candidate_nodes(pool: FreePool, job: Job, hinted: list[int],
+                    mask: NodeMask | None = None) -> list[int]:
+    """Nodes a unit of `job` may use at t: the best-fitting ones that hold one, in line order;
+    with a site's `mask` (E_i less the windows the job would run into), only nodes of it (the
+    hinted ones too: a list schedule may have placed anywhere)."""
     want = max(NODE_WINDOW_MIN, NODE_WINDOW_PER_UNIT * job.units)
     fitting = sorted(
         ((pool.score(vec), vec) for vec in pool.groups if units_per_node(vec, job.req) > 0),
     )
-    chosen: set[int] = set(hinted)
+    if mask is not None:
+        chosen = {n for n in hinted if n in mask}
+        for _, vec in fitting:
+            chosen.update(sorted(mask.of(pool.groups[vec]))[:want])
+            if len(chosen) >= want:
+                break
+        return sorted(chosen)
+    chosen = set(hinted)
     for _, vec in fitting:
         chosen.update(pool.smallest(vec, want))
         if len(chosen) >= want:
@@ -191,7 +210,9 @@ class Pcp20Formulation(Formulation):
         """The nodes a unit of `job` may start on now, and the free amounts it sees there:
         what the protected room leaves it for its whole d_i (a job still running at the head's
         reserved start τ may only use `limit`; under the promise book, what every promise
-        leaves free during its run)."""
+        leaves free during its run). With a site's rules, only the nodes of the job's
+        start-now mask: y[i][r][k] lies in the segments of E_i's nodes that no window the job
+        would run into covers."""
         room = self.reservation
         limit = room.pool_for(job, self.problem.free_now) if room is not None else None
         if limit is None:
@@ -201,7 +222,9 @@ class Pcp20Formulation(Formulation):
             if id(limit) not in self._limits:
                 self._limits[id(limit)] = np.asarray(limit.free, dtype=np.int64)
             free = self._limits[id(limit)]
-        candidates = np.asarray(candidate_nodes(pool, job, hinted_nodes), dtype=np.int64)
+        rules = self.problem.eligibility
+        mask = rules.now(job.index) if rules is not None else None
+        candidates = np.asarray(candidate_nodes(pool, job, hinted_nodes, mask), dtype=np.int64)
         return candidates, free
 
     def _position_domains(

@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 
 from ..base import SearchControl
-from ..planning.greedy_schedule import total_slowdown
 from ..planning.plan import Plan
 from ..planning.problem import Job, Problem
+from .cp_schedule import weighted_slowdown
 from .cpsat_attempt import Hint, SolutionValues, solve_attempt
 from .formulation import Formulation
 from .restart_policy import AttemptResult
@@ -23,7 +23,8 @@ def policy_attempt(
     control: SearchControl,
 ) -> Callable[[float, Plan | None], AttemptResult[Plan]]:
     """One solver attempt for the restart policy: `limit` seconds from its call, everything
-    included, started from the best plan so far (the heuristic plan before the first).
+    included, started from the best plan so far (the heuristic plan before the first). A
+    solution's objective is the model's, Σ w_i slowdown_i (`cp_schedule.weighted_slowdown`).
 
     The hints are computed and written only when that plan changes: attempts that found
     nothing leave the model hinted as it was.
@@ -34,7 +35,7 @@ def policy_attempt(
 
     def extract(values: SolutionValues) -> tuple[Plan, float]:
         plan = formulation.extract(values)
-        return plan, total_slowdown(problem, jobs, plan.start_offsets)
+        return plan, weighted_slowdown(problem, jobs, plan.start_offsets)
 
     def attempt(limit: float, best_so_far: Plan | None) -> AttemptResult[Plan]:
         # Deterministic: `limit` is deterministic time and only the deadline caps the wall.
