@@ -17,6 +17,10 @@ time, each promise for its job's requested time). Jobs started now may not share
 each takes no more than what the promises leave free until its own limit: so together they
 never take a promise's room, and no promise moves later for a job started now whatever the
 jobs' actual run times.
+
+A job a site's rules restrict at t (E_i, or a window it would run into: `NodeProfile.usable`)
+is fitted and placed on the profile itself, on its usable nodes only, not on the start pools
+(which hold every node).
 """
 
 from __future__ import annotations
@@ -93,10 +97,14 @@ class PromiseRoom:
 
     # -- starts at t -------------------------------------------------------------------------
 
-    def _starts(self) -> StartPools | None:
-        """The pools of the jobs started now; None while some node is overfull (each fit is
-        then read off the profile, as `fits_guarded` does)."""
+    def _starts(self, job: Job) -> StartPools | None:
+        """The pools of the jobs started now; None while some node is overfull, or where the
+        site's rules restrict job i now (each fit is then read off the profile, as
+        `fits_guarded` does)."""
         if self.profile.overfull:
+            return None
+        if self.profile.problem.eligibility is not None and self.profile.usable(job, 0) \
+                is not None:
             return None
         if self._start_pools is None:
             guard = self.guard
@@ -111,10 +119,10 @@ class PromiseRoom:
     def pool_for(self, job: Job, free_now: FreePool) -> FreePool:
         """What job i may use on each node until its requested time (read-only)."""
         job = at_limit(job)
-        starts = self._starts()
+        starts = self._starts(job)
         if starts is not None:
             return starts.pool(job, self._careful(job))
-        free = self.profile.free_during(0, job.duration).copy()
+        free = self.profile.free_for(job, 0)
         if self._careful(job):
             assert self.guard is not None
             free[self.guard.nodes] = 0
@@ -124,14 +132,14 @@ class PromiseRoom:
     def fits(self, job: Job) -> bool:
         """Whether job i fits now until its requested time around every promise."""
         job = at_limit(job)
-        starts = self._starts()
+        starts = self._starts(job)
         if starts is None:
             return fits_guarded(self.profile, job, 0, self.guard)
         return starts.pool(job, self._careful(job)).units_fit(job.req, job.units) >= job.units
 
     def place(self, free_now: FreePool, job: Job, first_fit: bool) -> list[int] | None:
         limited = at_limit(job)
-        starts = self._starts()
+        starts = self._starts(limited)
         if starts is None:
             if not fits_guarded(self.profile, limited, 0, self.guard):
                 return None
@@ -151,7 +159,7 @@ class PromiseRoom:
 
     def take(self, free_now: FreePool, nodes: list[int], job: Job) -> None:
         limited = at_limit(job)
-        starts = self._starts()
+        starts = self._starts(limited)
         if starts is None:
             self.profile.take(limited, 0, nodes)
             return

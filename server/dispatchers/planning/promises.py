@@ -104,7 +104,7 @@ def _free_for(profile: NodeProfile, job: Job, start: int,
     the free amounts without the guard's nodes."""
     if guard is None or not guard.needs_care(job, start):
         return None
-    free = profile.free_during(start, start + job.duration).copy()
+    free = profile.free_for(job, start)
     free[guard.nodes] = 0
     return free
 
@@ -149,7 +149,7 @@ def place_promise(profile: NodeProfile, job: Job, start: int, first_fit: bool) -
     may use before it (a promise on nodes free now would keep them idle)."""
     if start == 0:
         return profile.place(job, 0, first_fit)
-    during = profile.free_during(start, start + job.duration)
+    during = profile.free_for(job, start)  # off the nodes a site's rules keep it from
     fit = profile.units_fitting(during, job)
     before = profile.units_fitting(profile.free_during(0, start), job)
     left = during.sum(axis=1)  # best fit at `start`: least free first
@@ -234,18 +234,27 @@ def _place_held(
             later = profile.earliest(job, should_stop)
             if later > start:
                 plan.moved[job.index] = later - start
-                plan.reasons[job.index] = why_moved(profile.problem, nodes)
+                plan.reasons[job.index] = why_moved(profile.problem, nodes, job, start)
             nodes = place_promise(profile, job, later, first_fit)
             start = later
         plan.starts[job.index] = (start, nodes)
 
 
-def why_moved(problem: Problem, nodes: list[int]) -> PromiseMove:
+def why_moved(problem: Problem, nodes: list[int], job: Job | None = None,
+              start: int = 0) -> PromiseMove:
     """Why a held promise planned on `nodes` no longer fits at its start: one of its nodes is
-    down (or fewer are up), or running work is past its requested time (its limit end is the
-    next second: it outlived what the promise was planned with), else not known."""
+    down (or fewer are up), an unavailability window that does not admit job i now covers one
+    of its nodes (any node, where the caller sent the promise without nodes) during
+    [start, start + requested_i), or running work is past its requested time (its limit end
+    is the next second: it outlived what the promise was planned with), else not known."""
     if any(not problem.eligible[n] for n in nodes):
         return PromiseMove.NODE_UNAVAILABLE
+    rules = problem.eligibility
+    if rules is not None and job is not None:
+        end, on = start + job.at_most, set(nodes)
+        if any(w.start < end and w.end > start and (not on or not on.isdisjoint(w.nodes))
+               for w in rules.holding(job.index)):
+            return PromiseMove.WINDOW
     run = problem.running
     if len(run.ends) and bool((run.limit_ends[run.up] <= 1).any()):
         return PromiseMove.RAN_PAST_LIMIT
