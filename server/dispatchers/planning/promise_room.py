@@ -112,6 +112,12 @@ class PromiseRoom:
                                            guard.nodes if guard is not None else None)
         return self._start_pools
 
+    def _started_off_the_pools(self, job: Job, nodes: list[int]) -> None:
+        """A start placed on the profile itself (a job the rules restrict) updates the start
+        pools too, where they are made and read still."""
+        if self._start_pools is not None and not self.profile.overfull:
+            self._start_pools.started(job, nodes)
+
     def _careful(self, job: Job) -> bool:
         guard = self.guard
         return guard is not None and guard.needs_care(job, 0)
@@ -144,6 +150,7 @@ class PromiseRoom:
             if not fits_guarded(self.profile, limited, 0, self.guard):
                 return None
             nodes = place_guarded(self.profile, limited, 0, self.guard, first_fit)
+            self._started_off_the_pools(limited, nodes)
         else:
             # The free pool's rule on what the job may use until its limit: the nodes
             # `place_guarded` chooses on the same amounts.
@@ -162,6 +169,7 @@ class PromiseRoom:
         starts = self._starts(limited)
         if starts is None:
             self.profile.take(limited, 0, nodes)
+            self._started_off_the_pools(limited, nodes)
             return
         # Within what its pool leaves it until its limit, the start overfills no node: the
         # profile need not read the run again to know.
