@@ -56,6 +56,9 @@ class PromiseRoom:
         self.ahead = ahead  # job index -> (s_i - t > 0, node of each unit)
         self.promised = promised  # every job holding a promise (due ones included)
         self._start_pools: StartPools | None = None
+        # The pools `pool_for` made off the start pools, by job index, until the next start:
+        # the same object for the same question (a model keys what it read by the pool).
+        self._made: dict[int, FreePool] = {}
 
     def copy(self) -> PromiseRoom:
         return PromiseRoom(self.profile.copy(), self.guard, self.ahead, self.promised)
@@ -128,12 +131,17 @@ class PromiseRoom:
         starts = self._starts(job)
         if starts is not None:
             return starts.pool(job, self._careful(job))
+        made = self._made.get(job.index)
+        if made is not None:
+            return made
         free = self.profile.free_for(job, 0)
         if self._careful(job):
             assert self.guard is not None
             free[self.guard.nodes] = 0
         np.maximum(free, 0, out=free)
-        return FreePool.from_array(free, free_now.eligible, free_now.scale)
+        made = self._made[job.index] = FreePool.from_array(free, free_now.eligible,
+                                                           free_now.scale)
+        return made
 
     def fits(self, job: Job) -> bool:
         """Whether job i fits now until its requested time around every promise."""
@@ -162,9 +170,11 @@ class PromiseRoom:
             self.profile.take(limited, 0, nodes, fits=True)
             starts.started(limited, nodes)
         free_now.take_all(nodes, job.req)
+        self._made.clear()
         return nodes
 
     def take(self, free_now: FreePool, nodes: list[int], job: Job) -> None:
+        self._made.clear()
         limited = at_limit(job)
         starts = self._starts(limited)
         if starts is None:
