@@ -30,6 +30,7 @@ the due ones is chosen around the profile this leaves (every promise held in it)
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -42,6 +43,7 @@ from ...domain.caller_scope import CallerScope
 from ...domain.free_pool import choose_from_array
 from ...domain.outcome_kinds import PromiseMove
 from .caller_scope import BookKey, book_key
+from .eligibility import Window
 from .node_profile import NodeProfile
 from .problem import Job, Problem, slowdown_rank
 from .stopping import StopCheck, Stopped, never, stop_if
@@ -341,6 +343,7 @@ class _Entry:
     # (nothing to compare it with at the next decision).
     releases: Counter[Release] | None
     eligible: tuple[bool, ...]  # which nodes were up
+    windows: tuple[Window, ...] = ()  # the unavailability windows, absolute (`_windows`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,12 +404,23 @@ class PromiseBook:
                 req = jobs[i].req
                 for n, units in Counter(nodes).items():
                     releases[(n, t + jobs[i].duration, tuple(units * r for r in req))] += 1
-        entry = _Entry(t, recalled.before, after, releases, tuple(problem.eligible))
+        entry = _Entry(t, recalled.before, after, releases, tuple(problem.eligible),
+                       _windows(problem))
         with self._lock:
             self._entries[recalled.key] = entry
             self._entries.move_to_end(recalled.key)
             while len(self._entries) > self._capacity:
                 self._entries.popitem(last=False)
+
+
+def _windows(problem: Problem) -> tuple[Window, ...]:
+    """The problem's unavailability windows with absolute times (seconds, the caller's
+    clock), as a decision at another t compares them."""
+    rules = problem.eligibility
+    if rules is None:
+        return ()
+    t = problem.t
+    return tuple(dataclasses.replace(w, start=w.start + t, end=w.end + t) for w in rules.windows)
 
 
 def _releases(problem: Problem) -> Counter[Release]:
@@ -424,6 +438,10 @@ def _room_freed(
     t = problem.t
     if any(now and not was for now, was in zip(problem.eligible, entry.eligible, strict=True)):
         return True  # a node came up
+    if entry.windows or problem.eligibility is not None:
+        now_windows = _windows(problem)
+        if any(w not in now_windows for w in entry.windows if w.end > t):
+            return True  # a window that was to come or under way is gone or changed
     for key, promise in kept.items():
         job = index.get(key)
         if job is None or job.duration < promise.duration:
