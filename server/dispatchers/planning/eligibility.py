@@ -88,12 +88,13 @@ def build_eligibility(snapshot: Snapshot, index: NodeIndex) -> Eligibility | Non
         return None
     by_rules: dict[tuple[tuple[str, ...], tuple[str, ...]], frozenset[int]] = {}
     nodes: dict[int, frozenset[int]] = {}
+    labels = _Labels(snapshot) if restricted else None
     for i, job in restricted:
         key = (job.partitions, job.required_features)
         allowed = by_rules.get(key)
         if allowed is None:
-            allowed = by_rules[key] = frozenset(
-                n for n, node in enumerate(snapshot.nodes) if job.may_use(node))
+            assert labels is not None
+            allowed = by_rules[key] = labels.allowing(job)
         nodes[i] = allowed
     start_now: dict[int, NodeMask] = {i: NodeMask(allowed) for i, allowed in nodes.items()}
     admitted: dict[int, frozenset[int]] = {}
@@ -106,6 +107,30 @@ def build_eligibility(snapshot: Snapshot, index: NodeIndex) -> Eligibility | Non
             if mine:
                 admitted[i] = mine
     return Eligibility(nodes, start_now, windows, admitted)
+
+
+class _Labels:
+    """The nodes of each partition and of each feature: E_i as set operations on them, the
+    same nodes as `QueuedJob.may_use` node by node (any of its partitions, all its features),
+    at the cost of one pass over the nodes' labels, not nodes × distinct rules."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.every = frozenset(range(len(snapshot.nodes)))
+        self.partition: dict[str, set[int]] = {}
+        self.feature: dict[str, set[int]] = {}
+        for n, node in enumerate(snapshot.nodes):
+            for p in node.partitions:
+                self.partition.setdefault(p, set()).add(n)
+            for f in node.features:
+                self.feature.setdefault(f, set()).add(n)
+
+    def allowing(self, job: QueuedJob) -> frozenset[int]:
+        allowed: set[int] | frozenset[int] = self.every
+        if job.partitions:
+            allowed = set().union(*(self.partition.get(p, ()) for p in job.partitions))
+        for f in job.required_features:
+            allowed = allowed & self.feature.get(f, set())
+        return frozenset(allowed)
 
 
 def _blocked(windows: Sequence[Window], job: QueuedJob) -> frozenset[int]:
