@@ -31,7 +31,7 @@ from collections import Counter
 import numpy as np
 import numpy.typing as npt
 
-from ...domain.free_pool import FreePool, units_per_node
+from ...domain.free_pool import FreePool, NodeMask, units_per_node
 from ...domain.occupancy import MAX_MODEL_DURATION
 from .capacity_profile import CapacityProfile
 from .node_profile import NodeProfile
@@ -100,20 +100,31 @@ class PromiseRoom:
 
     # -- starts at t -------------------------------------------------------------------------
 
-    def _starts(self, job: Job) -> StartPools | None:
+    def _starts(self, job: Job, masked: bool = False) -> StartPools | None:
         """The pools of the jobs started now; None while some node is overfull, or where the
-        site's rules restrict job i now (each fit is then read off the profile, as
-        `fits_guarded` does)."""
+        site's rules restrict job i now and the caller cannot cut the pool to its nodes
+        (`masked` False; each fit is then read off the profile, as `fits_guarded` does)."""
         if self.profile.overfull:
             return None
-        if self.profile.problem.eligibility is not None and self.profile.usable(job, 0) \
-                is not None:
+        if not masked and self._mask(job) is not None:
             return None
         if self._start_pools is None:
             guard = self.guard
             self._start_pools = StartPools(self.profile,
                                            guard.nodes if guard is not None else None)
         return self._start_pools
+
+    def _mask(self, job: Job) -> NodeMask | None:
+        """Where the site's rules let job i (at its limit) start now, as the start pools cut
+        it (`Eligibility.now`: E_i less the windows over [0, requested_i)); None where they
+        leave it every node."""
+        rules = self.profile.problem.eligibility
+        if rules is None:
+            return None
+        mask = rules.now(job.index)
+        if mask is None and job.requested <= 0 and self.profile.usable(job, 0) is not None:
+            return _EVERY_NODE_BUT_READ  # no requested time: the profile reads its run
+        return mask
 
     def _started_off_the_pools(self, job: Job, nodes: list[int]) -> None:
         """A start placed on the profile itself (a job the rules restrict) updates the start
@@ -144,16 +155,22 @@ class PromiseRoom:
         return made
 
     def fits(self, job: Job) -> bool:
-        """Whether job i fits now until its requested time around every promise."""
+        """Whether job i fits now until its requested time around every promise (on the
+        nodes the site's rules let it start on)."""
         job = at_limit(job)
-        starts = self._starts(job)
+        mask = self._mask(job)
+        starts = self._starts(job, masked=mask is not _EVERY_NODE_BUT_READ)
         if starts is None:
             return fits_guarded(self.profile, job, 0, self.guard)
-        return starts.pool(job, self._careful(job)).units_fit(job.req, job.units) >= job.units
+        pool = starts.pool(job, self._careful(job))
+        if mask is not None:
+            return pool.choose(job.req, job.units, False, mask) is not None
+        return pool.units_fit(job.req, job.units) >= job.units
 
     def place(self, free_now: FreePool, job: Job, first_fit: bool) -> list[int] | None:
         limited = at_limit(job)
-        starts = self._starts(limited)
+        mask = self._mask(limited)
+        starts = self._starts(limited, masked=mask is not _EVERY_NODE_BUT_READ)
         if starts is None:
             if not fits_guarded(self.profile, limited, 0, self.guard):
                 return None
@@ -163,7 +180,7 @@ class PromiseRoom:
             # The free pool's rule on what the job may use until its limit: the nodes
             # `place_guarded` chooses on the same amounts.
             chosen = starts.pool(limited, self._careful(limited)).choose(
-                job.req, job.units, first_fit)
+                job.req, job.units, first_fit, mask)
             if chosen is None:
                 return None
             nodes = chosen
@@ -202,6 +219,11 @@ class PromiseRoom:
 
     def fill_order(self, job: Job) -> int:
         return -job.duration  # the longer the run, the less stays free during all of it
+
+
+# A job the rules restrict that has no requested time: not cut from the start pools (their
+# mask reads windows up to the requested time), but read off the profile.
+_EVERY_NODE_BUT_READ = NodeMask()
 
 
 def at_limit(job: Job) -> Job:
