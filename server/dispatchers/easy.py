@@ -194,6 +194,8 @@ def place_masked_around(free_now: FreePool, reservation: Reservation, job: Job, 
     """`place_around_reservation` on the nodes of `mask` only: a job running past τ chooses
     in the reservation's `limit`, any other in what is free now."""
     pool = reservation.limit if reservation.runs_past(job) else free_now
+    if pool.units_fit(job.req, job.units) < job.units:
+        return None  # not even on every node (the pool's kept counts, no cut to the mask)
     nodes = pool.choose(job.req, job.units, first_fit, mask)
     if nodes is None:
         return None
