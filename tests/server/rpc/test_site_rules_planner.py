@@ -14,15 +14,18 @@ partition "gpu" with the feature "a100" (g1 also "nvlink"); four cores each."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
+import grpc
 import pytest
 
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.proto_convert import decision_from_pb, snapshot_from_pb
+from hpcdispatch.server.rpc.app import RunningServer
 from hpcdispatch.v1 import dispatcher_pb2 as pb
-from tests.server.rpc.test_site_rules import T, _window, cluster, job, placed
+from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
+from tests.server.rpc.test_site_rules import WAIT, T, _window, cluster, job, placed
 
 PLANNERS = ("easy", "easy-k", "conservative", "book")
 _clusters = itertools.count()
@@ -189,3 +192,41 @@ def test_a_window_added_later_moves_a_promise_past_it_with_the_reason(
     assert moved.moved_later_seconds == 1_700
     assert moved.move_reason == pb.PROMISE_MOVE_REASON_WINDOW
     assert check_decision(snapshot_from_pb(later), decision_from_pb(second)) == []
+
+
+@pytest.fixture
+def sessions(server: RunningServer) -> Iterator[pb_grpc.SessionServiceStub]:
+    with grpc.insecure_channel(server.target) as channel:
+        yield pb_grpc.SessionServiceStub(channel)
+
+
+def test_a_window_set_by_a_session_delta_moves_a_promise_past_it_with_the_reason(
+        sessions: pb_grpc.SessionServiceStub) -> None:
+    """The same move on a session: its book promises the job T + 300; a delta that sets a
+    maintenance window on every node over [T + 250, T + 2,000) moves the promise to
+    T + 2,000, moved later by 1,700 s because of the window."""
+    request = cluster()
+    running(request, "r", ("c0", "c1", "g0", "g1"), T + 300)
+    opened = sessions.OpenSession(pb.OpenSessionRequest(snapshot=request), timeout=WAIT)
+    search = pb.SearchParameters(profile="book", promise_after_s=0)
+
+    def update(sequence: int, t: int, **fields: object) -> pb.DispatchResponse:
+        delta = pb.UpdateSessionRequest(session_id=opened.session_id, sequence=sequence,
+                                        time=t, dispatcher=pb.DISPATCHER_PCP20, decide=True,
+                                        predictor=pb.PREDICTOR_WALLTIME, search=search,
+                                        **fields)
+        answer: pb.UpdateSessionResponse = sessions.UpdateSession(delta, timeout=WAIT)
+        assert not answer.decision.report.fallback_reason
+        return answer.decision
+
+    submitted = [pb.QueuedJob(id="j", user="u", submit_time=T - 100, units=1,
+                              unit_request={"core": 4}, requested_time=600)]
+    (promise,) = update(1, T, submitted=submitted).report.expected_starts
+    assert (promise.start_time, promise.promised) == (T + 300, True)
+    maintenance = pb.UnavailabilityWindows(
+        windows=[_window(["c0", "c1", "g0", "g1"], T + 250, T + 2_000)])
+    (moved,) = update(2, T + 10, windows=maintenance).report.expected_starts
+    assert (moved.start_time, moved.promised) == (T + 2_000, True)
+    assert moved.moved_later_seconds == 1_700
+    assert moved.move_reason == pb.PROMISE_MOVE_REASON_WINDOW
+    sessions.CloseSession(pb.CloseSessionRequest(session_id=opened.session_id), timeout=WAIT)
