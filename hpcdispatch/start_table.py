@@ -23,6 +23,7 @@ MOVE_WORDS = {
     pb.PROMISE_MOVE_REASON_RAN_PAST_LIMIT: "job-past-limit",
     pb.PROMISE_MOVE_REASON_SHAPE_CHANGED: "job-changed",
     pb.PROMISE_MOVE_REASON_OLDER_PROMISE: "older-promise",
+    pb.PROMISE_MOVE_REASON_WINDOW: "window",
 }
 
 

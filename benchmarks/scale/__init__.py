@@ -10,5 +10,7 @@ benchmarks.scale` (whole snapshots) or `python -m benchmarks.scale --sessions` (
   cProfile) and `request_stages` (Dispatch's request side, stage by stage);
 - `decide_at_scale`: one in-process decision per system size and dispatcher, each in its own
   process under a memory cap (the promise book and conservative at 10,000 and 100,000 nodes,
-  §4.4).
+  §4.4);
+- `site_rules_cost`: one decision of the same snapshot plain, with 8 partitions and feature
+  constraints, and with a maintenance window too: the rules' cost as a ratio (issue #50).
 """

@@ -9,10 +9,12 @@ k = 1 is EASY (the head's reservation only), k unlimited is conservative backfil
 & Feitelson 2001), k in between is flux-sched's "hybrid" queue policy (reservation-depth).
 
 A job is fitted only into what the reservations before it leave, so starting it never delays
-one of them. `held` carries reservations over from an earlier decision (conservative's
-guarantee, see `conservative.py`): they are placed first, then compressed in order of their
-start (each taken out and put back at its earliest start, which is never later, as its own
-slot is free again), and only then do the other jobs get theirs, in queue order.
+one of them. The profile reads a site's rules (E_i, windows): every reservation and start is on
+nodes its job may use, and runs into no window that does not admit it. `held` carries
+reservations over from an earlier decision (conservative's guarantee, see `conservative.py`):
+they are placed first, then compressed in order of their start (each taken out and put back
+at its earliest start, which is never later, as its own slot is free again), and only then do
+the other jobs get theirs, in queue order.
 
 Past the deadline, or once the caller is gone, the jobs placed so far are the decision (each
 start is valid on its own, and the reservations before it are intact); the rest wait.
@@ -135,8 +137,7 @@ def reserve_in_order(
             reserved += start > now
         else:
             stop_if(should_stop, "backfill")
-            if profile.units_fitting(profile.free_during(now, now + job.duration), job).sum() \
-                    >= job.units:
+            if profile.fits_at(job, now):  # on the nodes the site's rules allow it
                 plan.reservations[job.index] = (0, profile.place(job, now, first_fit))
             else:
                 plan.waiting.append(job.index)

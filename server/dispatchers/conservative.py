@@ -3,7 +3,11 @@ at arrival (Mu'alem & Feitelson 2001), as long as the running work ends by its p
 
 Every queued job holds a reservation: the earliest time s_i >= t at which its rn_i units fit
 node by node for all of d_i, around the running work and every reservation made before it
-(`backfill.plan_backfill` with unlimited depth). A job whose reservation is now starts now.
+(`backfill.plan_backfill` with unlimited depth), in priority order (the workload manager's,
+then submit order; submit order alone without priorities), on the nodes of its E_i and into no
+window that does not admit it (`NodeProfile`, which reads a site's rules). A job whose
+reservation is now starts now. A window that appears on a reservation's nodes later displaces
+it: it is reserved anew, after the window or on other nodes.
 
 The reservations are kept between decisions (`ReservationBook`), per caller, cluster and node
 list (`planning.caller_scope.BookKey`): one caller's decisions never move another's
@@ -49,7 +53,7 @@ from .backfill import UNLIMITED, BackfillPlan, outcome_of, plan_backfill
 from .base import Outcome, SearchControl
 from .easy import promised_at_the_limits
 from .planning.caller_scope import BookKey, book_key
-from .planning.job_orders import fcfs
+from .planning.job_orders import by_priority
 from .planning.problem import Problem
 from .planning.stopping import StopCheck, never
 from .table_row import TableRow
@@ -62,8 +66,8 @@ MAX_BOOKS = 64  # (caller, cluster, node list) books kept, the least recently us
 def plan_reservations(
     problem: Problem, first_fit: bool = False, should_stop: StopCheck = never
 ) -> BackfillPlan:
-    """Reservations for every queued job in submit order, from scratch (no held ones)."""
-    return plan_backfill(problem, fcfs(problem), UNLIMITED, first_fit, should_stop)
+    """Reservations for every queued job in priority order, from scratch (no held ones)."""
+    return plan_backfill(problem, by_priority(problem), UNLIMITED, first_fit, should_stop)
 
 
 @dataclass(slots=True)
@@ -137,7 +141,7 @@ class ConservativeDispatcher:
             i: (before[k][0] - t, before[k][1]) for i, k in enumerate(keys) if k in before
         }
         plan = plan_backfill(
-            problem, fcfs(problem), UNLIMITED, control.first_fit, control.should_stop, held,
+            problem, by_priority(problem), UNLIMITED, control.first_fit, control.should_stop, held,
             repack=True,
         )
         after: Held = {keys[i]: (t + s, nodes) for i, (s, nodes) in plan.reservations.items()}

@@ -12,11 +12,12 @@ placement is valid on its own) and the rest wait (BLOCKED).
 
 A site's rules (`planning.eligibility`): every job started now, in the queue's order or
 backfilled, is placed only on the nodes its partitions and features allow and no window it
-would run into covers (`Eligibility.now`). A job that fits what is free now but not where its
-rules allow it waits without a reservation (skipped CANNOT_FIT_NOW), and the queue goes on: the
-head is the first job that does not fit what is free at all. Its reservation is planned on any
-node (not yet on its eligible ones only, nor around the windows), so a restricted head may be
-protected on nodes it cannot use.
+would run into covers (`Eligibility.now`). The head is the first job in queue order that does
+not fit now where its rules allow it (priority order: a high-priority job blocked on its own
+partition is the head, whatever is free elsewhere). Its reservation is planned on the planner
+that reads the rules (`reservation.reserve` on `NodeProfile`): on nodes of its E_i only, and
+never into a window that does not admit it (τ after the window, or on other nodes), so the
+head is protected on nodes it can use, and jobs of other partitions backfill around it freely.
 """
 
 from __future__ import annotations
@@ -72,13 +73,7 @@ class EasyDispatcher:
             mask = masks.now(job.index) if masks else None
             nodes = place(job.req, job.units, first_fit, mask)
             if nodes is None:
-                if mask is not None and free_now.units_fit(job.req, job.units) >= job.units:
-                    # It fits what is free, but not where its rules allow it now: it waits,
-                    # holding no reservation (planned on any node, one would protect nothing).
-                    outcome.skipped.append((job.index, SkipReason.CANNOT_FIT_NOW))
-                    position += 1
-                    continue
-                break
+                break  # the head: its reservation reads its rules
             placements[job.index] = nodes
             considered.append(job.index)
             position += 1
@@ -199,6 +194,8 @@ def place_masked_around(free_now: FreePool, reservation: Reservation, job: Job, 
     """`place_around_reservation` on the nodes of `mask` only: a job running past τ chooses
     in the reservation's `limit`, any other in what is free now."""
     pool = reservation.limit if reservation.runs_past(job) else free_now
+    if pool.units_fit(job.req, job.units) < job.units:
+        return None  # not even on every node (the pool's kept counts, no cut to the mask)
     nodes = pool.choose(job.req, job.units, first_fit, mask)
     if nodes is None:
         return None

@@ -10,6 +10,8 @@ any of the k reservations, else waits. k = 1 is EASY; k at least the queue's len
 conservative backfilling rebuilt at each decision (`backfill.plan_backfill`, one base for all).
 A plan is carried on at the next decision if nothing but the jobs it started changed on the
 nodes since, and jobs were only submitted (`kept_plan.KeptPlan`: the same plan, made faster).
+Under a site's rules every reservation and start is on the job's E_i and into no window that
+does not admit it (`NodeProfile` reads them), and the plan is made anew at each decision.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ order after the others, both on the kept profile from the new t on
 
 Where the last decision started nothing, its free amounts and the running work's absolute
 release times equal to this one's say the step functions are the same; otherwise they are
-compared (`same_steps`).
+compared (`same_steps`). A snapshot with a site's rules (partitions, features, windows) is
+planned anew every time.
 """
 
 from __future__ import annotations
@@ -93,6 +94,10 @@ class KeptPlan:
         """`plan_backfill(problem, order, depth, first_fit, should_stop)`."""
         kept: _Kept | None = getattr(self._local, "kept", None)
         self._local.kept = None
+        if problem.eligibility is not None:
+            # A site's rules are read per job index and relative to t, by the problem's own
+            # profile: a plan is made anew (and kept for none) whenever the snapshot has any.
+            return plan_with_profile(problem, order, depth, first_fit, should_stop)[0]
         queue = [job for job in order if not never_fits(problem, job)]
         fresh: NodeProfile | None = None
         if kept is not None and _may_stand(kept, problem, queue, depth, first_fit):

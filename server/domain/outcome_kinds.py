@@ -59,3 +59,4 @@ class PromiseMove(IntEnum):
     RAN_PAST_LIMIT = 2  # a running job it waits for is still running past its requested time
     SHAPE_CHANGED = 3  # its units, request or requested time changed: the promise is made anew
     OLDER_PROMISE = 4  # an older promise, learned since (e.g. from another replica), took its room
+    WINDOW = 5  # an unavailability window (maintenance, a reservation) now covers its nodes

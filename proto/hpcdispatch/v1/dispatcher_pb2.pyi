@@ -367,6 +367,10 @@ class _PromiseMoveReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Pro
     """the promise is made anew
     an older promise, learned since (e.g. from
     """
+    PROMISE_MOVE_REASON_WINDOW: _PromiseMoveReason.ValueType  # 5
+    """another replica), took its room
+    an unavailability window that does not admit
+    """
 
 class PromiseMoveReason(_PromiseMoveReason, metaclass=_PromiseMoveReasonEnumTypeWrapper):
     """Why a promised start moved later (ExpectedStart.move_reason). A promise is computed from
@@ -389,6 +393,10 @@ its units, request or requested time changed:
 PROMISE_MOVE_REASON_OLDER_PROMISE: PromiseMoveReason.ValueType  # 4
 """the promise is made anew
 an older promise, learned since (e.g. from
+"""
+PROMISE_MOVE_REASON_WINDOW: PromiseMoveReason.ValueType  # 5
+"""another replica), took its room
+an unavailability window that does not admit
 """
 Global___PromiseMoveReason: _TypeAlias = PromiseMoveReason  # noqa: Y015
 

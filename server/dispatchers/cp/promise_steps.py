@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ...domain.outcome_kinds import PromiseMove, SkipReason, SolveStatus
-from ..planning.job_orders import fcfs
+from ..planning.job_orders import by_priority
 from ..planning.job_selection import Selection, never_fits
 from ..planning.oldest_first import with_started
 from ..planning.problem import Job, Problem, at_limits, pooled_steps
@@ -68,7 +68,7 @@ def keep_the_promises(d: Decision) -> Next:
                 if job.index not in recalled.held:
                     learned.append(job)
     d.promised = state = PromiseState(limits, recalled, never)
-    waiting = [j for j in fcfs(limits) if j.index not in never]
+    waiting = [j for j in by_priority(limits) if j.index not in never]
     if not held:
         every = _all_start_now(problem, waiting, control.first_fit)
         if every is not None:  # no promise to keep or make: every job starts, as EASY's would
@@ -139,8 +139,10 @@ def _all_start_now(
     not fit. Most decisions of a lightly loaded system end here, without a node profile."""
     free = problem.free_now.copy()
     placed: dict[int, list[int]] = {}
+    masks = problem.eligibility  # a site's rules: where each job may start now
     for job in waiting:
-        nodes = free.place(job.req, job.units, first_fit)
+        nodes = free.place(job.req, job.units, first_fit,
+                           masks.now(job.index) if masks else None)
         if nodes is None:
             return None
         placed[job.index] = nodes
@@ -245,7 +247,7 @@ def backfill_around_the_promises(d: Decision, should_stop: Callable[[], bool]) -
     # The window's step found these not to fit around the promises: with the starts since,
     # they fit still less.
     known = {i for i, why in d.selection.skipped if why == SkipReason.CANNOT_FIT_NOW}
-    for job in fcfs(d.problem):
+    for job in by_priority(d.problem):
         i = job.index
         if i in placements or i in room.promised or i in state.never or i in known:
             continue

@@ -5,7 +5,8 @@ For queued job i, E_i is the set of nodes its partitions and required features a
 unavailability windows are kept as data, relative to t: node indices, [from, to) and who is
 admitted, so a planner can hold them. At t, job i may start on node n only if n is in E_i and
 no window on n that does not admit i overlaps [t, t + requested_i) (`start_now`): the mask the
-start-now placements of FCFS and EASY honour.
+start-now placements of FCFS and EASY honour. Later than t, the planner (`NodeProfile`) reads
+E_i and the windows that do not admit job i (`holding`) for every start it tries.
 
 Built once per problem, and only when the snapshot has such rules (`build_eligibility` answers
 None otherwise: no cost, every dispatcher as before). A job whose E_i can never hold its units
@@ -16,7 +17,7 @@ blocking the queue.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hpcdispatch.snapshot import QueuedJob, Snapshot
 
@@ -47,6 +48,9 @@ class Eligibility:
     nodes: dict[int, frozenset[int]]  # E_i: the nodes job i's partitions and features allow
     start_now: dict[int, NodeMask]  # where job i may start at t: E_i less its blocking windows
     windows: tuple[Window, ...]
+    # The windows (positions in `windows`) that admit job i, for the jobs some window admits:
+    # every other window is a hold on its nodes over [start, end) for job i.
+    admitted: dict[int, frozenset[int]] = field(default_factory=dict)
 
     def allowed(self, job: int) -> frozenset[int] | None:
         """E_i of job index `job` (None: every node)."""
@@ -55,6 +59,18 @@ class Eligibility:
     def now(self, job: int) -> NodeMask | None:
         """Where job index `job` may start at t (None: anywhere up)."""
         return self.start_now.get(job)
+
+    def holding(self, job: int) -> tuple[Window, ...]:
+        """The windows that do not admit job index `job`: it may run on none of their nodes
+        over their [start, end)."""
+        admitted = self.admitted.get(job)
+        if not admitted:
+            return self.windows
+        return tuple(w for k, w in enumerate(self.windows) if k not in admitted)
+
+    def restricts(self, job: int) -> bool:
+        """Whether job index `job` has an E_i or some window holds nodes from it."""
+        return job in self.nodes or len(self.admitted.get(job, ())) < len(self.windows)
 
 
 def build_eligibility(snapshot: Snapshot, index: NodeIndex) -> Eligibility | None:
@@ -72,19 +88,49 @@ def build_eligibility(snapshot: Snapshot, index: NodeIndex) -> Eligibility | Non
         return None
     by_rules: dict[tuple[tuple[str, ...], tuple[str, ...]], frozenset[int]] = {}
     nodes: dict[int, frozenset[int]] = {}
+    labels = _Labels(snapshot) if restricted else None
     for i, job in restricted:
         key = (job.partitions, job.required_features)
         allowed = by_rules.get(key)
         if allowed is None:
-            allowed = by_rules[key] = frozenset(
-                n for n, node in enumerate(snapshot.nodes) if job.may_use(node))
+            assert labels is not None
+            allowed = by_rules[key] = labels.allowing(job)
         nodes[i] = allowed
     start_now: dict[int, NodeMask] = {i: NodeMask(allowed) for i, allowed in nodes.items()}
+    admitted: dict[int, frozenset[int]] = {}
     for i, job in enumerate(snapshot.queued):
         blocked = _blocked(windows, job)
         if blocked:
             start_now[i] = NodeMask(nodes.get(i), blocked)
-    return Eligibility(nodes, start_now, windows)
+        if windows:
+            mine = frozenset(k for k, w in enumerate(windows) if w.admits(job.user, job.account))
+            if mine:
+                admitted[i] = mine
+    return Eligibility(nodes, start_now, windows, admitted)
+
+
+class _Labels:
+    """The nodes of each partition and of each feature: E_i as set operations on them, the
+    same nodes as `QueuedJob.may_use` node by node (any of its partitions, all its features),
+    at the cost of one pass over the nodes' labels, not nodes × distinct rules."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.every = frozenset(range(len(snapshot.nodes)))
+        self.partition: dict[str, set[int]] = {}
+        self.feature: dict[str, set[int]] = {}
+        for n, node in enumerate(snapshot.nodes):
+            for p in node.partitions:
+                self.partition.setdefault(p, set()).add(n)
+            for f in node.features:
+                self.feature.setdefault(f, set()).add(n)
+
+    def allowing(self, job: QueuedJob) -> frozenset[int]:
+        allowed: set[int] | frozenset[int] = self.every
+        if job.partitions:
+            allowed = set().union(*(self.partition.get(p, ()) for p in job.partitions))
+        for f in job.required_features:
+            allowed = allowed & self.feature.get(f, set())
+        return frozenset(allowed)
 
 
 def _blocked(windows: Sequence[Window], job: QueuedJob) -> frozenset[int]:

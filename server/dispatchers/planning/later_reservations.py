@@ -4,8 +4,9 @@ With `easy_head`, the head (the oldest job that cannot start now) holds EASY's r
 the model and the heuristic plan place the jobs that start now around it. With a depth k > 1
 (`SearchSettings.easy_head_depth`), the next blocked jobs in submit order hold one too, until k
 jobs hold one, as in EASY-k (`backfill.plan_backfill`), and the decision's starts are made to
-respect them. One pass over the queue in submit order, on the profile of the running work and
-the head's reservation on its nodes (`NodeProfile`):
+respect them. One pass over the queue in priority order (submit order within equal priority),
+on the profile of the running work and the head's reservation on its nodes (`NodeProfile`,
+which reads a site's rules):
 
 - a job the decision starts stays started if its rn_i units fit for all of d_i around what the
   pass holds so far (on its own nodes, or on others where those collide); otherwise it waits;
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .job_orders import fcfs
+from .job_orders import by_priority
 from .job_selection import never_fits
 from .node_profile import NodeProfile
 from .problem import Job, Problem
@@ -55,7 +56,7 @@ def keep_later_reservations(
     kept: dict[int, list[int]] = {}
     left = len(placements)  # starts of the decision not yet taken
     check = every_few(should_stop)
-    for job in fcfs(problem):
+    for job in by_priority(problem):
         if left == 0 and len(held) >= depth:
             break
         if job.index == head.job.index or never_fits(problem, job):

@@ -19,6 +19,15 @@ nodes × steps. The pooled view (the sum over nodes, one row per step, spare row
 for new boundaries) finds candidate starts first, since a job that does not fit the pooled
 capacity cannot fit node by node. Copies and checkpoints copy the pooled view and the hold
 rows only.
+
+A site's rules (`Eligibility`, issue #50): job i may use only the nodes of E_i, and none of the
+nodes of a window that does not admit it while its run [s, s + requested_i) overlaps the
+window's [start, end): the window is a hold on its nodes for the jobs it does not admit, and
+none for the ones it admits. So every verb that places job i at a start s (`earliest`,
+`fits_at`, `fits_on`, `place`, `take_all`, `free_for`) reads the free amounts off those nodes as
+zero (`usable`), and `earliest` also tries the windows' ends: where a job waits for a window,
+it starts when the window ends. Without rules (`problem.eligibility` None) every verb takes
+the path it took before, at the cost it had.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ import numpy.typing as npt
 
 from ...domain.free_pool import Vec, choose_from_array
 from .capacity_profile import first_room, room_now
+from .eligibility import Eligibility
 from .problem import Job, Problem
 from .stopping import StopCheck, never, stop_if
 
@@ -129,7 +139,12 @@ class NodeProfile:
         self._grid: Counts | None = None  # `_dense()`, until the next change
         # The last fit `earliest` found: (start, d_i, request, free during the run, units per
         # node), dropped whenever an amount changes.
-        self._seen: tuple[int, int, Vec, Counts, Counts] | None = None
+        self._seen: tuple[int, int, Vec, Counts, Counts, int] | None = None
+        # A site's rules (None: none, every verb as without them), E_i's node masks by E_i,
+        # and each window's nodes as indices.
+        self._rules: Eligibility | None = problem.eligibility
+        self._masks: dict[frozenset[int], npt.NDArray[np.bool_]] = {}
+        self._window_rows: dict[int, Counts] = {}
 
     @property
     def times(self) -> Counts:
@@ -425,6 +440,72 @@ class NodeProfile:
         fit: Counts = (free[:, asked] // req[asked]).min(axis=1)
         return fit
 
+    # -- a site's rules: the nodes job i may use for a run from s -----------------------------
+
+    def usable(self, job: Job, start: int) -> npt.NDArray[np.bool_] | None:
+        """The up nodes job i may use for a run from `start`: those of E_i, but the nodes of
+        every window that does not admit it and overlaps [start, start + requested_i) (a new
+        array); None where the rules leave it every up node."""
+        rules = self._rules
+        if rules is None:
+            return None
+        allowed = rules.allowed(job.index)
+        end = start + job.at_most
+        hit = [w for w in rules.holding(job.index) if w.start < end and w.end > start]
+        if allowed is None and not hit:
+            return None
+        if allowed is None:
+            mask = self._eligible.copy()
+        else:
+            known = self._masks.get(allowed)
+            if known is None:
+                known = np.zeros(len(self._eligible), dtype=bool)
+                known[np.fromiter(allowed, dtype=np.int64, count=len(allowed))] = True
+                known &= self._eligible
+                self._masks[allowed] = known
+            mask = known.copy()
+        for w in hit:
+            rows = self._window_rows.get(id(w))
+            if rows is None:
+                rows = self._window_rows[id(w)] = np.fromiter(w.nodes, dtype=np.int64,
+                                                              count=len(w.nodes))
+            mask[rows] = False
+        return mask
+
+    def free_for(self, job: Job, start: int) -> Counts:
+        """`free_during(start, start + d_i)`, zero on the nodes job i may not use then
+        (`usable`): what it may take (a new array)."""
+        free = self.free_during(start, start + job.duration)
+        mask = self.usable(job, start)
+        if mask is not None:
+            free[~mask] = 0
+        return free
+
+    def _window_ends(self, job: Job, after: int) -> list[int]:
+        """The ends after `after` of the windows that hold nodes from job i."""
+        rules = self._rules
+        if rules is None:
+            return []
+        return [w.end for w in rules.holding(job.index) if w.end > after]
+
+    def _earliest_ruled(self, job: Job, should_stop: StopCheck, not_before: int) -> int:
+        """`earliest` of a job the rules restrict: the candidates of the pooled view (a
+        necessary condition still: the rules only take nodes away) and the ends of the windows
+        that hold nodes from it, in time order, each read node by node on its usable nodes."""
+        start = first_room(self.times, self.pooled, job.demand(), job.duration, not_before)
+        if self._fits_seen(job, start):
+            return start
+        first = int(self.times.searchsorted(start, side="right"))
+        steps: list[int] = []
+        if first < self._steps:
+            starts, _, _, room = self._pooled_candidates(job, first)
+            steps = starts[room].tolist()
+        for candidate in sorted(set(steps).union(self._window_ends(job, start))):
+            stop_if(should_stop, "conservative reservation")
+            if self._fits_seen(job, candidate):
+                return candidate
+        raise AssertionError("a job that fits an empty system must fit once all ends")
+
     def earliest(self, job: Job, should_stop: StopCheck = never, not_before: int = 0) -> int:
         """Earliest start s >= `not_before` (relative to t) at which rn_i units of job i fit
         node by node for all of d_i. Raises Stopped when `should_stop()` turns true (once per
@@ -432,7 +513,10 @@ class NodeProfile:
 
         The candidates are what `first_room` gives one after another in the pooled view:
         `not_before`, then every step boundary after it where the pooled view has room over
-        the whole run (all found at once); each is then read node by node (`free_during`)."""
+        the whole run (all found at once); each is then read node by node (`free_during`).
+        A job the site's rules restrict: `_earliest_ruled`."""
+        if self._rules is not None and self._rules.restricts(job.index):
+            return self._earliest_ruled(job, should_stop, not_before)
         duration = job.duration
         stop_if(should_stop, "conservative reservation")
         start = first_room(self.times, self.pooled, job.demand(), duration, not_before)
@@ -519,10 +603,14 @@ class NodeProfile:
         """Whether job i fits node by node at `start`; if so, what `place` will read again is
         remembered."""
         free_run = self.free_during(start, start + job.duration)
+        if self._rules is not None:
+            mask = self.usable(job, start)
+            if mask is not None:
+                free_run[~mask] = 0
         fit = self.units_fitting(free_run, job)
         if int(fit.sum()) < job.units:
             return False
-        self._seen = (start, job.duration, job.req, free_run, fit)
+        self._seen = (start, job.duration, job.req, free_run, fit, job.index)
         return True
 
     def _pooled_candidates(self, job: Job, first: int) -> tuple[Counts, Counts, Counts, Counts]:
@@ -567,13 +655,20 @@ class NodeProfile:
         """Nodes of job i's units for a run from `start` (one entry per unit), by the pool's
         rule (best fit or first fit) over what stays free for all of d_i; taken here."""
         seen = self._seen
-        if seen is not None and seen[:3] == (start, job.duration, job.req):
+        eligible = self._eligible
+        mask = self.usable(job, start) if self._rules is not None else None
+        if seen is not None and seen[:3] == (start, job.duration, job.req) and (
+                self._rules is None or seen[5] == job.index):
             free, fit = seen[3], seen[4]  # `earliest` just read them
         else:
             free, fit = self.free_during(start, start + job.duration), None
+        if mask is not None:
+            eligible = mask
+            if fit is None:
+                free[~mask] = 0
         # FreePool.from_array(free, ...).choose(...), ranked on the arrays (no pool built);
         # without an overfull node, the units per node are `units_fitting`'s.
-        nodes = choose_from_array(free, self._eligible, self.problem.free_now.scale, job.req,
+        nodes = choose_from_array(free, eligible, self.problem.free_now.scale, job.req,
                                   job.units, first_fit, nonnegative=not self._negative,
                                   per_node_units=None if self._negative else fit)
         if nodes is None:
@@ -608,8 +703,10 @@ class NodeProfile:
         self._merged = min(self._merged, self._held)
 
     def fits_at(self, job: Job, start: int) -> bool:
-        """Whether rn_i units of job i fit node by node over [start, start + d_i)."""
-        free = self.free_during(start, start + job.duration)
+        """Whether rn_i units of job i fit node by node over [start, start + d_i) (on the nodes
+        the rules let it use then)."""
+        free = (self.free_during(start, start + job.duration) if self._rules is None
+                else self.free_for(job, start))
         return int(self.units_fitting(free, job).sum()) >= job.units
 
     def fits_at_without(self, job: Job, start: int,
@@ -631,6 +728,9 @@ class NodeProfile:
             self._hold(other, s, nodes, -1, merge=False)
         try:  # read from the changes: the grid would be built for this one read
             free = self._least_from_changes(start, start + job.duration)
+            mask = self.usable(job, start) if self._rules is not None else None
+            if mask is not None:
+                free[~mask] = 0
             return int(self.units_fitting(free, job).sum()) >= job.units
         finally:
             self._held, self._merged = held, min(merged, held)
@@ -653,13 +753,20 @@ class NodeProfile:
 
     def fits_on(self, job: Job, start: int, nodes: list[int]) -> bool:
         """Whether job i's units fit on `nodes` (one entry per unit) for a run from `start`."""
-        if not self._valid(job, nodes):
+        if not self._valid(job, nodes) or not self._allowed_on(job, start, nodes):
             return False
         end = start + job.duration
         if self._negative and not bool(np.all(self._least(start, end) >= 0)):
             return False  # as before: a node overfull during the run fails the test
         columns, need = self._columns(job, nodes)
         return bool(np.all(self._least(start, end, columns) >= need))
+
+    def _allowed_on(self, job: Job, start: int, nodes: list[int]) -> bool:
+        """Whether the rules let job i use every node of `nodes` for a run from `start`."""
+        if self._rules is None:
+            return True
+        mask = self.usable(job, start)
+        return mask is None or bool(mask[np.asarray(nodes, dtype=np.int64)].all())
 
     def _hold(self, job: Job, start: int, nodes: list[int], sign: int,
               merge: bool = True) -> tuple[Counts, Counts]:
@@ -706,6 +813,9 @@ class NodeProfile:
                             count=int(units.sum()))
         if len(nodes) and not (nodes.min() >= 0 and nodes.max() < len(self._eligible)
                                and self._eligible[nodes].all()):
+            return False
+        if self._rules is not None and not all(
+                self._allowed_on(job, s, ns) for s, job, ns in held):
             return False
         times = self.times
         starts = np.fromiter((s for s, _, _ in held), dtype=np.int64, count=len(held))

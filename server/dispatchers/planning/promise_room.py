@@ -17,6 +17,10 @@ time, each promise for its job's requested time). Jobs started now may not share
 each takes no more than what the promises leave free until its own limit: so together they
 never take a promise's room, and no promise moves later for a job started now whatever the
 jobs' actual run times.
+
+A job a site's rules restrict at t (E_i, or a window it would run into: `NodeProfile.usable`)
+is fitted and placed on the profile itself, on its usable nodes only, not on the start pools
+(which hold every node).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from collections import Counter
 import numpy as np
 import numpy.typing as npt
 
-from ...domain.free_pool import FreePool, units_per_node
+from ...domain.free_pool import FreePool, NodeMask, units_per_node
 from ...domain.occupancy import MAX_MODEL_DURATION
 from .capacity_profile import CapacityProfile
 from .node_profile import NodeProfile
@@ -52,6 +56,9 @@ class PromiseRoom:
         self.ahead = ahead  # job index -> (s_i - t > 0, node of each unit)
         self.promised = promised  # every job holding a promise (due ones included)
         self._start_pools: StartPools | None = None
+        # The pools `pool_for` made off the start pools, by job index, until the next start:
+        # the same object for the same question (a model keys what it read by the pool).
+        self._made: dict[int, FreePool] = {}
 
     def copy(self) -> PromiseRoom:
         return PromiseRoom(self.profile.copy(), self.guard, self.ahead, self.promised)
@@ -93,16 +100,37 @@ class PromiseRoom:
 
     # -- starts at t -------------------------------------------------------------------------
 
-    def _starts(self) -> StartPools | None:
-        """The pools of the jobs started now; None while some node is overfull (each fit is
-        then read off the profile, as `fits_guarded` does)."""
+    def _starts(self, job: Job, masked: bool = False) -> StartPools | None:
+        """The pools of the jobs started now; None while some node is overfull, or where the
+        site's rules restrict job i now and the caller cannot cut the pool to its nodes
+        (`masked` False; each fit is then read off the profile, as `fits_guarded` does)."""
         if self.profile.overfull:
+            return None
+        if not masked and self._mask(job) is not None:
             return None
         if self._start_pools is None:
             guard = self.guard
             self._start_pools = StartPools(self.profile,
                                            guard.nodes if guard is not None else None)
         return self._start_pools
+
+    def _mask(self, job: Job) -> NodeMask | None:
+        """Where the site's rules let job i (at its limit) start now, as the start pools cut
+        it (`Eligibility.now`: E_i less the windows over [0, requested_i)); None where they
+        leave it every node."""
+        rules = self.profile.problem.eligibility
+        if rules is None:
+            return None
+        mask = rules.now(job.index)
+        if mask is None and job.requested <= 0 and self.profile.usable(job, 0) is not None:
+            return _EVERY_NODE_BUT_READ  # no requested time: the profile reads its run
+        return mask
+
+    def _started_off_the_pools(self, job: Job, nodes: list[int]) -> None:
+        """A start placed on the profile itself (a job the rules restrict) updates the start
+        pools too, where they are made and read still."""
+        if self._start_pools is not None and not self.profile.overfull:
+            self._start_pools.started(job, nodes)
 
     def _careful(self, job: Job) -> bool:
         guard = self.guard
@@ -111,49 +139,64 @@ class PromiseRoom:
     def pool_for(self, job: Job, free_now: FreePool) -> FreePool:
         """What job i may use on each node until its requested time (read-only)."""
         job = at_limit(job)
-        starts = self._starts()
+        starts = self._starts(job)
         if starts is not None:
             return starts.pool(job, self._careful(job))
-        free = self.profile.free_during(0, job.duration).copy()
+        made = self._made.get(job.index)
+        if made is not None:
+            return made
+        free = self.profile.free_for(job, 0)
         if self._careful(job):
             assert self.guard is not None
             free[self.guard.nodes] = 0
         np.maximum(free, 0, out=free)
-        return FreePool.from_array(free, free_now.eligible, free_now.scale)
+        made = self._made[job.index] = FreePool.from_array(free, free_now.eligible,
+                                                           free_now.scale)
+        return made
 
     def fits(self, job: Job) -> bool:
-        """Whether job i fits now until its requested time around every promise."""
+        """Whether job i fits now until its requested time around every promise (on the
+        nodes the site's rules let it start on)."""
         job = at_limit(job)
-        starts = self._starts()
+        mask = self._mask(job)
+        starts = self._starts(job, masked=mask is not _EVERY_NODE_BUT_READ)
         if starts is None:
             return fits_guarded(self.profile, job, 0, self.guard)
-        return starts.pool(job, self._careful(job)).units_fit(job.req, job.units) >= job.units
+        pool = starts.pool(job, self._careful(job))
+        if mask is not None:
+            return pool.choose(job.req, job.units, False, mask) is not None
+        return pool.units_fit(job.req, job.units) >= job.units
 
     def place(self, free_now: FreePool, job: Job, first_fit: bool) -> list[int] | None:
         limited = at_limit(job)
-        starts = self._starts()
+        mask = self._mask(limited)
+        starts = self._starts(limited, masked=mask is not _EVERY_NODE_BUT_READ)
         if starts is None:
             if not fits_guarded(self.profile, limited, 0, self.guard):
                 return None
             nodes = place_guarded(self.profile, limited, 0, self.guard, first_fit)
+            self._started_off_the_pools(limited, nodes)
         else:
             # The free pool's rule on what the job may use until its limit: the nodes
             # `place_guarded` chooses on the same amounts.
             chosen = starts.pool(limited, self._careful(limited)).choose(
-                job.req, job.units, first_fit)
+                job.req, job.units, first_fit, mask)
             if chosen is None:
                 return None
             nodes = chosen
             self.profile.take(limited, 0, nodes, fits=True)
             starts.started(limited, nodes)
         free_now.take_all(nodes, job.req)
+        self._made.clear()
         return nodes
 
     def take(self, free_now: FreePool, nodes: list[int], job: Job) -> None:
+        self._made.clear()
         limited = at_limit(job)
-        starts = self._starts()
+        starts = self._starts(limited)
         if starts is None:
             self.profile.take(limited, 0, nodes)
+            self._started_off_the_pools(limited, nodes)
             return
         # Within what its pool leaves it until its limit, the start overfills no node: the
         # profile need not read the run again to know.
@@ -176,6 +219,11 @@ class PromiseRoom:
 
     def fill_order(self, job: Job) -> int:
         return -job.duration  # the longer the run, the less stays free during all of it
+
+
+# A job the rules restrict that has no requested time: not cut from the start pools (their
+# mask reads windows up to the requested time), but read off the profile.
+_EVERY_NODE_BUT_READ = NodeMask()
 
 
 def at_limit(job: Job) -> Job:

@@ -30,6 +30,7 @@ the due ones is chosen around the profile this leaves (every promise held in it)
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -42,6 +43,7 @@ from ...domain.caller_scope import CallerScope
 from ...domain.free_pool import choose_from_array
 from ...domain.outcome_kinds import PromiseMove
 from .caller_scope import BookKey, book_key
+from .eligibility import Window
 from .node_profile import NodeProfile
 from .problem import Job, Problem, slowdown_rank
 from .stopping import StopCheck, Stopped, never, stop_if
@@ -104,7 +106,7 @@ def _free_for(profile: NodeProfile, job: Job, start: int,
     the free amounts without the guard's nodes."""
     if guard is None or not guard.needs_care(job, start):
         return None
-    free = profile.free_during(start, start + job.duration).copy()
+    free = profile.free_for(job, start)
     free[guard.nodes] = 0
     return free
 
@@ -149,7 +151,7 @@ def place_promise(profile: NodeProfile, job: Job, start: int, first_fit: bool) -
     may use before it (a promise on nodes free now would keep them idle)."""
     if start == 0:
         return profile.place(job, 0, first_fit)
-    during = profile.free_during(start, start + job.duration)
+    during = profile.free_for(job, start)  # off the nodes a site's rules keep it from
     fit = profile.units_fitting(during, job)
     before = profile.units_fitting(profile.free_during(0, start), job)
     left = during.sum(axis=1)  # best fit at `start`: least free first
@@ -234,18 +236,27 @@ def _place_held(
             later = profile.earliest(job, should_stop)
             if later > start:
                 plan.moved[job.index] = later - start
-                plan.reasons[job.index] = why_moved(profile.problem, nodes)
+                plan.reasons[job.index] = why_moved(profile.problem, nodes, job, start)
             nodes = place_promise(profile, job, later, first_fit)
             start = later
         plan.starts[job.index] = (start, nodes)
 
 
-def why_moved(problem: Problem, nodes: list[int]) -> PromiseMove:
+def why_moved(problem: Problem, nodes: list[int], job: Job | None = None,
+              start: int = 0) -> PromiseMove:
     """Why a held promise planned on `nodes` no longer fits at its start: one of its nodes is
-    down (or fewer are up), or running work is past its requested time (its limit end is the
-    next second: it outlived what the promise was planned with), else not known."""
+    down (or fewer are up), an unavailability window that does not admit job i now covers one
+    of its nodes (any node, where the caller sent the promise without nodes) during
+    [start, start + requested_i), or running work is past its requested time (its limit end
+    is the next second: it outlived what the promise was planned with), else not known."""
     if any(not problem.eligible[n] for n in nodes):
         return PromiseMove.NODE_UNAVAILABLE
+    rules = problem.eligibility
+    if rules is not None and job is not None:
+        end, on = start + job.at_most, set(nodes)
+        if any(w.start < end and w.end > start and (not on or not on.isdisjoint(w.nodes))
+               for w in rules.holding(job.index)):
+            return PromiseMove.WINDOW
     run = problem.running
     if len(run.ends) and bool((run.limit_ends[run.up] <= 1).any()):
         return PromiseMove.RAN_PAST_LIMIT
@@ -332,6 +343,7 @@ class _Entry:
     # (nothing to compare it with at the next decision).
     releases: Counter[Release] | None
     eligible: tuple[bool, ...]  # which nodes were up
+    windows: tuple[Window, ...] = ()  # the unavailability windows, absolute (`_windows`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,12 +404,23 @@ class PromiseBook:
                 req = jobs[i].req
                 for n, units in Counter(nodes).items():
                     releases[(n, t + jobs[i].duration, tuple(units * r for r in req))] += 1
-        entry = _Entry(t, recalled.before, after, releases, tuple(problem.eligible))
+        entry = _Entry(t, recalled.before, after, releases, tuple(problem.eligible),
+                       _windows(problem))
         with self._lock:
             self._entries[recalled.key] = entry
             self._entries.move_to_end(recalled.key)
             while len(self._entries) > self._capacity:
                 self._entries.popitem(last=False)
+
+
+def _windows(problem: Problem) -> tuple[Window, ...]:
+    """The problem's unavailability windows with absolute times (seconds, the caller's
+    clock), as a decision at another t compares them."""
+    rules = problem.eligibility
+    if rules is None:
+        return ()
+    t = problem.t
+    return tuple(dataclasses.replace(w, start=w.start + t, end=w.end + t) for w in rules.windows)
 
 
 def _releases(problem: Problem) -> Counter[Release]:
@@ -415,6 +438,10 @@ def _room_freed(
     t = problem.t
     if any(now and not was for now, was in zip(problem.eligible, entry.eligible, strict=True)):
         return True  # a node came up
+    if entry.windows or problem.eligibility is not None:
+        now_windows = _windows(problem)
+        if any(w not in now_windows for w in entry.windows if w.end > t):
+            return True  # a window that was to come or under way is gone or changed
     for key, promise in kept.items():
         job = index.get(key)
         if job is None or job.duration < promise.duration:

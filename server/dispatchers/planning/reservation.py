@@ -5,6 +5,11 @@ by node, given the predicted ends of the running work and of the jobs already st
 the nodes that leave the most of what is free now to the others (`head_nodes`).
 A job that starts now and runs past τ may only use `limit`: on each node, what is free now and
 also left free at τ by the head's units. Used by EASY, and by the CP dispatchers' `protect_head`.
+
+A head the site's rules restrict (E_i, or a window that does not admit it: `planning.eligibility`)
+is reserved on the planner (`NodeProfile`), which reads those rules at every start it tries: τ
+is the earliest start at which its units fit on nodes of E_i that no such window covers during
+[τ, τ + requested_i) (after the window where it waits for one), and its units are placed there.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import numpy.typing as npt
 
 from ...domain.free_pool import FreePool, Vec, minus, units_per_node
 from .capacity_profile import CapacityProfile
+from .node_profile import NodeProfile
 from .problem import Job, Problem, stable_order
 from .protected_room import NodeBlock, PooledBlock
 from .stopping import StopCheck, never, stop_if
@@ -238,6 +244,8 @@ def reserve(
     Raises Stopped when `should_stop()` turns true.
     """
     stop_if(should_stop, "head reservation")
+    if problem.eligibility is not None and problem.eligibility.restricts(head.index):
+        return _reserve_on_profile(problem, free_now, head, started, should_stop)
     events = problem.release_events()
     # The jobs started at t release their units at their d_j, after the running work ending
     # then (the order inside one end does not change what is free once it has passed).
@@ -287,6 +295,30 @@ def reserve(
         if vec != now[n]:
             limit.set(n, vec)
     return Reservation(head, end, at_start, limit, tuple(placed), problem)
+
+
+def _reserve_on_profile(
+    problem: Problem,
+    free_now: FreePool,
+    head: Job,
+    started: Iterable[tuple[Job, list[int]]],
+    should_stop: StopCheck,
+) -> Reservation:
+    """`reserve` for a head the site's rules restrict: τ and its nodes from the planner, which
+    holds the running work and the jobs `started` now, and reads E_i and the windows."""
+    profile = NodeProfile(problem)
+    for job, nodes in started:
+        profile.take(job, 0, nodes, fits=True)
+    start = profile.earliest(head, should_stop)
+    placed = profile.place(head, start)
+    at = [tuple(row) for row in profile.free_at(start).tolist()]  # the head's units taken
+    now = free_now.free
+    limit = free_now.copy()
+    for n in set(placed):
+        vec = tuple(map(min, now[n], at[n]))
+        if vec != now[n]:
+            limit.set(n, vec)
+    return Reservation(head, start, FreeVectors(at), limit, tuple(placed), problem)
 
 
 def _units(free: npt.NDArray[np.int64], req: Vec) -> npt.NDArray[np.int64]:
@@ -451,6 +483,8 @@ class KeptReservation:
     def reserve(self, problem: Problem, free_now: FreePool, head: Job,
                 should_stop: StopCheck = never) -> Reservation:
         """`reserve(problem, free_now, head, (), should_stop)`."""
+        if problem.eligibility is not None:  # the rules are not part of what is compared
+            return reserve(problem, free_now, head, (), should_stop)
         events = problem.release_events()
         released_at = events.ends + problem.t
         key = (head.id, head.req, head.units, head.duration)
