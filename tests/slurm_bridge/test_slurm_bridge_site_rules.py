@@ -11,9 +11,8 @@ and asks a real service on loopback (EASY). Checked:
 * a job whose time limit runs into a MAINT reservation starting soon is not started while a
   short one is; once the reservation is deleted, it is;
 * a job given a lower nice (`scontrol update job=J nice=-100`, as root) starts first;
-* a promise moves past the maintenance (xfail, strict: the promise book does not plan around
-  partitions or windows yet, so its decision fails the check and the fallback promises
-  nothing).
+* the promise book (pcp20, profile book) promises a job past the maintenance, on its own
+  partition's nodes.
 
 Skipped, with the reason, when Slurm cannot be installed (failed with REQUIRE_SLURM_TESTS=1).
 """
@@ -223,9 +222,6 @@ def test_nice_reorders_what_starts(cluster: SlurmCluster, server: RunningServer)
         _cancel(cluster, [first, second, third])
 
 
-@pytest.mark.xfail(strict=True, reason="the promise book (pcp20, profile book) does not plan "
-                   "around partitions or windows yet (issue #50 item 2, another engineer's "
-                   "work): its decision fails the check, and EASY's fallback promises nothing")
 def test_a_promise_moves_past_a_maintenance_reservation(
     cluster: SlurmCluster, server: RunningServer,
 ) -> None:
