@@ -1,12 +1,13 @@
 """A site's own rules in the dispatchers' terms: which nodes each queued job may use.
 
 For queued job i, E_i is the set of nodes its partitions and required features allow
-(`QueuedJob.may_use`); a job with neither may use every node (E_i is not stored). The
-unavailability windows are kept as data, relative to t: node indices, [from, to) and who is
-admitted, so a planner can hold them. At t, job i may start on node n only if n is in E_i and
-no window on n that does not admit i overlaps [t, t + requested_i) (`start_now`): the mask the
-start-now placements of FCFS and EASY honour. Later than t, the planner (`NodeProfile`) reads
-E_i and the windows that do not admit job i (`holding`) for every start it tries.
+(`QueuedJob.may_use`); a job with neither, or whose rules allow every node, may use every node
+(E_i is not stored). The unavailability windows are kept as data, relative to t: node indices,
+[from, to) and who is admitted, so a planner can hold them. At t, job i may start on node n
+only if n is in E_i and no window on n that does not admit i overlaps [t, t + requested_i)
+(`start_now`): the mask the start-now placements of FCFS and EASY honour. Later than t, the
+planner (`NodeProfile`) reads E_i and the windows that do not admit job i (`holding`) for
+every start it tries.
 
 Built once per problem, and only when the snapshot has such rules (`build_eligibility` answers
 None otherwise: no cost, every dispatcher as before). A job whose E_i can never hold its units
@@ -95,7 +96,10 @@ def build_eligibility(snapshot: Snapshot, index: NodeIndex) -> Eligibility | Non
         if allowed is None:
             assert labels is not None
             allowed = by_rules[key] = labels.allowing(job)
-        nodes[i] = allowed
+        if len(allowed) < len(labels.every):  # E_i = every node is no restriction: not stored
+            nodes[i] = allowed
+    if not nodes and not windows:  # e.g. one partition holding every node (a Slurm bridge's)
+        return None
     start_now: dict[int, NodeMask] = {i: NodeMask(allowed) for i, allowed in nodes.items()}
     admitted: dict[int, frozenset[int]] = {}
     for i, job in enumerate(snapshot.queued):

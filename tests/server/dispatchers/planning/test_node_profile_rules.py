@@ -81,3 +81,14 @@ def test_no_rules_no_masks() -> None:
     p = problem((queued("a", 4, 100),))
     assert p.eligibility is None
     assert NodeProfile(p).usable(p.jobs[0], 0) is None
+
+
+def test_rules_that_allow_every_node_are_no_rules() -> None:
+    """One partition holding every node (what a Slurm bridge managing one partition sends):
+    no masks, the dispatchers' paths without rules; a second partition makes them again."""
+    one = tuple(labelled(i, "batch") for i in range(4))
+    job = dataclasses.replace(queued("a", 2, 100), partitions=("batch",))
+    assert problem_of(Snapshot(T, one, (), (job,))).eligibility is None
+    two = (*one[:3], labelled(3, "other"))
+    rules = problem_of(Snapshot(T, two, (), (job,))).eligibility
+    assert rules is not None and rules.allowed(0) == frozenset({0, 1, 2})
