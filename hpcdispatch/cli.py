@@ -32,7 +32,7 @@ def _profiles() -> tuple[list[str], str]:
 def _add_serve(sub: argparse._SubParsersAction, with_profiles: bool = True) -> None:
     """`with_profiles`: check --default-profile against the profile table; that imports the
     dispatchers (about 2 s), which only `serve` needs."""
-    profiles, default_profile = _profiles() if with_profiles else (None, "qos")
+    profiles, default_profile = _profiles() if with_profiles else (None, "book")
     p = sub.add_parser("serve", help="run the gRPC dispatching service",
                        description="Run the service. Keys: docs/configuration.md; precedence: "
                        "flags > HPCDISPATCH_* environment > --config file > defaults.")
