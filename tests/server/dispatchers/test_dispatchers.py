@@ -20,7 +20,17 @@ from hpcdispatch.server.domain.outcome_kinds import SkipReason, SolveStatus
 from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE, PROFILES, resolve_settings
 from hpcdispatch.server.domain.search_settings import SearchRequest
 from hpcdispatch.snapshot import NodeState, Snapshot
-from tests.instances import FAST, FAST_WITH_HEAD, T, decide, node, problem_of, queued, running, started
+from tests.instances import (
+    FAST,
+    FAST_WITH_HEAD,
+    T,
+    decide,
+    node,
+    problem_of,
+    queued,
+    running,
+    started,
+)
 
 ALL = sorted(DISPATCHER_NAMES)
 CP = list(CP_DISPATCHER_NAMES)
