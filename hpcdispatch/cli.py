@@ -32,7 +32,7 @@ def _profiles() -> tuple[list[str], str]:
 def _add_serve(sub: argparse._SubParsersAction, with_profiles: bool = True) -> None:
     """`with_profiles`: check --default-profile against the profile table; that imports the
     dispatchers (about 2 s), which only `serve` needs."""
-    profiles, default_profile = _profiles() if with_profiles else (None, "qos")
+    profiles, default_profile = _profiles() if with_profiles else (None, "book")
     p = sub.add_parser("serve", help="run the gRPC dispatching service",
                        description="Run the service. Keys: docs/configuration.md; precedence: "
                        "flags > HPCDISPATCH_* environment > --config file > defaults.")
@@ -44,7 +44,7 @@ def _add_serve(sub: argparse._SubParsersAction, with_profiles: bool = True) -> N
     p.add_argument("--default-predictor", choices=sorted(predictor_names()))
     p.add_argument("--default-profile", choices=profiles, metavar=None if profiles else "PROFILE",
                    help=f"search profile of the CP dispatchers (default: {default_profile}; "
-                   "README: Search profiles)")
+                   "docs/dispatchers.md: Modes)")
     p.add_argument("--max-nodes", type=int, help="largest snapshot, in nodes")
     p.add_argument("--max-jobs", type=int, help="largest snapshot, in running + queued jobs")
     p.add_argument("--predictor-store",
@@ -114,14 +114,17 @@ def _add_dispatch(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dispatcher", choices=sorted(dispatcher_names()),
                    help="override the request's (a built-in's or an installed plugin's name)")
     p.add_argument("--profile", metavar="PROFILE",
-                   help="search profile of the CP dispatchers, e.g. book (a job that waited "
-                   "24 h holds a promise, a start guaranteed from requested times, shown with "
-                   "its likely start; the others a likely start, an estimate); overrides the "
-                   "request's; default: the service's")
+                   help="search profile of the CP dispatchers: book (the server's default: a "
+                   "job that waited 24 h holds a promise, a start guaranteed from requested "
+                   "times, shown with its likely start; the others a likely start, an "
+                   "estimate), qos (the lowest mean bounded slowdown, no promise) or papers; "
+                   "docs/dispatchers.md, Modes; overrides the request's; default: the "
+                   "service's")
     p.add_argument("--promise-after", type=int, metavar="SECONDS", dest="promise_after_s",
-                   help="with the promise book (--profile book): how long a job waits before "
-                   "it holds a promise, a rung of its ladder (0: every job from its arrival; "
-                   "docs/dispatchers.md); overrides the request's; default: the profile's")
+                   help="with the promise book (profile book, the default): how long a job "
+                   "waits before it holds a promise, a rung of its ladder (0: every job from "
+                   "its arrival; docs/dispatchers.md); overrides the request's; default: the "
+                   "profile's")
     p.add_argument("--timeout", type=float, default=30.0, help="deadline, seconds")
     p.add_argument("--output", help="write the DispatchResponse JSON here instead of stdout")
     p.add_argument("--tls-ca", help="TLS: PEM bundle that signed the server's certificate "

@@ -55,7 +55,7 @@ class ServerConfig:
     # (docs/benchmarks/models-vs-papers.md §2); with no completions reported it predicts the
     # requested time.
     default_predictor: str = "data-driven"
-    default_profile: str = "qos"  # a name of server/domain/profiles.py PROFILES
+    default_profile: str = "book"  # a name of server/domain/profiles.py PROFILES
     solver_workers: int = 1  # CP-SAT search workers per decision
     predictor_store: str | None = None  # SQLite file of the predictors' knowledge base
     # What the knowledge base keeps of reported completions, per client identity and cluster:
@@ -251,7 +251,7 @@ def _check_names(config: ServerConfig, check: Check) -> None:
     """The defaults name a registered dispatcher, predictor, profile; logging's names."""
     from hpcdispatch.catalog import dispatcher_names, predictor_names
 
-    from .domain.profiles import PROFILES
+    from .domain.profiles import PROFILES, retired_profile
 
     # The names registered (docs/plugins.md): the built-ins and the installed plugins.
     dispatchers, predictors = dispatcher_names(), predictor_names()
@@ -259,7 +259,9 @@ def _check_names(config: ServerConfig, check: Check) -> None:
           f"unknown dispatcher {config.default_dispatcher!r}; one of {sorted(dispatchers)}")
     check("default_predictor", config.default_predictor in predictors,
           f"unknown predictor {config.default_predictor!r}; one of {sorted(predictors)}")
+    retired = retired_profile(config.default_profile)
     check("default_profile", config.default_profile in PROFILES,
+          f"{retired}; one of {sorted(PROFILES)}" if retired else
           f"unknown profile {config.default_profile!r}; one of {sorted(PROFILES)}")
     check("log_format", config.log_format in LOG_FORMATS,
           f"unknown log format {config.log_format!r}; one of {list(LOG_FORMATS)}")

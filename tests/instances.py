@@ -27,6 +27,10 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 T = 1000
 FAST = SearchSettings("test", delta_ms=200, delta_max_ms=800, k=1, window=100)
+# The retired `fast` profile's settings (the default until issue #13), spelled out for the
+# tests whose figures were measured with them: the quick search and EASY's head reservation.
+FAST_WITH_HEAD = SearchSettings("fast", delta_ms=100, delta_max_ms=800, k=1, window=100,
+                                stall_ms=10, protect_head=True)
 
 
 def node(i: int, cores: int = 4, state: NodeState = NodeState.UP, **extra: int) -> Node:

@@ -5,7 +5,7 @@ through a real service on loopback. Prints one row per system × dispatcher × p
 median over the seeds, and the ratio of the median decision time to EASY's on the same
 instances (measured in the same run).
 
-    python -m benchmarks.decision_cost.snapshot_decisions [--seeds 3] [--profiles fast,papers]
+    python -m benchmarks.decision_cost.snapshot_decisions [--seeds 3] [--profiles book,papers]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--systems", default="eurora,kit-forhlr2")
-    parser.add_argument("--profiles", default="fast")
+    parser.add_argument("--profiles", default="book")  # `fast` until issue #49
     parser.add_argument("--dispatchers", default=",".join(ORDER))
     args = parser.parse_args()
     print("| system | nodes | dispatcher | profile | decision ms (median) | × EASY | build ms |"

@@ -13,6 +13,8 @@ run side by side with every baseline, per case (trace and system) and predictor.
   the default rung, decision time), `frontier_tables` (`frontier.md`, `frontier.json`),
   `ladder_plot` (one plot per pair); §1.5 of docs/benchmarks/default-vs-easy.md;
 - `profile_variant`: one replay with a profile's settings changed, before it earns a profile;
+- `modes`: `qos` against the book's default rung pair by pair, from the committed campaigns
+  (issue #49: why `qos` is kept beside the default; `results/qos/modes.md`);
 - why a run misses: `idle_capacity` (idle while a queued job would fit), `wait_chain` (the
   jobs that held a late job's nodes), `waits_by_width` (who waits longer, by job width).
 

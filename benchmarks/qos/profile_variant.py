@@ -1,14 +1,18 @@
 """Replay a trace with a variant of one of the server's search profiles, without editing it.
 
-    python -m benchmarks.qos.profile_variant promises easy_head_depth=2 -- \\
+    python -m benchmarks.qos.profile_variant qos easy_head=true easy_head_depth=2 -- \\
         --trace kth-sp2 --limit-jobs 10000 --dispatcher pcp20 --predictor walltime \\
         --out runs/kth10-depth2
 
-registers, in this process only, the profile "promises+easy_head_depth=2" (the named profile
-with those `SearchSettings` fields replaced; integers and true / false) and runs
-`hpcdispatch simulate --in-process --profile promises+easy_head_depth=2` with the arguments
-after `--`. In-process only: a server elsewhere does not know the variant. So an exploratory
-setting is measured by a command that anyone can rerun, before it earns a profile of its own.
+registers, in this process only, the profile "qos+easy_head=true+easy_head_depth=2" (the named
+profile with those `SearchSettings` fields replaced; integers and true / false) and runs
+`hpcdispatch simulate --in-process --profile qos+easy_head=true+easy_head_depth=2` with the
+arguments after `--`. The profiles issue #49 retired are variants of `qos` so:
+`promises` is `qos easy_head=true starvation_wait_s=0`, `packing` the same with
+`capacity_first=true`, `fast` is `qos starvation_wait_s=0 work_conserving=false
+protect_head=true`. In-process only: a server elsewhere does not know the variant. So an
+exploratory setting is measured by a command that anyone can rerun, before it earns a profile of
+its own.
 """
 
 from __future__ import annotations

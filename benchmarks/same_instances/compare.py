@@ -12,7 +12,7 @@
    rows (results/same_instances.csv) and plots (results/same_instances_*.png), and check the
    target: the default CP dispatcher within 10× of EASY (median per-instance ratio).
 
-    python -m benchmarks.same_instances [--instances 60] [--profiles fast,papers]
+    python -m benchmarks.same_instances [--instances 60] [--profiles qos,papers]
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--slice", action="append", default=[], metavar="NAME=SKIP:JOBS",
                         help="trace slice of a captured set (repeatable)")
     parser.add_argument("--dispatchers", default=",".join(ALL_DISPATCHERS))
-    parser.add_argument("--profiles", default="fast",
+    parser.add_argument("--profiles", default="qos",  # `fast` until issue #49: its search
                         help="search profiles; the first on every instance, others on a few")
     parser.add_argument("--secondary-instances", type=int, default=5)
     parser.add_argument("--predictor", default="oracle", choices=("oracle", "walltime"))

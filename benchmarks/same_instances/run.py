@@ -92,7 +92,7 @@ def run_instances(
     sets: Sequence[InstanceSet],
     target: str,
     dispatchers: Sequence[str] = ALL_DISPATCHERS,
-    profiles: Sequence[str] = ("fast",),
+    profiles: Sequence[str] = ("qos",),  # `fast` until issue #49: `qos` keeps its search
     secondary_limit: int = 5,
     timeout: float = 120.0,
     progress: Callable[[str], None] | None = None,

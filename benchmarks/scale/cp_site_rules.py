@@ -15,7 +15,7 @@ process, alternating with and without; the table gives the median CPU seconds of
 jobs started, the status and the fallback, and the ratio with / without on the same snapshot.
 
     python -m benchmarks.scale.cp_site_rules [--nodes 1000] [--partitions 8] [--queued 200]
-        [--busy 1.0] [--units 1] [--models pcp20,pcp19,hcp19] [--profiles fast,qos] [--repeat 3]
+        [--busy 1.0] [--units 1] [--models pcp20,pcp19,hcp19] [--profiles qos,book] [--repeat 3]
         [--deadline 30]
 """
 
@@ -70,7 +70,7 @@ def main() -> None:
                         help="each queued job's units × this (8: the model is searched "
                         "without rules too)")
     parser.add_argument("--models", default="pcp20,pcp19,hcp19")
-    parser.add_argument("--profiles", default="fast,qos")
+    parser.add_argument("--profiles", default="qos,book")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--deadline", type=float, default=30.0, help="request deadline, s")
     args = parser.parse_args()

@@ -30,7 +30,7 @@ def _one(nodes: int, queued: int, spec: str, deadline: float) -> dict[str, objec
     """The case, decided in this process (see the module's doc)."""
     from hpcdispatch.catalog import DISPATCHER_NAMES
     from hpcdispatch.server.domain.outcome_kinds import SolveStatus
-    from hpcdispatch.server.domain.profiles import PROFILES
+    from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE, PROFILES
     from hpcdispatch.server.domain.promise_ladder import rung
     from hpcdispatch.server.domain.search_control import SearchControl
     from hpcdispatch.server.pipeline import open_predictors, run_decision
@@ -40,7 +40,7 @@ def _one(nodes: int, queued: int, spec: str, deadline: float) -> dict[str, objec
 
     name, _, profile = spec.partition("/")
     profile, _, rung_name = profile.partition("@")
-    settings = PROFILES[profile or "fast"][0]
+    settings = PROFILES[profile or DEFAULT_PROFILE][0]
     if rung_name:
         settings = dataclasses.replace(settings, promise_after_s=rung(rung_name).promise_after_s)
     walltime = open_predictors().predictor("bench", pb.PREDICTOR_WALLTIME)

@@ -26,7 +26,7 @@ from typing import TypeVar
 from benchmarks.scale.sessions import BUSY_FOR_70_PERCENT_OF_NODES
 from hpcdispatch.proto_convert import snapshot_from_pb, snapshot_to_pb
 from hpcdispatch.server.config import ServerConfig
-from hpcdispatch.server.domain.profiles import PROFILES
+from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE, PROFILES
 from hpcdispatch.server.domain.search_control import SearchControl
 from hpcdispatch.server.intake.node_table import NodeTables, build_node_table
 from hpcdispatch.server.intake.running_job_cache import RunningJobCache
@@ -88,7 +88,7 @@ def one_step(
     intake = timed(times, "validate + convert, after (cached running jobs)",
                    lambda: take_in(request, config, kinds, tables, cache))
     assert intake.snapshot == old, "the two paths disagree"
-    control = SearchControl(settings=PROFILES["fast"][0], deadline=time.monotonic() + 120)
+    control = SearchControl(settings=PROFILES[DEFAULT_PROFILE][0], deadline=time.monotonic() + 120)
     walltime = front.predictors.predictor("default", pb.PREDICTOR_WALLTIME)
     result = run_decision(old, pb.DISPATCHER_EASY, walltime, control, table.index)
     timed(times, "answer", lambda: front.answer(

@@ -5,7 +5,7 @@ and a decision (the session's snapshot and occupancy, then `run_decision`); the 
 fastest wall times, and the last decision under cProfile.
 
     python -m benchmarks.scale.session_profile [--nodes 100000] [--queued 1000]
-        [--dispatchers easy,pcp20] [--profile fast] [--repeats 5] [--top 25] [--no-profile]
+        [--dispatchers easy,pcp20] [--profile book] [--repeats 5] [--top 25] [--no-profile]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from benchmarks.scale.sessions import BUSY_FOR_70_PERCENT_OF_NODES
 from hpcdispatch.catalog import DISPATCHER_NAMES
 from hpcdispatch.server.domain.duration_predictor import DurationPredictor
-from hpcdispatch.server.domain.profiles import PROFILES
+from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE, PROFILES
 from hpcdispatch.server.domain.search_control import SearchControl
 from hpcdispatch.server.pipeline import DecisionResult, open_predictors, run_decision
 from hpcdispatch.server.sessions.state import SessionState
@@ -30,7 +30,7 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 
 def decide(state: SessionState, kind: int, predictor: DurationPredictor,
-           profile: str = "fast") -> DecisionResult:
+           profile: str = DEFAULT_PROFILE) -> DecisionResult:
     """One session decision as SessionServicer._decide makes it (`predictor`: walltime)."""
     control = SearchControl(settings=PROFILES[profile][0], deadline=time.monotonic() + 120)
     snapshot = state.snapshot(pb.PREDICTOR_WALLTIME, predictor)
@@ -46,7 +46,8 @@ def main() -> None:
     parser.add_argument("--dispatchers", default="easy,pcp20")
     parser.add_argument("--busy", type=float, default=BUSY_FOR_70_PERCENT_OF_NODES,
                         help="share of the cores in use (default: one job on 70 %% of the nodes)")
-    parser.add_argument("--profile", default="fast", help="the CP dispatchers' search profile")
+    parser.add_argument("--profile", default=DEFAULT_PROFILE,
+                        help="the CP dispatchers' search profile")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-profile", action="store_true", help="only time the decisions")

@@ -69,7 +69,7 @@ def _one(nodes: int, queued: int, spec: str, variant: str, deadline: float
     from hpcdispatch.v1 import dispatcher_pb2 as pb
 
     name, _, profile = spec.partition("/")
-    settings = PROFILES[profile or "fast"][0]
+    settings = PROFILES[profile or "book"][0]
     walltime = open_predictors().predictor("bench", pb.PREDICTOR_WALLTIME)
     kind = DISPATCHER_NAMES[name]
     warm = synthetic_snapshot(homogeneous("warm", 16, {"core": 32, "mem": 131072}), 8, 1.0)

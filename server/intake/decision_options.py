@@ -20,7 +20,7 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 from ..config import ServerConfig
 from ..core_wire import search_request_from_pb
 from ..domain.caller_scope import CallerScope
-from ..domain.profiles import PROFILES, resolve_settings
+from ..domain.profiles import PROFILES, resolve_settings, retired_profile
 from ..domain.search_control import SearchControl
 from ..domain.search_settings import SearchSettings
 from .fields import check_id
@@ -91,8 +91,9 @@ def check_options(
         out.add("allocator", f"unknown allocator value {request.allocator}")
     search = request.search
     if search.profile and search.profile not in PROFILES:
-        out.add("search.profile", f"unknown profile {shown(search.profile)}; one of "
-                f"{sorted(PROFILES)}")
+        retired = retired_profile(search.profile)
+        out.add("search.profile", f"{retired}; the profiles: {sorted(PROFILES)}" if retired
+                else f"unknown profile {shown(search.profile)}; one of {sorted(PROFILES)}")
     for name in ("delta_ms", "delta_max_ms", "k", "window", "reservation_depth",
                  "lookahead_depth", "easy_head_depth"):
         if search.HasField(name) and getattr(search, name) < 1:

@@ -24,14 +24,14 @@ def own_profiles(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
 
 
 def test_a_variant_replaces_only_the_fields_it_names(own_profiles: dict[str, object]) -> None:
-    name = register("promises", ["easy_head_depth=2", "work_conserving=false"])
-    assert name == "promises+easy_head_depth=2+work_conserving=false"
-    base, _ = profiles.PROFILES["promises"]
+    name = register("qos", ["easy_head_depth=2", "work_conserving=false"])
+    assert name == "qos+easy_head_depth=2+work_conserving=false"
+    base, _ = profiles.PROFILES["qos"]
     variant, text = profiles.PROFILES[name]
     assert (variant.easy_head_depth, variant.work_conserving) == (2, False)
     assert (variant.easy_head, variant.delta_ms, variant.window) == (
         base.easy_head, base.delta_ms, base.window)
-    assert "promises with" in text
+    assert "qos with" in text
     # A request naming the variant resolves to it, as a named profile does.
     resolved = profiles.resolve_settings(SearchRequest(name), "qos")
     assert resolved.easy_head_depth == 2 and resolved.profile == name
@@ -39,10 +39,11 @@ def test_a_variant_replaces_only_the_fields_it_names(own_profiles: dict[str, obj
 
 @pytest.mark.parametrize(("base", "fields", "says"), [
     ("nosuch", [], "unknown profile"),
-    ("promises", ["nosuch=1"], "KEY=VALUE"),
-    ("promises", ["easy_head_depth"], "KEY=VALUE"),
-    ("promises", ["easy_head=yes"], "true or false"),
-    ("promises", ["window=ten"], "integer"),
+    ("promises", [], "unknown profile"),  # retired by issue #49
+    ("qos", ["nosuch=1"], "KEY=VALUE"),
+    ("qos", ["easy_head_depth"], "KEY=VALUE"),
+    ("qos", ["easy_head=yes"], "true or false"),
+    ("qos", ["window=ten"], "integer"),
 ])
 def test_a_bad_variant_is_refused_with_what_is_wrong(
     own_profiles: dict[str, object], base: str, fields: list[str], says: str
@@ -54,7 +55,8 @@ def test_a_bad_variant_is_refused_with_what_is_wrong(
 def test_a_replay_with_a_variant_runs_and_names_it(tmp_path: Path) -> None:
     out = tmp_path / "runs"
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.qos.profile_variant", "promises", "easy_head_depth=2",
+        [sys.executable, "-m", "benchmarks.qos.profile_variant", "qos", "easy_head=true",
+         "easy_head_depth=2",
          "--", "--trace", "kth-sp2-slice", "--limit-jobs", "150", "--dispatcher", "pcp20",
          "--predictor", "walltime", "--no-progress", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
@@ -62,5 +64,5 @@ def test_a_replay_with_a_variant_runs_and_names_it(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     (summary,) = out.glob("*/summary.json")
     data = json.loads(summary.read_text())
-    assert data["profile"] == "promises+easy_head_depth=2"
+    assert data["profile"] == "qos+easy_head=true+easy_head_depth=2"
     assert data["jobs"] == 150

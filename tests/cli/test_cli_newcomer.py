@@ -116,7 +116,7 @@ def test_a_failing_call_mid_replay_is_one_line(tmp_path: Path) -> None:
 def test_serve_help_derives_the_profiles_and_names_both_stores() -> None:
     done = run("serve", "--help")
     text = " ".join(done.stdout.split())
-    assert "{" + ",".join(sorted(PROFILES)) + "}" in text and "(default: qos;" in text
+    assert "{" + ",".join(sorted(PROFILES)) + "}" in text and "(default: book;" in text
     assert "papers | fast" not in text
     assert "SQLite file path, or a postgresql://" in text
 
@@ -127,24 +127,24 @@ def test_dispatch_help_names_the_bundled_example() -> None:
 
 
 def test_a_profile_for_baselines_only_is_refused(tmp_path: Path) -> None:
-    """Issue #43: `easy --profile fast` replayed EASY and recorded the profile as if it
-    applied."""
-    done = run("simulate", "--profile", "fast", "--dispatcher", "easy", "--limit-jobs", "20",
+    """Issue #43: `easy --profile fast` (a profile issue #49 retired; `qos` here) replayed EASY
+    and recorded the profile as if it applied."""
+    done = run("simulate", "--profile", "qos", "--dispatcher", "easy", "--limit-jobs", "20",
                "--out", str(tmp_path / "out"), "--no-progress", "--in-process")
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
-        "hpcdispatch simulate: --profile fast applies to the CP dispatchers (hcp19, pcp19, "
+        "hpcdispatch simulate: --profile qos applies to the CP dispatchers (hcp19, pcp19, "
         "pcp20) only; easy ignores it: drop --profile, or add a CP dispatcher")
     assert not (tmp_path / "out").exists()
 
 
 def test_a_profile_beside_a_baseline_is_warned_about_and_recorded_for_the_cp_run_only(
         tmp_path: Path) -> None:
-    done = run("simulate", "--profile", "fast", "--dispatcher", "easy", "--dispatcher", "pcp20",
+    done = run("simulate", "--profile", "qos", "--dispatcher", "easy", "--dispatcher", "pcp20",
                "--limit-jobs", "20", "--out", str(tmp_path / "out"), "--no-progress",
                "--in-process")
     assert done.returncode == 0, done.stderr
-    assert ("warning: --profile fast applies to the CP dispatchers (hcp19, pcp19, pcp20) only; "
+    assert ("warning: --profile qos applies to the CP dispatchers (hcp19, pcp19, pcp20) only; "
             "easy ignores it (their runs record no profile)") in done.stderr
     recorded = {}
     for run_dir in sorted((tmp_path / "out").iterdir()):
@@ -152,7 +152,7 @@ def test_a_profile_beside_a_baseline_is_warned_about_and_recorded_for_the_cp_run
         with (run_dir / "decisions.csv").open(newline="") as rows:
             profiles = {row["profile"] for row in csv.DictReader(rows)}
         recorded[summary["dispatcher"]] = (summary["profile"], profiles)
-    assert recorded == {"easy": ("", {""}), "pcp20": ("fast", {"fast"})}
+    assert recorded == {"easy": ("", {""}), "pcp20": ("qos", {"qos"})}
 
 
 @pytest.mark.parametrize(("command", "required"), [

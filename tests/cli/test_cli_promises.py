@@ -87,6 +87,24 @@ def test_a_bad_environment_value_is_one_line_naming_the_variable(
     assert "HPCDISPATCH_DEFAULT_PROFILE" in err[0] and "default_profile" in err[0]
 
 
+def test_a_retired_profile_is_invalid_argument_saying_what_replaces_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = dispatch(["--profile", "packing"], capsys)
+    assert code == 1 and "INVALID_ARGUMENT" in err[0]
+    assert any(line.strip().startswith("search.profile: profile 'packing' was retired")
+               and "use `book`" in line for line in err), err
+
+
+def test_the_embedded_service_refuses_a_retired_default_profile_in_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HPCDISPATCH_DEFAULT_PROFILE", "fast")
+    code, _, err = dispatch([], capsys)
+    assert code == 2 and len(err) == 1
+    assert "HPCDISPATCH_DEFAULT_PROFILE" in err[0] and "profile 'fast' was retired" in err[0]
+
+
 def test_an_unknown_profile_is_invalid_argument_naming_the_field(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

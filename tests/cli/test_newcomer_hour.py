@@ -170,7 +170,7 @@ def test_ctrl_c_during_a_pcp20_replay_stops_cleanly_leaving_a_run_that_says_it_i
     assert not (run_dir / "summary.json").exists()
     marker = json.loads((run_dir / "incomplete.json").read_text(encoding="utf-8"))
     assert marker["decisions"] >= 1 and marker["jobs_expected"] == 3000
-    assert marker["label"] == "pcp20-qos-data-driven"
+    assert marker["label"] == "pcp20-book-data-driven"
     # Every decision it made is in decisions.csv: none was torn down half-way.
     rows = (run_dir / "decisions.csv").read_text(encoding="utf-8").splitlines()
     assert len(rows) == marker["decisions"] + 1

@@ -56,4 +56,4 @@ def test_a_search_request_carries_the_fields_the_request_sets() -> None:
     settings = resolve_settings(request, "qos")
     assert (settings.profile, settings.k, settings.window) == ("papers", 3, 7)
     assert core_wire.search_request_from_pb(pb.SearchParameters()) == SearchRequest()
-    assert resolve_settings(SearchRequest(), "fast") == PROFILES["fast"][0]
+    assert resolve_settings(SearchRequest(), "qos") == PROFILES["qos"][0]

@@ -314,13 +314,18 @@ def test_the_default_rows_name_every_dispatcher_predictor_and_profile() -> None:
 
 
 def test_the_profile_tables_have_a_row_per_profile() -> None:
-    from hpcdispatch.server.domain.profiles import PROFILES
+    """The one modes table (docs/dispatchers.md, *Modes*) and the parameters' table
+    (docs/configuration.md) name every profile, the default as such, and no retired one."""
+    from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE, PROFILES, RETIRED
 
-    for page in ("README.md", "docs/configuration.md"):
+    for page, header in (("docs/dispatchers.md", "| mode |"),
+                         ("docs/configuration.md", "| profile | δ / δmax / k |")):
         text = (ROOT / page).read_text()
-        rows = {m.group(1) for m in re.finditer(r"^\| `([a-z]+)`(?: \(default\))? \| \d", text,
-                                                 re.M)}
-        assert rows == set(PROFILES), page
+        table = text[text.index(header):].split("\n\n", 1)[0]
+        rows = re.findall(r"^\| `([a-z]+)`( \(default\))? \| ", table, re.M)
+        assert {name for name, _ in rows} == set(PROFILES), page
+        assert [name for name, default in rows if default] == [DEFAULT_PROFILE], page
+        assert not {name for name, _ in rows} & set(RETIRED), page
 
 
 def _documented_metrics(page: str, section: str) -> set[str]:

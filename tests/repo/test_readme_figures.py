@@ -41,7 +41,7 @@ def test_the_readme_block_parses() -> None:
     trace, tables, hint = parts(readme_output())
     assert trace.startswith("trace KTH-SP2")
     rows = table_rows(tables)
-    assert set(rows) == {"pcp20(default)-qos-data-driven", "easy-data-driven"}
+    assert set(rows) == {"pcp20(default)-book-data-driven", "easy-data-driven"}
     assert all("mean bsld" in row and "decisions" in row for row in rows.values())
     assert hint.startswith("runs in replay-")
 

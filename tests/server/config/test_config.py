@@ -52,6 +52,10 @@ def test_a_word_that_is_no_boolean_is_an_error() -> None:
     ("default_dispatcher", "sjf", "unknown dispatcher"),
     ("default_predictor", "psychic", "unknown predictor"),
     ("default_profile", "turbo", "unknown profile"),
+    # Issue #49: a retired profile says which mode replaces it.
+    ("default_profile", "fast", "profile 'fast' was retired (issue #49); use `book`"),
+    ("default_profile", "promises", "profile 'promises' was retired (issue #49); use `book`"),
+    ("default_profile", "packing", "profile 'packing' was retired (issue #49); use `book`"),
     ("log_level", "loud", "unknown log level"),
     ("log_format", "xml", "unknown log format"),
     ("metrics_port", "70000", "TCP port"),
@@ -81,6 +85,16 @@ def test_sources_are_named_for_file_and_flag(tmp_path: Path) -> None:
     assert f"{file}: configuration key 'workers'" in message
     assert f"{file}: configuration key 'max_nodes'" in message
     assert "flag --log-level: configuration key 'log_level'" in message
+
+
+def test_a_config_file_naming_a_retired_profile_is_a_config_error(tmp_path: Path) -> None:
+    file = tmp_path / "server.yaml"
+    file.write_text("default_profile: qos\n")
+    assert load_config(str(file), env={}).default_profile == "qos"  # still a mode
+    file.write_text("default_profile: promises\n")
+    with pytest.raises(ValueError, match=rf"{file}: configuration key 'default_profile': "
+                       r"profile 'promises' was retired \(issue #49\); use `book`"):
+        load_config(str(file), env={})
 
 
 def test_a_number_that_does_not_parse_names_the_source(tmp_path: Path) -> None:

@@ -20,7 +20,17 @@ from hpcdispatch.server.domain.outcome_kinds import SkipReason, SolveStatus
 from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE, PROFILES, resolve_settings
 from hpcdispatch.server.domain.search_settings import SearchRequest
 from hpcdispatch.snapshot import NodeState, Snapshot
-from tests.instances import FAST, T, decide, node, problem_of, queued, running, started
+from tests.instances import (
+    FAST,
+    FAST_WITH_HEAD,
+    T,
+    decide,
+    node,
+    problem_of,
+    queued,
+    running,
+    started,
+)
 
 ALL = sorted(DISPATCHER_NAMES)
 CP = list(CP_DISPATCHER_NAMES)
@@ -255,7 +265,7 @@ def test_an_idle_machine_is_not_left_idle(name: str) -> None:
          queued("9979", 1, 52_574, submit=7_687_350, units=32)),
     )
     for _ in range(3):  # stopping points of the search vary; the rule must always hold
-        _, decision = decide(name, snap, PROFILES["fast"][0])
+        _, decision = decide(name, snap, FAST_WITH_HEAD)
         assert decision.starts
         assert check_decision(snap, decision) == []
 
@@ -274,7 +284,7 @@ def test_a_very_wide_job_does_not_idle_the_machine(name: str) -> None:
         102_865, tuple(node(i, cores=1) for i in range(256)), (),
         tuple(queued(i, 1, d, submit=q, units=u) for i, q, u, d in jobs),
     )
-    outcome, decision = decide(name, snap, dataclasses.replace(PROFILES["fast"][0]))
+    outcome, decision = decide(name, snap, FAST_WITH_HEAD)
     assert started(decision) == {i for i, *_ in jobs} - {"82"}
     assert outcome.objective == pytest.approx(392.3757, abs=1e-3)
     assert check_decision(snap, decision) == []
@@ -345,14 +355,15 @@ def test_the_default_profile_guards_a_starving_job_the_papers_objective_passes_o
     papers = dataclasses.replace(PROFILES["papers"][0], delta_ms=200, delta_max_ms=800)
     _, decision = decide(name, snap, papers)
     assert started(decision) == {"s1"}
-    _, decision = decide(name, snap, PROFILES["fast"][0])
+    _, decision = decide(name, snap, FAST_WITH_HEAD)
     assert started(decision) == {"s1"}  # the old default: no guard for a job that fits now
-    assert DEFAULT_PROFILE == "qos"
-    outcome, decision = decide(name, snap, PROFILES[DEFAULT_PROFILE][0])
-    assert started(decision) == {"long"}
-    assert check_decision(snap, decision) == []
-    assert outcome.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE,
-                              SolveStatus.HEURISTIC)
+    assert DEFAULT_PROFILE == "book"
+    for profile in (DEFAULT_PROFILE, "qos"):  # a promise after 24 h; the guard after 24 h
+        outcome, decision = decide(name, snap, PROFILES[profile][0])
+        assert started(decision) == {"long"}, profile
+        assert check_decision(snap, decision) == []
+        assert outcome.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE,
+                                  SolveStatus.HEURISTIC)
 
 
 def test_the_papers_profile_keeps_the_papers_objective() -> None:
@@ -362,9 +373,6 @@ def test_the_papers_profile_keeps_the_papers_objective() -> None:
     assert not (papers.protect_head or papers.starvation_wait_s or papers.more_orders
                 or papers.work_conserving)
     assert resolve_settings(SearchRequest("papers"), DEFAULT_PROFILE) == papers
-    fast = PROFILES["fast"][0]
-    assert fast.protect_head and not (fast.starvation_wait_s or fast.more_orders
-                                      or fast.work_conserving)
 
 
 def test_search_parameters_override_the_new_knobs() -> None:

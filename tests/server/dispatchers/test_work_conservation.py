@@ -11,7 +11,7 @@ from hpcdispatch.catalog import CP_DISPATCHER_NAMES
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE, PROFILES
 from hpcdispatch.snapshot import Snapshot
-from tests.instances import FAST, T, decide, node, queued, running, started
+from tests.instances import FAST, FAST_WITH_HEAD, T, decide, node, queued, running, started
 
 CP = list(CP_DISPATCHER_NAMES)
 CONSERVING = dataclasses.replace(FAST, work_conserving=True)
@@ -38,7 +38,7 @@ def test_a_long_queue_does_not_leave_idle_nodes(name: str) -> None:
         T, tuple(node(i, cores=1) for i in range(200)), (),
         tuple(queued(f"j{i}", 1, 100 + i, submit=T - 1_000 + i) for i in range(150)),
     )
-    _, old = decide(name, snap, PROFILES["fast"][0])
+    _, old = decide(name, snap, FAST_WITH_HEAD)
     assert len(old.starts) == 100
     _, new = decide(name, snap, PROFILES[DEFAULT_PROFILE][0])
     assert len(new.starts) == 150

@@ -125,12 +125,14 @@ def test_an_invalid_opening_snapshot_is_refused_naming_the_field() -> None:
         InProcessService().open(request)
 
 
-def test_every_path_agrees_under_the_promises_profile(
+def test_every_path_agrees_under_easys_head_discipline(
     target: str, local: LocalService, tmp_path: Path
 ) -> None:
-    # EASY's head discipline (`easy_head`) starts the oldest jobs outside the model: the
-    # session's state and the in-process pipeline must see the same starts.
-    spec = RunSpec(bundled_trace(), DispatchSettings(dispatcher="pcp20", predictor="walltime",
-                                                     profile="promises"), limit_jobs=LIMIT)
+    # EASY's head discipline (`easy_head`, the switch of the profile `promises` that issue #49
+    # retired) starts the oldest jobs outside the model: the session's state and the
+    # in-process pipeline must see the same starts.
+    spec = RunSpec(bundled_trace(), DispatchSettings(
+        dispatcher="pcp20", predictor="walltime", profile="qos",
+        search=(("easy_head", True), ("starvation_wait_s", 0))), limit_jobs=LIMIT)
     summaries = _all_paths(target, local, tmp_path, spec)
-    assert {s["profile"] for s in summaries.values()} == {"promises"}
+    assert {s["profile"] for s in summaries.values()} == {"qos"}

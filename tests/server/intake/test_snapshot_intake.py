@@ -227,7 +227,7 @@ def test_a_snapshot_taken_in_carries_its_node_index_and_decision_options() -> No
     request = eurora()
     request.cluster, request.predictor = "east", pb.PREDICTOR_WALLTIME
     request.allocator = pb.ALLOCATOR_FIRST_FIT
-    request.search.profile, request.search.k = "fast", 3
+    request.search.profile, request.search.k = "qos", 3
     intake = Intake()
     got = take_in(request, CONFIG, KINDS, intake.tables, intake.cache)
     assert got.violations == [] and got.options is not None

@@ -59,18 +59,22 @@ def test_a_cp_model_starts_restricted_jobs_only_on_their_nodes(
     assert starts == {"gpu-job": {"g1"}, "cpu-job": {"c0"}, "either": {"g0"}}
 
 
-@pytest.mark.parametrize("profile", ("promises", "packing"))
+@pytest.mark.parametrize("capacity_first", (False, True))
 @pytest.mark.parametrize("name", CP_MODELS)
 def test_easys_head_discipline_starts_the_oldest_jobs_on_their_nodes(
-        client: DispatcherClient, name: str, profile: str) -> None:
-    """The profiles that start the oldest jobs first as EASY does (`easy_head`) place them
-    on their own nodes too (every job here is among them)."""
+        client: DispatcherClient, name: str, capacity_first: bool) -> None:
+    """EASY's head discipline (`easy_head`: the oldest jobs first, as EASY starts them; the
+    retired `promises` and `packing` profiles, `qos` with these overrides) places them on
+    their own nodes too (every job here is among them)."""
     request = cluster()
+    request.search.easy_head = True
+    request.search.capacity_first = capacity_first
+    request.search.work_conserving = True
     job(request, "gpu-job", required_features=["nvlink"], submit=T - 300)
     job(request, "cpu-job", cores=2, units=2, partitions=["cpu"], submit=T - 200)
     job(request, "either", partitions=["cpu", "gpu"], required_features=["a100"],
         submit=T - 100)
-    starts = placed(_ask(client, request, name, profile))
+    starts = placed(_ask(client, request, name, "qos"))
     assert starts["gpu-job"] == {"g1"}
     assert starts["cpu-job"] <= {"c0", "c1"}
     assert starts["either"] == {"g0"}

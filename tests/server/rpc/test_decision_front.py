@@ -59,7 +59,7 @@ def test_a_given_and_a_built_situation_are_decided_and_counted_alike(
     assert asked == [pb.PREDICTOR_WALLTIME]
     assert list(first.response.starts) == list(second.response.starts)
     assert first.response.starts, "the instance starts something"
-    assert first.response.report.profile == second.response.report.profile == "qos"
+    assert first.response.report.profile == second.response.report.profile == "book"  # default
     assert first.predictor == second.predictor == pb.PREDICTOR_WALLTIME
     assert _decisions(front) == 2
 

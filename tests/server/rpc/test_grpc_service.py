@@ -59,12 +59,12 @@ def test_every_dispatcher_answers_with_a_checked_decision(
 
 
 def test_defaults_are_the_benchmarked_ones(client: DispatcherClient) -> None:
-    """pcp20, qos and data-driven: the defaults docs/benchmarks/models-vs-papers.md §2.6 and issue
-    #13 argue for."""
+    """pcp20, book and data-driven: the defaults docs/benchmarks/models-vs-papers.md §2.6 and
+    issues #13 and #49 argue for (the modes: docs/dispatchers.md)."""
     described = client.describe()
     assert described.default_dispatcher == pb.DISPATCHER_PCP20
     assert described.default_predictor == pb.PREDICTOR_DATA_DRIVEN
-    assert described.default_profile == "qos"
+    assert described.default_profile == "book"
 
 
 def test_search_parameters_reach_the_restart_policy(client: DispatcherClient) -> None:
@@ -190,8 +190,8 @@ BAD_INPUTS: dict[str, tuple[Callable[[pb.DispatchRequest], None], str]] = {
         lambda r: (setattr(r.search, "profile", "book"), setattr(r.search, "easy_head", True),
                    setattr(r.search, "easy_head_depth", 2)), "search.easy_head_depth"
     ),
-    "promises profile with promise_after_s and depth 3": (
-        lambda r: (setattr(r.search, "profile", "promises"),
+    "easy_head over qos with promise_after_s and depth 3": (
+        lambda r: (setattr(r.search, "profile", "qos"), setattr(r.search, "easy_head", True),
                    setattr(r.search, "promise_after_s", 0),
                    setattr(r.search, "easy_head_depth", 3)), "search.easy_head_depth"
     ),
@@ -281,13 +281,13 @@ def test_health_and_reflection(server: RunningServer) -> None:
 
 def test_describe_service(client: DispatcherClient) -> None:
     info = client.describe()
-    assert {p.name for p in info.profiles} >= {"qos", "papers", "fast"}
+    assert [p.name for p in info.profiles] == ["book", "qos", "papers"]  # issue #49's modes
     papers = next(p for p in info.profiles if p.name == "papers")
     assert (papers.delta_ms, papers.delta_max_ms, papers.k, papers.window) == (1000, 16000, 2, 100)
     qos = next(p for p in info.profiles if p.name == "qos")
     assert (qos.starvation_wait_s, qos.work_conserving, papers.starvation_wait_s) == (
         PROFILES["qos"][0].starvation_wait_s, True, 0)
-    assert info.default_profile == "qos"
+    assert info.default_profile == "book"
     assert set(info.dispatchers) == set(DISPATCHER_NAMES.values())  # plugins go by name
     assert info.default_dispatcher == pb.DISPATCHER_PCP20
 
@@ -310,19 +310,31 @@ def _head_and_backfill_request() -> pb.DispatchRequest:
     return request
 
 
-def test_the_promises_profile_and_easy_head_reach_the_decision(client: DispatcherClient) -> None:
-    info = client.describe()
-    promises = next(p for p in info.profiles if p.name == "promises")
-    assert promises.easy_head and promises.work_conserving and not promises.protect_head
+def test_the_book_and_easy_head_reach_the_decision(client: DispatcherClient) -> None:
     request = _head_and_backfill_request()
     request.search.deterministic = True  # the same decision however loaded the machine is
     request.search.profile = "qos"  # no reservation yet: the model starts both that fit
     assert {s.job_id for s in client.dispatch(request).starts} == {"long", "short"}
-    request.search.profile = "promises"
+    request.search.profile = "book"  # "wide" holds a promise at t + 100: "long" would break it
     assert [s.job_id for s in client.dispatch(request).starts] == ["short"]
     request.search.profile = "qos"
     request.search.easy_head = True  # the field alone, over a profile without it
     assert [s.job_id for s in client.dispatch(request).starts] == ["short"]
+
+
+@pytest.mark.parametrize("retired", ["promises", "packing", "fast"])
+def test_a_retired_profile_is_refused_naming_the_mode_that_replaces_it(
+    client: DispatcherClient, retired: str,
+) -> None:
+    # Issue #49: not a crash, not another profile served silently.
+    request = _head_and_backfill_request()
+    request.search.profile = retired
+    with pytest.raises(grpc.RpcError) as refused:
+        client.dispatch(request)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    details = refused.value.details() or ""
+    assert "search.profile" in details and f"profile '{retired}' was retired" in details
+    assert "use `book`" in details
 
 
 def test_easy_head_depth_keeps_the_next_blocked_jobs_reservation(
@@ -347,7 +359,8 @@ def test_easy_head_depth_keeps_the_next_blocked_jobs_reservation(
         request.queued_jobs.add(id=job_id, user="u", submit_time=submit, units=1,
                                 unit_request={"core": cores}, requested_time=length)
     request.search.deterministic = True
-    request.search.profile = "promises"
+    request.search.profile = "qos"  # EASY's head discipline by hand, no starvation guard
+    request.search.easy_head, request.search.starvation_wait_s = True, 0
     assert [s.job_id for s in client.dispatch(request).starts] == ["young"]
     request.search.easy_head_depth = 2
     assert not client.dispatch(request).starts
@@ -359,7 +372,7 @@ def test_capacity_first_starts_the_most_processors_now(client: DispatcherClient)
     # busy until t + 100; "wide" (6 nodes) is the head at t + 100. "short" now and "four"
     # after it is the least slowdown; "four" now uses four processors instead of one.
     profiles = {p.name: p for p in client.describe().profiles}
-    assert profiles["packing"].capacity_first and not profiles["promises"].capacity_first
+    assert profiles["book"].capacity_first and not profiles["qos"].capacity_first
     request = pb.DispatchRequest(time=1000, dispatcher=pb.DISPATCHER_PCP20,
                                  predictor=pb.PREDICTOR_WALLTIME, cluster="capacity-test")
     for i in range(6):
@@ -374,12 +387,14 @@ def test_capacity_first_starts_the_most_processors_now(client: DispatcherClient)
         request.queued_jobs.add(id=job_id, user="u", submit_time=submit, units=units,
                                 unit_request={"core": 1}, requested_time=length)
     request.search.deterministic = True
-    request.search.profile = "promises"
+    request.search.profile = "qos"  # EASY's head discipline by hand (the retired `promises`)
+    request.search.easy_head, request.search.starvation_wait_s = True, 0
     assert [s.job_id for s in client.dispatch(request).starts] == ["short"]
     request.search.capacity_first = True  # the field alone, over a profile without it
     assert [s.job_id for s in client.dispatch(request).starts] == ["four"]
-    request.search.ClearField("capacity_first")
-    request.search.profile = "packing"
+    request.search.Clear()
+    request.search.deterministic = True
+    request.search.profile = "book"  # capacity first around the head's promise
     assert [s.job_id for s in client.dispatch(request).starts] == ["four"]
 
 

@@ -21,7 +21,7 @@ from hpcdispatch.server.dispatchers.planning.processor_packing import (
     processors_now,
 )
 from hpcdispatch.server.dispatchers.planning.reservation import reserve
-from hpcdispatch.server.domain.profiles import resolve_settings
+from hpcdispatch.server.domain.profiles import PROFILES, resolve_settings
 from hpcdispatch.server.domain.search_settings import SearchRequest
 from hpcdispatch.snapshot import Decision, Snapshot
 from tests.instances import FAST, T, decide, node, problem_of, queued, running
@@ -182,11 +182,12 @@ def test_a_packed_job_that_runs_past_the_heads_start_is_placed_first() -> None:
 
 def test_search_parameters_carry_capacity_first() -> None:
     # The request's field reaches the settings of the profile it names.
-    search = SearchRequest("promises", {"capacity_first": True})
-    assert resolve_settings(search, "qos").capacity_first
-    assert not resolve_settings(SearchRequest("promises"), "qos").capacity_first
+    search = SearchRequest("qos", {"capacity_first": True})
+    assert resolve_settings(search, "book").capacity_first
+    assert not resolve_settings(SearchRequest("qos"), "book").capacity_first
     assert FAST.capacity_first is False
-    # The "packing" profile is "promises" with capacity first, nothing else.
-    packing = resolve_settings(SearchRequest("packing"), "qos")
-    promises = resolve_settings(SearchRequest("promises"), "qos")
-    assert packing == dataclasses.replace(promises, profile="packing", capacity_first=True)
+    # The book starts capacity now first (what the retired "packing" profile added), and the
+    # request can turn it off.
+    assert resolve_settings(SearchRequest("book"), "qos").capacity_first
+    off = resolve_settings(SearchRequest("book", {"capacity_first": False}), "qos")
+    assert off == dataclasses.replace(PROFILES["book"][0], capacity_first=False)

@@ -27,7 +27,7 @@ from hpcdispatch.server.dispatchers.cp.restart_policy import (
     run_restart_policy,
 )
 from hpcdispatch.server.domain.outcome_kinds import SolveStatus
-from hpcdispatch.server.domain.profiles import resolve_settings
+from hpcdispatch.server.domain.profiles import DEFAULT_PROFILE, resolve_settings
 from hpcdispatch.server.domain.search_settings import SearchRequest
 
 RECORDS = "0:200"  # of the bundled KTH-SP2 slice: PCP'20 searches in about 40 decisions
@@ -81,8 +81,9 @@ def test_deterministic_limits_are_not_capped_by_the_time_left() -> None:
 
 
 def test_the_request_asks_for_it_and_the_service_default_is_wall_clock() -> None:
-    assert not resolve_settings(SearchRequest(), "fast").deterministic
-    assert resolve_settings(SearchRequest(overrides={"deterministic": True}), "fast").deterministic
+    assert not resolve_settings(SearchRequest(), DEFAULT_PROFILE).deterministic
+    assert resolve_settings(SearchRequest(overrides={"deterministic": True}),
+                            DEFAULT_PROFILE).deterministic
 
 
 def _simulate(out: Path, *extra: str) -> None:

@@ -1,5 +1,6 @@
-"""EASY's head discipline in the CP dispatchers (`easy_head`, the "promises" profile): at every
-decision the oldest jobs EASY would start start, and nothing else started delays the head.
+"""EASY's head discipline in the CP dispatchers (`easy_head`, the switch of the profile
+`promises` that issue #49 retired): at every decision the oldest jobs EASY would start start,
+and nothing else started delays the head.
 
 The promise is checked against independent code: the FCFS prefix against the FCFS dispatcher's
 own decision, and the head's reservation against EASY's `reserve` recomputed from the
@@ -15,7 +16,7 @@ from hpcdispatch.server.dispatchers.base import SearchSettings
 from hpcdispatch.server.dispatchers.planning.job_selection import never_fits
 from hpcdispatch.server.dispatchers.planning.oldest_first import oldest_that_fit, with_started
 from hpcdispatch.server.dispatchers.planning.reservation import reserve
-from hpcdispatch.server.domain.profiles import PROFILES
+from hpcdispatch.server.domain.profiles import PROFILES, retired_profile
 from hpcdispatch.snapshot import Decision, NodeState, Snapshot
 from tests.instances import T, decide, node, problem_of, queued, running
 from tests.server.dispatchers.test_decision_property import assert_checked_and_accounted, snapshots
@@ -119,11 +120,12 @@ def test_the_oldest_jobs_start_in_submit_order_until_one_does_not_fit():
     assert (100, (8 + 6,)) in left.pooled_releases()
 
 
-def test_the_promises_profile_holds_easys_head_discipline():
-    settings, text = PROFILES["promises"]
-    assert settings.easy_head and settings.work_conserving
-    assert not settings.protect_head and settings.starvation_wait_s == 0
-    assert "EASY" in text
+def test_the_retired_promises_profile_says_how_to_get_easys_head_discipline():
+    # Retired by issue #49 (the promise book holds EASY's head as a guarantee); its switches
+    # are still asked for by hand, and the refusal says so.
+    assert "promises" not in PROFILES
+    why = retired_profile("promises")
+    assert why is not None and "`book`" in why and "easy_head" in why
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
