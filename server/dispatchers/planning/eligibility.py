@@ -96,7 +96,7 @@ def build_eligibility(snapshot: Snapshot, index: NodeIndex) -> Eligibility | Non
         if allowed is None:
             assert labels is not None
             allowed = by_rules[key] = labels.allowing(job)
-        if len(allowed) < len(labels.every):  # E_i = every node is no restriction: not stored
+        if len(allowed) < len(snapshot.nodes):  # E_i = every node is no restriction: not stored
             nodes[i] = allowed
     if not nodes and not windows:  # e.g. one partition holding every node (a Slurm bridge's)
         return None
