@@ -10,15 +10,28 @@ CPU times (the calling thread's) of the whole and of each stage, and the last ca
 
     python -m benchmarks.scale.session_profile [--nodes 100000] [--queued 1000]
         [--dispatchers easy,pcp20] [--profile fast] [--repeats 5] [--top 25] [--no-profile]
+        [--before REV --rounds 3]
+
+`--before REV`: the same calls (this module's, without the profiler) on the code of commit REV,
+exported with `git archive` and laid out as the installed package
+(`benchmarks.scale.baseline_server`), and on this checkout, each in its own process, the two
+alternating for `--rounds` rounds; then a table of both sides' medians over every call.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import json
+import os
 import pstats
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
 from benchmarks.scale.sessions import BUSY_FOR_70_PERCENT_OF_NODES
 from hpcdispatch.catalog import DISPATCHER_NAMES
@@ -97,7 +110,15 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-profile", action="store_true", help="only time the decisions")
+    parser.add_argument("--before", metavar="REV", help="also run the calls on commit REV")
+    parser.add_argument("--rounds", type=int, default=3, help="with --before: rounds of both")
     args = parser.parse_args()
+    if args.before:
+        side_by_side(args.before, args.rounds, [
+            "--nodes", str(args.nodes), "--queued", str(args.queued), "--dispatchers",
+            args.dispatchers, "--busy", str(args.busy), "--profile", args.profile,
+            "--repeats", str(args.repeats), "--no-profile"])
+        return
     predictors = open_predictors()  # walltime, as the service's registry makes it
     walltime = predictors.predictor("bench", pb.PREDICTOR_WALLTIME)
     system = homogeneous(f"h{args.nodes}", args.nodes, {"core": 32, "mem": 131072})
@@ -127,6 +148,8 @@ def main() -> None:
         stages = {k: round(v, 4) for k, v in result.stage_seconds.items()}
         medians = {k: round(statistics.median(lap[k] for lap in laps) * 1000, 1)
                    for k in STAGES}
+        print("RESULT " + json.dumps({"dispatcher": name, "cpu": cpus, "stages": laps,
+                                      "started": len(result.decision.starts)}))
         print(f"== {name}: CPU median {statistics.median(cpus) * 1000:.1f} ms, fastest "
               f"{min(cpus) * 1000:.1f} ms over {len(cpus)} calls; "
               f"{len(result.decision.starts)} started; median ms by stage {medians}; "
@@ -136,6 +159,48 @@ def main() -> None:
             stats.sort_stats("tottime").print_stats(args.top)
             stats.sort_stats("cumulative").print_stats(args.top)
     predictors.close()
+
+def side_by_side(rev: str, rounds: int, argv: list[str]) -> None:
+    """This module's calls on commit `rev` and on this checkout, alternating (see the module
+    doc); prints each run's lines and the table."""
+    from benchmarks.scale.baseline_server import REPO, export, package_tree
+
+    got: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        source, tree = Path(tmp, "src"), Path(tmp, "pkg")
+        full = export(rev, source)
+        package_tree(source, tree)
+        (tree / "benchmarks").symlink_to(source / "benchmarks", target_is_directory=True)
+        paths = {"before": str(tree), "after": str(REPO)}
+        for _ in range(rounds):
+            for side, path in paths.items():
+                out = subprocess.run([sys.executable, __file__, *argv], check=True, text=True,
+                                     capture_output=True, cwd=tmp,
+                                     env={**os.environ, "PYTHONPATH": path}).stdout
+                print(f"-- {side}: " + "\n".join(
+                    line for line in out.splitlines() if line.startswith("==")), flush=True)
+                for line in out.splitlines():
+                    if line.startswith("RESULT "):
+                        row = json.loads(line.removeprefix("RESULT "))
+                        got.setdefault((row["dispatcher"], side), []).append(row)
+    print(f"\nbefore = {rev} ({full[:9]}), after = this checkout; CPU ms of one deciding "
+          f"UpdateSession's server side, median over {rounds} rounds of every call\n")
+    print("| dispatcher | before p50 | after p50 | after ÷ before | "
+          + " | ".join(f"{s} before → after" for s in STAGES) + " | started |")
+    print("|---" * (5 + len(STAGES)) + "|")
+    for name in argv[argv.index("--dispatchers") + 1].split(","):
+        cells = []
+        medians = {}
+        for side in ("before", "after"):
+            runs = got[(name, side)]
+            medians[side] = (statistics.median(c for r in runs for c in r["cpu"]) * 1000,
+                             {k: statistics.median(lap[k] for r in runs for lap in r["stages"])
+                              * 1000 for k in STAGES})
+        (old, old_stages), (new, new_stages) = medians["before"], medians["after"]
+        cells = [f"{old_stages[k]:,.1f} → {new_stages[k]:,.1f}" for k in STAGES]
+        print(f"| {name} | {old:,.0f} | {new:,.0f} | {new / old:.2f}× | " + " | ".join(cells)
+              + f" | {got[(name, 'after')][0]['started']:,} |")
+
 
 if __name__ == "__main__":
     main()
