@@ -2,11 +2,12 @@
 docs/benchmarks/decision-cost-at-scale.md §4.2 measures, minus the transport): the session state
 of a synthetic instance, then `--repeats` times one UpdateSession's server side as
 SessionServicer runs it, minus gRPC, admission and metrics: the delta (a running job ends, a job
-is submitted) checked as a protobuf request (`check_delta`) and applied (`apply_checked`), then
-the decision on the state's situation (its snapshot, occupancy, check facts and kept queued
-durations: `decide_on`) and the answer's starts encoded (`add_starts`), the heap frozen once the
-session is open as the service freezes it (`sessions/heap.py`); the median and fastest
-CPU times (the calling thread's) of the whole and of each stage, and the last call under cProfile.
+is submitted) checked as a protobuf request (`check_delta`) and applied (as `apply_checked`
+applies it), then the decision on the state's situation (its snapshot, occupancy, check facts
+and kept queued durations: `decide_on`) and the answer's starts encoded (`add_starts`), the
+heap frozen once the session is open as the service freezes it (`sessions/heap.py`); the median
+and fastest CPU times (the calling thread's) of the whole and of each stage, and the last call
+under cProfile.
 
     python -m benchmarks.scale.session_profile [--nodes 100000] [--queued 1000]
         [--dispatchers easy,pcp20] [--profile fast] [--repeats 5] [--top 25] [--no-profile]
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import os
 import pstats
@@ -42,8 +44,6 @@ from hpcdispatch.server.domain.profiles import PROFILES
 from hpcdispatch.server.domain.search_control import SearchControl
 from hpcdispatch.server.intake.session_delta import check_delta
 from hpcdispatch.server.pipeline import DecisionResult, decide_on, open_predictors
-from hpcdispatch.server.rpc.session_service import apply_checked
-from hpcdispatch.server.sessions.heap import freeze_long_lived
 from hpcdispatch.server.sessions.state import SessionState
 from hpcdispatch.synthetic import synthetic_snapshot
 from hpcdispatch.systems import homogeneous
@@ -83,7 +83,8 @@ def call(state: SessionState, request: pb.UpdateSessionRequest, kind: int,
     assert checked.ok, (checked.violations, checked.failure)
     lap = time.thread_time()
     seconds["delta check"] += lap - began
-    apply_checked(state, request, checked)
+    state.apply(request.time, request.sequence, checked.node_changes, request.ended_job_ids,
+                request.cancelled_job_ids, checked.submitted, checked.started, checked.windows)
     seconds["apply"] += time.thread_time() - lap
     lap = time.thread_time()
     result = decide(state, kind, predictor, profile)
@@ -126,7 +127,7 @@ def main() -> None:
     for name in args.dispatchers.split(","):
         kind = DISPATCHER_NAMES[name]
         state = SessionState("bench", snapshot)
-        freeze_long_lived()  # as the service does once a session opens (sessions/heap.py)
+        gc.freeze()  # as the service does once a session opens (sessions/heap.py)
         # The first decision predicts the running jobs once.
         decide(state, kind, walltime, args.profile)
         cpus: list[float] = []
