@@ -138,7 +138,7 @@ class SessionRunning:
         predicted = self.predicted.get(kind)
         guess = expected if predicted is None else np.where(
             expected != UNKNOWN, expected, predicted[slots])
-        if (guess == UNKNOWN).any():
+        if np.any(guess == UNKNOWN):
             raise AssertionError("a running job has no duration for this predictor")
         start = self.start_time[slots]
         outlived = start + guess <= t
@@ -204,8 +204,7 @@ class SessionRunning:
         pool = self._pool
         if pool is None:
             return
-        # In increasing order, as np.unique gives them (which costs more on a delta's few).
-        changed = sorted(set(nodes.tolist()))
+        changed = np.unique(nodes)
         free = self._index.capacity_array()[changed] - self.used[changed]
-        for n, vec in zip(changed, free.tolist(), strict=True):
+        for n, vec in zip(changed.tolist(), free.tolist(), strict=True):
             pool.set(n, tuple(vec))
