@@ -29,6 +29,21 @@ from .violations import Violations
 
 OptionsRequest = pb.DispatchRequest | pb.UpdateSessionRequest
 
+# The values each enum the options read defines (EnumTypeWrapper.values() builds a list per
+# call, and every request asks several times).
+_VALUES: dict[str, frozenset[int]] = {}
+# Settings resolved per (the request's SearchParameters bytes, default profile), with the
+# profile's base settings they were resolved over (see `_resolved`).
+_RESOLVED: dict[tuple[bytes, str], tuple[SearchSettings, SearchSettings]] = {}
+_RESOLVED_KEPT = 256
+
+
+def _values(enum: Any) -> frozenset[int]:
+    values = _VALUES.get(enum.DESCRIPTOR.full_name)
+    if values is None:
+        values = _VALUES[enum.DESCRIPTOR.full_name] = frozenset(enum.values())
+    return values
+
 
 @dataclass(frozen=True, slots=True)
 class Choice:
@@ -42,7 +57,7 @@ class Choice:
 def choose(value: int, name: str, enum: Any, names: Registrations, what: str) -> Choice:
     """The kind that the enum field `what` (its `value`) and the field `what`_name (`name`) ask
     for together, by the contract's rule."""
-    if value not in enum.values():
+    if value not in _values(enum):
         return Choice(0, what, f"unknown {what} value {value}")
     if not name:
         return Choice(value)
@@ -87,7 +102,7 @@ def check_options(
     elif predictor.kind and predictor.kind not in predictors:
         out.add("predictor_name" if request.predictor_name else "predictor",
                 f"predictor {predictor_name(predictor.kind)!r} is not available on this server")
-    if request.allocator not in pb.Allocator.values():
+    if request.allocator not in _values(pb.Allocator):
         out.add("allocator", f"unknown allocator value {request.allocator}")
     search = request.search
     if search.profile and search.profile not in PROFILES:
@@ -107,7 +122,7 @@ def check_options(
     if search.profile and search.profile not in PROFILES:
         return None
     # δ <= δmax once the profile's defaults fill what the request leaves unset.
-    resolved = resolve_settings(search_request_from_pb(search), default_profile)
+    resolved = _resolved(search, default_profile)
     if resolved.delta_max_ms < resolved.delta_ms:
         out.add("search.delta_max_ms", f"δmax {resolved.delta_max_ms} ms is below "
                 f"δ {resolved.delta_ms} ms")
@@ -119,6 +134,22 @@ def check_options(
                 f"easy_head_depth {resolved.easy_head_depth} > 1 with promises "
                 f"(promise_after_s {resolved.promise_after_s} >= 0): the promise book holds "
                 "the oldest jobs' starts itself; use easy_head_depth 1 or promise_after_s -1")
+    return resolved
+
+
+def _resolved(search: pb.SearchParameters, default_profile: str) -> SearchSettings:
+    """`resolve_settings` of `search` over `default_profile`, made once per distinct request
+    (a session's deltas repeat their options): kept while its profile's base settings are the
+    ones it was resolved over (SearchSettings is frozen)."""
+    key = (search.SerializeToString(deterministic=True), default_profile)
+    base = PROFILES[search.profile or default_profile][0]
+    kept = _RESOLVED.get(key)
+    if kept is not None and kept[0] is base:
+        return kept[1]
+    resolved = resolve_settings(search_request_from_pb(search), default_profile)
+    if len(_RESOLVED) >= _RESOLVED_KEPT:
+        _RESOLVED.clear()
+    _RESOLVED[key] = (base, resolved)
     return resolved
 
 

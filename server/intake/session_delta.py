@@ -88,6 +88,8 @@ class SessionView(Protocol):
     def used(self) -> Mapping[str, Mapping[str, int]]: ...  # node id -> held by running jobs
     @property
     def resource_types(self) -> set[str]: ...
+    @property
+    def held_units(self) -> int: ...  # the units the running jobs hold, all together
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,9 +183,11 @@ def _check_limits(
     check_node_change_limits(request, config, out)
     check_listed_ids(request, config, out)
     started = sum(len(j.units) for j in request.started)
-    if started:
-        ended = set(request.ended_job_ids)
-        held = sum(len(r.units) for r in state.running.values() if r.id not in ended)
+    if started:  # held by the jobs still running: all held less what the ended ones hold
+        running = state.running
+        held = state.held_units - sum(len(running[job_id].units)
+                                      for job_id in set(request.ended_job_ids)
+                                      if job_id in running)
         check_session_units(held, started, config, out)
 
 
@@ -277,11 +281,13 @@ def _check_node_changes(
                       if change.HasField("labels") else None)
             result.node_changes.append((change.id, _STATES[change.state], cap or None, labels))
     check_session_nodes(len(state.nodes) + added, config, out)
-    released = _ended_usage(state, list(request.ended_job_ids))
+    released: dict[str, Counter[str]] | None = None  # made for the first changed capacity
     for i, change in enumerate(request.node_changes):
         new_cap = capacity.get(change.id)
         if new_cap is None or change.id not in state.position:
             continue
+        if released is None:
+            released = _ended_usage(state, request.ended_job_ids)
         held = _held_after_ended(state, change.id, released)
         for resource, amount in held.items():
             if amount > new_cap.get(resource, 0):
@@ -292,7 +298,7 @@ def _check_node_changes(
     return capacity
 
 
-def _ended_usage(state: SessionView, ended: list[str]) -> dict[str, Counter[str]]:
+def _ended_usage(state: SessionView, ended: Sequence[str]) -> dict[str, Counter[str]]:
     """What the ended jobs release, per node."""
     released: dict[str, Counter[str]] = {}
     for job_id in ended:
@@ -362,7 +368,7 @@ def _check_started(
     changed: dict[str, dict[str, int]], config: ServerConfig, out: Violations,
     interruption: Interruption,
 ) -> None:
-    released = _ended_usage(state, list(request.ended_job_ids))
+    released: dict[str, Counter[str]] | None = None  # made for the first node a start holds
     held: dict[str, Counter[str]] = {}  # node -> held after ended and the starts so far
     reported: set[tuple[str, str]] = set()
 
@@ -370,7 +376,10 @@ def _check_started(
         return _node_capacity(state, node_id, changed)
 
     def held_on(node_id: str) -> Counter[str]:
+        nonlocal released
         if node_id not in held:
+            if released is None:
+                released = _ended_usage(state, request.ended_job_ids)
             held[node_id] = _held_after_ended(state, node_id, released)
         return held[node_id]
 

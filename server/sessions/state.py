@@ -71,6 +71,7 @@ class SessionState:
         self.unavailability: tuple[UnavailabilityWindow, ...] = snapshot.windows
         # Resources held by running jobs, per node id (only nodes holding something).
         self.used: dict[str, dict[str, int]] = {}
+        self.held_units = 0  # units of all running jobs (the delta check's max_total_units)
         # The check's node facts as arrays (made at the first check).
         self._facts: NodeFactsTable | None = None
         self._hold(snapshot.running, +1)
@@ -317,6 +318,7 @@ class SessionState:
         used = self.used
         touched: list[str] = []
         for job in jobs:
+            self.held_units += sign * len(job.units)
             for unit in job.units:
                 node_id = unit.node_id
                 touched.append(node_id)

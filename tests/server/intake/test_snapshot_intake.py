@@ -268,6 +268,7 @@ def test_take_in_checks_the_sizes_and_resolves_the_settings_once(
         if bad:
             request.running_jobs[1].units[0].amounts["core"] = 10_000
         calls.clear()
+        decision_options._RESOLVED.clear()  # resolved again (a request's settings are kept)
         got = take_in(request, CONFIG, KINDS, intake.tables, intake.cache if cached else None)
         assert bool(got.violations) == bad
         assert calls == {"sizes": 1, "settings": 1}
