@@ -107,7 +107,8 @@ def main() -> None:
     parser.add_argument("--dispatchers", default="easy,pcp20")
     parser.add_argument("--busy", type=float, default=BUSY_FOR_70_PERCENT_OF_NODES,
                         help="share of the cores in use (default: one job on 70 %% of the nodes)")
-    parser.add_argument("--profile", default=DEFAULT_PROFILE, help="the CP dispatchers' search profile")
+    parser.add_argument("--profile", default=DEFAULT_PROFILE,
+                        help="the CP dispatchers' search profile")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-profile", action="store_true", help="only time the decisions")
