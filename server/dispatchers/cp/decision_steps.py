@@ -76,11 +76,7 @@ from .promise_steps import (
     start_what_fits_around_the_promises,
 )
 from .restart_policy import run_restart_policy
-from .start_now_rules import (
-    breaking_the_rules,
-    oldest_that_fit_within_rules,
-    place_again_within_rules,
-)
+from .start_now_rules import breaking_the_rules, place_again_within_rules
 
 log = structlog.get_logger("hpcdispatch.dispatchers")
 
@@ -116,12 +112,8 @@ def start_the_oldest_that_fit(d: Decision) -> Next:
     node by node, as EASY places them); the rest of the decision is on the problem they leave,
     whose oldest job, if it cannot start now, holds the head reservation."""
     try:
-        if d.problem.eligibility is None:
-            d.started_first = oldest_that_fit(d.problem, d.control.first_fit,
-                                              d.control.should_stop)
-        else:  # on each job's start-now nodes
-            d.started_first = oldest_that_fit_within_rules(d.problem, d.control.first_fit,
-                                                           d.control.should_stop)
+        d.started_first = oldest_that_fit(d.problem, d.control.first_fit,
+                                          d.control.should_stop)  # on start-now nodes
     except Stopped:
         raise Abandoned from None
     d.problem = with_started(d.problem, d.started_first)
