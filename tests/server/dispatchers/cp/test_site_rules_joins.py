@@ -84,3 +84,20 @@ def test_the_oldest_that_fit_are_served_in_priority_order() -> None:
     assert first((0, 0)) == {"old"}
     assert first((2, 2)) == {"old"}
     assert first((0, 5)) == {"young"}
+
+
+def test_the_window_takes_the_highest_priority_jobs_first() -> None:
+    """A window of 2 on an idle 16-core node, three 4-core jobs that fit now: the two that have
+    waited longest without priorities (or with equal ones); the young job of priority 5 and
+    the oldest other with priorities, held in slowdown order (on main: the two oldest, the
+    young job OUTSIDE_WINDOW)."""
+    def window(priorities: tuple[int, int, int]) -> list[str]:
+        jobs = tuple(_with_priority(queued(f"j{k}", 4, 100, submit=T - 300 + 100 * k), p)
+                     for k, p in enumerate(priorities))
+        problem = problem_of(Snapshot(T, (node(0, cores=16),), (), jobs))
+        return [j.id for j in select_for_model(problem, 2).considered]
+
+    assert window((0, 0, 0)) == ["j0", "j1"]
+    assert window((4, 4, 4)) == ["j0", "j1"]
+    assert window((0, 0, 5)) == ["j0", "j2"]  # slowdown order: j0 has waited longest
+    assert window((1, 3, 2)) == ["j1", "j2"]
