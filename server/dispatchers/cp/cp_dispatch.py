@@ -15,6 +15,7 @@ from typing import ClassVar
 from ...domain.outcome_kinds import SkipReason
 from ..base import Outcome, SearchControl, SearchSettings
 from ..planning.greedy_schedule import best_list_schedule
+from ..planning.job_orders import by_priority
 from ..planning.job_selection import Selection
 from ..planning.list_orders import best_of_orders
 from ..planning.plan import Plan
@@ -95,8 +96,9 @@ class CpDispatcher:
         should_stop: StopCheck = never,
         guarded: Guarded | None = None,
     ) -> Reservation | None:
-        """EASY's protection for the oldest job that cannot start now, when the settings ask
-        for it (`protect_head`, `easy_head`) and this model can hold it; with a guarded job
+        """EASY's protection for the first job in priority order (`by_priority`) that cannot
+        start now, when the settings ask for it (`protect_head`, `easy_head`) and this model
+        can hold it; with a guarded job
         (`starvation_guard`), for that job when it cannot start now, and for none when it
         starts now."""
         if not self.protects_head:
@@ -112,9 +114,9 @@ class CpDispatcher:
         }
         if not blocked:
             return None
-        head = min(
-            (j for j in problem.jobs if j.index in blocked), key=lambda j: (j.submit, j.index)
-        )
+        # The first blocked job in the workload manager's queue order (`by_priority`: higher
+        # priority first, submit order within equal priority), as EASY's head.
+        head = next(j for j in by_priority(problem) if j.index in blocked)
         return reserve(problem, problem.free_now.copy(), head, should_stop=should_stop)
 
     def heuristic_plan(

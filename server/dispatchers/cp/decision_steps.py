@@ -1,9 +1,10 @@
 """The steps of a CP decision, in order; each says from the settings (or the model) whether it
 applies, so that a new profile knob is a new step, not a new branch of `CpDispatcher.decide`.
 
-0. with `easy_head`, EASY's head discipline: the oldest jobs start now in submit order while
-   they fit (with a site's rules, on their start-now nodes, as EASY places them), and the rest
-   of the decision is on the problem they leave (its oldest job holds the head reservation);
+0. with `easy_head`, EASY's head discipline: the oldest jobs start now in EASY's queue order
+   (priority, then submit order) while they fit (with a site's rules, on their start-now
+   nodes, as EASY places them), and the rest of the decision is on the problem they leave
+   (its first blocked job in that order holds the head reservation);
 1. the papers' reductions: the fit-now filter, then the window of the m highest-priority jobs;
    with the starvation guard (`SearchSettings.starvation_wait_s`), an overdue oldest job that
    fits now leads the window and must start now, and one that does not fit holds the head
@@ -76,11 +77,7 @@ from .promise_steps import (
     start_what_fits_around_the_promises,
 )
 from .restart_policy import run_restart_policy
-from .start_now_rules import (
-    breaking_the_rules,
-    oldest_that_fit_within_rules,
-    place_again_within_rules,
-)
+from .start_now_rules import breaking_the_rules, place_again_within_rules
 
 log = structlog.get_logger("hpcdispatch.dispatchers")
 
@@ -112,16 +109,13 @@ class Step:
 
 
 def start_the_oldest_that_fit(d: Decision) -> Next:
-    """EASY's head discipline: the oldest jobs start now in submit order while they fit (placed
-    node by node, as EASY places them); the rest of the decision is on the problem they leave,
-    whose oldest job, if it cannot start now, holds the head reservation."""
+    """EASY's head discipline: the oldest jobs start now in EASY's queue order (priority, then
+    submit order) while they fit (placed node by node on their start-now nodes, as EASY places
+    them); the rest of the decision is on the problem they leave, whose first blocked job in
+    that order holds the head reservation."""
     try:
-        if d.problem.eligibility is None:
-            d.started_first = oldest_that_fit(d.problem, d.control.first_fit,
-                                              d.control.should_stop)
-        else:  # on each job's start-now nodes
-            d.started_first = oldest_that_fit_within_rules(d.problem, d.control.first_fit,
-                                                           d.control.should_stop)
+        d.started_first = oldest_that_fit(d.problem, d.control.first_fit,
+                                          d.control.should_stop)  # on start-now nodes
     except Stopped:
         raise Abandoned from None
     d.problem = with_started(d.problem, d.started_first)

@@ -13,11 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...domain.free_pool import FreePool, NodeMask
-from ..planning.job_orders import fcfs
-from ..planning.job_selection import never_fits
 from ..planning.problem import Job, Problem
 from ..planning.protected_room import ProtectedRoom
-from ..planning.stopping import StopCheck, Stopped, every_few
 
 
 def breaking_the_rules(problem: Problem, placements: dict[int, list[int]]) -> set[int]:
@@ -54,32 +51,6 @@ def place_within(problem: Problem, pool: FreePool, room: ProtectedRoom | None, j
         pool.take_all(nodes, job.req)
         room.take(pool, nodes, job)
     return nodes
-
-
-def oldest_that_fit_within_rules(problem: Problem, first_fit: bool, should_stop: StopCheck
-                                 ) -> dict[int, list[int]]:
-    """EASY's head discipline (`planning.oldest_first.oldest_that_fit`) on the start-now
-    nodes: the oldest jobs start now in submit order, each on its own nodes, up to the first
-    that does not fit what is free at all; one that fits what is free but not where its rules
-    allow waits and the queue goes on (as EASY's, `dispatchers/easy.py`). Raises Stopped
-    when `should_stop()` turns true meanwhile."""
-    rules = problem.eligibility
-    free = problem.free_now.copy()
-    placements: dict[int, list[int]] = {}
-    check = every_few(should_stop)
-    for job in fcfs(problem):
-        if check():
-            raise Stopped("oldest jobs that fit")
-        if never_fits(problem, job):
-            continue
-        mask = rules.now(job.index) if rules is not None else None
-        nodes = free.place(job.req, job.units, first_fit, mask)
-        if nodes is None:
-            if mask is not None and free.units_fit(job.req, job.units) >= job.units:
-                continue  # it fits what is free, not where its rules allow: it waits
-            break
-        placements[job.index] = nodes
-    return placements
 
 
 def place_again_within_rules(problem: Problem, placements: dict[int, list[int]],

@@ -91,10 +91,10 @@ def build_eligibility(snapshot: Snapshot, index: NodeIndex) -> Eligibility | Non
     nodes: dict[int, frozenset[int]] = {}
     labels = _Labels(snapshot) if restricted else None
     for i, job in restricted:
+        assert labels is not None
         key = (job.partitions, job.required_features)
         allowed = by_rules.get(key)
         if allowed is None:
-            assert labels is not None
             allowed = by_rules[key] = labels.allowing(job)
         if len(allowed) < len(snapshot.nodes):  # E_i = every node is no restriction: not stored
             nodes[i] = allowed

@@ -2,7 +2,10 @@
 
 Priority is the current slowdown, highest first. The papers' reductions: the fit-now filter
 (a job whose units cannot all be placed on what is free at t stays out) and the window of the
-m highest-priority jobs that pass it.
+m highest-priority jobs that pass it. Where the workload manager's priorities differ (a site's
+rules, `Job.priority`), the window takes the jobs of higher priority first, by slowdown within
+each priority, and holds them in slowdown order (the objective's w_i weighs priority inside
+the model); with equal priorities, the papers' window as it was.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ class Selection:
 def select_for_model(
     problem: Problem, window: int, max_units: int | None = None, should_stop: StopCheck = never
 ) -> Selection:
-    """Fit-now filter, then the window of the m highest-priority jobs that can start at t.
+    """Fit-now filter, then the window of the m highest-priority jobs that can start at t:
+    the workload manager's priority first, where it differs, then the current slowdown.
 
     With `max_units`, the window also holds at most that many units in all: a job that would
     pass it stays out this time (OUTSIDE_WINDOW) and smaller ones after it may still enter.
@@ -55,7 +59,9 @@ def select_for_model(
     units_fit = problem.free_now.units_fit
     units = 0
     check = every_few(should_stop)
-    for job in problem.jobs_by_slowdown():
+    by_slowdown = problem.jobs_by_slowdown()
+    ranked = _by_priority_then_slowdown(by_slowdown)
+    for job in ranked:
         if check():
             raise Stopped("job selection")
         if units_fit(job.req, job.units) < job.units:
@@ -71,4 +77,15 @@ def select_for_model(
         else:
             considered.append(job)
             units += job.units
+    if ranked is not by_slowdown:  # back to slowdown order, the models' job order
+        position = {j.index: k for k, j in enumerate(by_slowdown)}
+        considered.sort(key=lambda j: position[j.index])
     return selection
+
+
+def _by_priority_then_slowdown(by_slowdown: list[Job]) -> list[Job]:
+    """`by_slowdown` (slowdown order) with higher workload-manager priority first, slowdown
+    order within equal priority; `by_slowdown` itself when every priority is equal."""
+    if not by_slowdown or all(j.priority == by_slowdown[0].priority for j in by_slowdown):
+        return by_slowdown
+    return sorted(by_slowdown, key=lambda j: -j.priority)  # stable: slowdown within a priority

@@ -1,15 +1,17 @@
-"""EASY's head discipline for a CP decision: the oldest jobs start now, in submit order, while
-they fit; the first that does not fit is the head, and the rest of the decision is made on the
-problem they leave.
+"""EASY's head discipline for a CP decision: the oldest jobs start now, in EASY's queue order
+(priority, then submit order), while they fit, each on the nodes a site's rules allow it; the
+first that does not fit is the head, and the rest of the decision is made on the problem they
+leave.
 
-EASY keeps two promises: the queue is served in submit order (a job never waits for a younger
-one to be served first, except where the younger one fits without delaying it), and the head's
-start τ never moves later for a job started now. The CP dispatchers keep them with their
-`SearchSettings.easy_head` profile knob: `oldest_that_fit` starts the FCFS prefix of the queue
-exactly as EASY does (q_i order, ties by queue position, each placed node by node on what is
-free at t), `with_started` turns those starts into running work of a smaller problem, and the
-head of that problem (its oldest job, which cannot start now) holds EASY's reservation while the
-model chooses, among the jobs that fit around it, what starts now.
+EASY keeps two promises: the queue is served in its order (a job never waits for a later one
+to be served first, except where the later one fits without delaying it), and the head's start
+τ never moves later for a job started now. The CP dispatchers keep them with their
+`SearchSettings.easy_head` profile knob: `oldest_that_fit` starts the prefix of the queue
+exactly as EASY does (priority, then q_i, then queue position, each placed node by node on what
+is free at t, on its start-now nodes: one place for that step, with or without rules),
+`with_started` turns those starts into running work of a smaller problem, and the head of that
+problem (its first job in queue order, which cannot start now) holds EASY's reservation while
+the model chooses, among the jobs that fit around it, what starts now.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections import Counter
 import numpy as np
 
 from ...domain.occupancy import MAX_MODEL_DURATION, RunningTable
-from .job_orders import fcfs
+from .job_orders import by_priority
 from .job_selection import never_fits
 from .problem import Problem
 from .stopping import StopCheck, Stopped, every_few, never
@@ -28,19 +30,27 @@ from .stopping import StopCheck, Stopped, every_few, never
 def oldest_that_fit(
     problem: Problem, first_fit: bool, should_stop: StopCheck = never
 ) -> dict[int, list[int]]:
-    """The FCFS prefix that fits now: job index -> node of each unit, in submit order, up to
-    the first job that does not fit (jobs that never fit on the up nodes are passed over, as
-    EASY passes them over). Raises Stopped when `should_stop()` turns true meanwhile."""
+    """The queue's prefix that fits now: job index -> node of each unit, in EASY's queue order
+    (`by_priority`: higher priority first, then q_i), up to the first job that does not fit
+    (jobs that never fit on the up nodes are passed over, as EASY passes them over). With a
+    site's rules (`problem.eligibility`), each job is placed on its start-now nodes
+    (`Eligibility.now`), and one that fits what is free but not where its rules allow waits
+    while the queue goes on, as EASY's (`dispatchers/easy.py`). Raises Stopped when
+    `should_stop()` turns true meanwhile."""
+    rules = problem.eligibility
     free = problem.free_now.copy()
     placements: dict[int, list[int]] = {}
     check = every_few(should_stop)
-    for job in fcfs(problem):
+    for job in by_priority(problem):
         if check():
             raise Stopped("oldest jobs that fit")
         if never_fits(problem, job):
             continue  # never fits: not a head, skipped by the window as such
-        nodes = free.place(job.req, job.units, first_fit)
+        mask = rules.now(job.index) if rules is not None else None
+        nodes = free.place(job.req, job.units, first_fit, mask)
         if nodes is None:
+            if mask is not None and free.units_fit(job.req, job.units) >= job.units:
+                continue  # it fits what is free, not where its rules allow: it waits
             break
         placements[job.index] = nodes
     return placements

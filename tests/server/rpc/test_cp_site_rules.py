@@ -6,6 +6,7 @@ decides which job starts when only one fits (the objective's w_i, `cp_schedule`)
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import pytest
@@ -118,3 +119,81 @@ def test_priority_decides_which_job_starts_when_only_one_fits(
     assert decide([3, 3, 3]) == {"j0"}
     assert decide([1, 1, 9]) == {"j2"}
     assert decide([1, 5, 2]) == {"j1"}
+
+
+# The general cases under the promise book (profile "book", every job promised from its
+# arrival): the book's own steps (the due promises, what fits around them, the promises
+# planned ahead) keep the rules too, with no wide oldest job deciding for them.
+_book_clusters = itertools.count()
+
+
+def _ask_the_book(client: DispatcherClient, request: pb.DispatchRequest, name: str
+                  ) -> pb.DispatchResponse:
+    """`request` under "book" with promise_after_s 0, on a cluster name of its own (no promise
+    of another test is recalled)."""
+    request.cluster = f"cp-site-rules-book-{next(_book_clusters)}"
+    request.search.promise_after_s = 0
+    return _ask(client, request, name, "book")
+
+
+def _promised(response: pb.DispatchResponse) -> dict[str, int]:
+    return {e.job_id: e.start_time for e in response.report.expected_starts if e.promised}
+
+
+def _busy(request: pb.DispatchRequest, job_id: str, nodes: Sequence[str], ends: int) -> None:
+    """A job holding every core of `nodes` until `ends` (its requested time)."""
+    request.running_jobs.add(id=job_id, user="u", start_time=T - 10, requested_time=ends - T + 10,
+                             units=[pb.UnitAllocation(node_id=n, amounts={"core": 4})
+                                    for n in nodes])
+
+
+@pytest.mark.parametrize("name", CP_MODELS)
+def test_the_book_starts_restricted_jobs_only_on_their_nodes(
+        client: DispatcherClient, name: str) -> None:
+    """The idle cluster, each job with one place (as above), but no wide head: the book's
+    own starts place them."""
+    request = cluster()
+    job(request, "gpu-job", required_features=["nvlink"], submit=T - 300)
+    job(request, "cpu-job", cores=2, units=2, partitions=["cpu"], submit=T - 200)
+    job(request, "either", partitions=["cpu", "gpu"], required_features=["a100"],
+        submit=T - 100)
+    starts = placed(_ask_the_book(client, request, name))
+    assert starts["gpu-job"] == {"g1"}
+    assert starts["cpu-job"] <= {"c0", "c1"}
+    assert starts["either"] == {"g0"}
+
+
+@pytest.mark.parametrize("name", CP_MODELS)
+def test_the_book_promises_restricted_jobs_only_on_their_nodes(
+        client: DispatcherClient, name: str) -> None:
+    """The cpu nodes busy until T + 1,000, g0 until T + 300, g1 until T + 500: the cpu job is
+    promised T + 1,000 and the nvlink job T + 500 (g0, free first, is neither's), the
+    unrestricted job T + 300 on g0; nothing starts now."""
+    request = cluster()
+    _busy(request, "r-cpu", ("c0", "c1"), T + 1_000)
+    _busy(request, "r-g0", ("g0",), T + 300)
+    _busy(request, "r-g1", ("g1",), T + 500)
+    job(request, "cpu-job", partitions=["cpu"], submit=T - 300)
+    job(request, "nv-job", required_features=["nvlink"], submit=T - 200)
+    job(request, "any", submit=T - 100)
+    response = _ask_the_book(client, request, name)
+    assert placed(response) == {}
+    assert _promised(response) == {"cpu-job": T + 1_000, "nv-job": T + 500, "any": T + 300}
+
+
+@pytest.mark.parametrize("name", CP_MODELS)
+def test_the_book_promises_nothing_into_a_window_that_does_not_admit_it(
+        client: DispatcherClient, name: str) -> None:
+    """Every node busy until T + 300; g0 and g1 under maintenance over [T + 400, T + 5,000).
+    Jobs of 600 s fit on c0 and c1 only from T + 300 (on g0 or g1 they would run into it); one
+    of 50 s ends on a gpu node before it; a gpu job of 600 s waits for its end, T + 5,000."""
+    request = cluster(windows=[_window(["g0", "g1"], T + 400, T + 5_000)])
+    _busy(request, "r", ("c0", "c1", "g0", "g1"), T + 300)
+    job(request, "a", submit=T - 400)
+    job(request, "b", submit=T - 300)
+    job(request, "gpu-job", partitions=["gpu"], submit=T - 200)
+    job(request, "short", requested=50, submit=T - 100)
+    response = _ask_the_book(client, request, name)
+    assert placed(response) == {}
+    assert _promised(response) == {"a": T + 300, "b": T + 300, "gpu-job": T + 5_000,
+                                   "short": T + 300}
