@@ -12,5 +12,8 @@ benchmarks.scale` (whole snapshots) or `python -m benchmarks.scale --sessions` (
   process under a memory cap (the promise book and conservative at 10,000 and 100,000 nodes,
   §4.4);
 - `site_rules_cost`: one decision of the same snapshot plain, with 8 partitions and feature
-  constraints, and with a maintenance window too: the rules' cost as a ratio (issue #50).
+  constraints, and with a maintenance window too: the rules' cost as a ratio (issue #50);
+  `cp_site_rules`: the same for the three CP models' own build and solve, in-process;
+- `capped_child`: one call in a child process under a memory cap, for the two above that
+  run each case so.
 """

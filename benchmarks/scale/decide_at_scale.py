@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import resource
-import subprocess
-import sys
 import time
+
+from benchmarks.scale.capped_child import run_capped
 
 DEFAULT_CASES = "1000:1000,10000:200,10000:5000,100000:200,100000:1000"
 DEFAULT_DISPATCHERS = "easy,pcp20/qos,pcp20/book,pcp20/book@arrival,conservative"
@@ -63,17 +62,8 @@ def _one(nodes: int, queued: int, spec: str, deadline: float) -> dict[str, objec
 def _case(nodes: int, queued: int, spec: str, deadline: float, memory_gb: float
           ) -> dict[str, object]:
     """`_one` in a child process under the memory cap; its error if it fails."""
-    code = ("import json, resource, sys\n"
-            f"resource.setrlimit(resource.RLIMIT_AS, ({int(memory_gb * 2**30)},) * 2)\n"
-            "from benchmarks.scale.decide_at_scale import _one\n"
-            f"print(json.dumps(_one({nodes}, {queued}, {spec!r}, {deadline})))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=deadline * 3 + 120, check=False)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["?"])[-1]
-        return {"error": last[:120]}
-    row: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return row
+    return run_capped("benchmarks.scale.decide_at_scale", "_one", (nodes, queued, spec, deadline),
+                      deadline, memory_gb)
 
 
 def main() -> None:

@@ -20,9 +20,8 @@ one small instance (imports and caches warm), then times one decision, as
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
+
+from benchmarks.scale.capped_child import run_capped
 
 DEFAULT_CASES = "10000:1000"
 DEFAULT_DISPATCHERS = "easy,conservative,pcp20/book"
@@ -95,17 +94,8 @@ def _one(nodes: int, queued: int, spec: str, variant: str, deadline: float
 def _case(nodes: int, queued: int, spec: str, variant: str, deadline: float, memory_gb: float
           ) -> dict[str, object]:
     """`_one` in a child process under the memory cap; its error if it fails."""
-    code = ("import json, resource, sys\n"
-            f"resource.setrlimit(resource.RLIMIT_AS, ({int(memory_gb * 2**30)},) * 2)\n"
-            "from benchmarks.scale.site_rules_cost import _one\n"
-            f"print(json.dumps(_one({nodes}, {queued}, {spec!r}, {variant!r}, {deadline})))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=deadline * 3 + 120, check=False)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["?"])[-1]
-        return {"error": last[:120]}
-    row: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return row
+    return run_capped("benchmarks.scale.site_rules_cost", "_one",
+                      (nodes, queued, spec, variant, deadline), deadline, memory_gb)
 
 
 def main() -> None:
