@@ -103,7 +103,7 @@ def test_a_delta_s_settings_are_resolved_once_per_distinct_request(
     decision_options._RESOLVED.clear()
     state = session()
     request = delta(state, [], [])
-    request.search.profile = "fast"
+    request.search.profile = "qos"
     request.search.delta_ms = 300
     first = check_delta(state, request, CONFIG, KINDS)
     again = check_delta(state, request, CONFIG, KINDS)
@@ -111,8 +111,8 @@ def test_a_delta_s_settings_are_resolved_once_per_distinct_request(
     assert again.options.settings is first.options.settings and len(resolved) == 1
     assert first.options.settings.delta_ms == 300
     # Another profile's base (a changed table) is resolved anew.
-    base, text = profiles.PROFILES["fast"]
-    monkeypatch.setitem(profiles.PROFILES, "fast", (dataclasses.replace(base, k=7), text))
+    base, text = profiles.PROFILES["qos"]
+    monkeypatch.setitem(profiles.PROFILES, "qos", (dataclasses.replace(base, k=7), text))
     changed = check_delta(state, request, CONFIG, KINDS)
     assert changed.options is not None and changed.options.settings.k == 7
     assert len(resolved) == 2
