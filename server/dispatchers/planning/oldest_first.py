@@ -34,9 +34,9 @@ def oldest_that_fit(
     (`by_priority`: higher priority first, then q_i), up to the first job that does not fit
     (jobs that never fit on the up nodes are passed over, as EASY passes them over). With a
     site's rules (`problem.eligibility`), each job is placed on its start-now nodes
-    (`Eligibility.now`), and one that fits what is free but not where its rules allow waits
-    while the queue goes on, as EASY's (`dispatchers/easy.py`). Raises Stopped when
-    `should_stop()` turns true meanwhile."""
+    (`Eligibility.now`); one that fits what is free but not where its rules allow is the head,
+    as EASY's (`dispatchers/easy.py`), so it holds the reservation, read on its own nodes.
+    Raises Stopped when `should_stop()` turns true meanwhile."""
     rules = problem.eligibility
     free = problem.free_now.copy()
     placements: dict[int, list[int]] = {}
@@ -49,9 +49,7 @@ def oldest_that_fit(
         mask = rules.now(job.index) if rules is not None else None
         nodes = free.place(job.req, job.units, first_fit, mask)
         if nodes is None:
-            if mask is not None and free.units_fit(job.req, job.units) >= job.units:
-                continue  # it fits what is free, not where its rules allow: it waits
-            break
+            break  # the head, as EASY's (dispatchers/easy.py): its reservation reads its rules
         placements[job.index] = nodes
     return placements
 

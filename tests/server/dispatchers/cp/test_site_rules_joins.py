@@ -53,22 +53,28 @@ def test_the_head_reservation_is_the_oldest_blocked_job_within_equal_priority() 
         assert _head_of("pcp20", jobs) == "old"
 
 
-def test_the_oldest_that_fit_start_on_their_nodes_and_one_kept_off_them_waits() -> None:
-    """n3, the only nvlink node, is busy: the oldest job, asking for nvlink, fits what is free
-    (n0..n2) but not where its rules allow, so it waits and the queue goes on (on main the
-    step without rules placed it on a free node of another partition); the cpu job starts on a
-    cpu node, the unrestricted one where room is left."""
-    snapshot = Snapshot(T, RULED, (running("r", "n3", 4, ends_in=100),), (
-        dataclasses.replace(queued("nv", 4, 100, submit=T - 90), required_features=("nvlink",)),
-        dataclasses.replace(queued("cpu", 4, 100, submit=T - 80), partitions=("cpu",)),
-        queued("any", 4, 100, submit=T - 70)))
-    problem = problem_of(snapshot)
-    ids = {j.index: j.id for j in problem.jobs}
-    first = {ids[i]: {problem.node_ids[n] for n in nodes}
-             for i, nodes in oldest_that_fit(problem, first_fit=False).items()}
-    assert set(first) == {"cpu", "any"}
-    assert first["cpu"] <= {"n0", "n1"}
-    assert first["any"] <= {"n0", "n1", "n2"}
+def test_the_oldest_that_fit_start_on_their_nodes_and_one_kept_off_them_is_the_head() -> None:
+    """n3, the only nvlink node, is busy. In queue order a cpu job and an unrestricted one
+    start on their nodes (on main the step without rules placed them anywhere free); the
+    nvlink job fits what is free (a node of n0..n2) but not where its rules allow, so it is
+    the head, as EASY's, and holds the reservation: when it is the oldest, nothing starts
+    before it (the model then backfills around its reservation)."""
+    nv = dataclasses.replace(queued("nv", 4, 100, submit=T - 70), required_features=("nvlink",))
+    cpu = dataclasses.replace(queued("cpu", 4, 100, submit=T - 90), partitions=("cpu",))
+    anywhere = queued("any", 4, 100, submit=T - 80)
+    busy = (running("r", "n3", 4, ends_in=100),)
+
+    def first(*jobs: QueuedJob) -> dict[str, set[str]]:
+        problem = problem_of(Snapshot(T, RULED, busy, jobs))
+        ids = {j.index: j.id for j in problem.jobs}
+        return {ids[i]: {problem.node_ids[n] for n in nodes}
+                for i, nodes in oldest_that_fit(problem, first_fit=False).items()}
+
+    started = first(cpu, anywhere, nv)
+    assert set(started) == {"cpu", "any"}
+    assert started["cpu"] <= {"n0", "n1"}
+    assert started["any"] <= {"n0", "n1", "n2"}
+    assert first(dataclasses.replace(nv, submit_time=T - 95), cpu, anywhere) == {}
 
 
 def test_the_oldest_that_fit_are_served_in_priority_order() -> None:
