@@ -22,11 +22,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.system_packages import GROUPS, apt_install, quick_run, quick_skip_reason
+
+if TYPE_CHECKING:
+    from hpcdispatch.slurm_bridge.slurm_json import SlurmJob
 
 SLURM_PACKAGES = GROUPS["slurm"][0]
 # The site's job_submit.lua, which holds the jobs of the managed partitions (`batch`).
@@ -215,6 +219,23 @@ class SlurmCluster:
     def squeue_json(self) -> dict[str, Any]:
         return dict(json.loads(self.run("squeue", "--json", "--all")))
 
+    def jobs(self) -> dict[str, SlurmJob]:
+        """The cluster's jobs as the bridge reads them (`squeue --json`), by id."""
+        from hpcdispatch.slurm_bridge.slurm_json import parse_jobs
+
+        return {j.id: j for j in parse_jobs(self.squeue_json())}
+
+    def wait_held(self, job_ids: list[str], within: float = 15.0) -> dict[str, SlurmJob]:
+        """The jobs once every one of `job_ids` is held (fails with their states after
+        `within` seconds)."""
+        deadline = time.monotonic() + within
+        while True:
+            jobs = self.jobs()
+            if all(jid in jobs and jobs[jid].held for jid in job_ids):
+                return jobs
+            assert time.monotonic() < deadline, [(j.id, j.state, j.reason) for j in jobs.values()]
+            time.sleep(0.3)
+
     def sbatch(self, *options: str, script: str = "sleep 1") -> str:
         """Submit a batch job; return its id."""
         out = self.run(
@@ -248,6 +269,18 @@ class SlurmCluster:
         for pid in _slurmstepd_pids(self.workdir):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def started(cluster: SlurmCluster) -> Iterator[SlurmCluster]:
+    """`cluster` started; stopped on the way out, every daemon checked gone."""
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        alive = {name: p.pid for name, p in cluster.processes.items() if p.poll() is None}
+        assert not alive, f"daemons still running after stop: {alive}"
 
 
 def _terminate(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:

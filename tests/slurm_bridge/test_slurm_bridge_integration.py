@@ -42,7 +42,7 @@ from hpcdispatch.slurm_bridge.promise_comment import with_promise
 from hpcdispatch.slurm_bridge.slurm_cli import SlurmCommands
 from hpcdispatch.slurm_bridge.slurm_json import ACTIVE_STATES, SlurmJob, parse_jobs
 from hpcdispatch.v1 import dispatcher_pb2 as pb
-from tests.slurm_cluster import SHIPPED_JOB_SUBMIT_LUA, SlurmCluster, ensure_slurm
+from tests.slurm_cluster import SHIPPED_JOB_SUBMIT_LUA, SlurmCluster, ensure_slurm, started
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -115,15 +115,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
         if os.environ.get("REQUIRE_SLURM_TESTS"):  # CI that must not skip
             pytest.fail(f"Slurm required but unavailable: {reason}")
         pytest.skip(f"Slurm integration test skipped: {reason}")
-    c = SlurmCluster(tmp_path_factory.mktemp("slurm"), cpus=CPUS, memory_mib=MEMORY,
-                     job_submit_lua=SHIPPED_JOB_SUBMIT_LUA)
-    try:
-        c.start()
+    with started(SlurmCluster(tmp_path_factory.mktemp("slurm"), cpus=CPUS, memory_mib=MEMORY,
+                             job_submit_lua=SHIPPED_JOB_SUBMIT_LUA)) as c:
         yield c
-    finally:
-        c.stop()
-        alive = {name: p.pid for name, p in c.processes.items() if p.poll() is None}
-        assert not alive, f"daemons still running after stop: {alive}"
 
 
 @pytest.fixture(scope="module")
@@ -153,9 +147,6 @@ def _submit(cluster: SlurmCluster, wave: list[tuple[tuple[str, ...], int]]) -> l
     # No -H: the shipped job_submit.lua must hold them.
     return [cluster.sbatch("-t", "2", *size, script=f"sleep {secs}") for size, secs in wave]
 
-
-def _jobs(cluster: SlurmCluster) -> dict[str, SlurmJob]:
-    return {j.id: j for j in parse_jobs(cluster.squeue_json())}
 
 
 def _cpus_over_time(jobs: list[SlurmJob]) -> list[tuple[str, int, int]]:
@@ -328,22 +319,13 @@ class StartsBeforeNext(SlurmCommands):
             time.sleep(0.2)
 
 
-def _wait_held(cluster: SlurmCluster, job_ids: list[str]) -> dict[str, SlurmJob]:
-    deadline = time.monotonic() + 15.0
-    while True:
-        jobs = {j.id: j for j in parse_jobs(cluster.squeue_json())}
-        if all(jid in jobs and jobs[jid].held for jid in job_ids):
-            return jobs
-        assert time.monotonic() < deadline, [(j.id, j.state, j.reason) for j in jobs.values()]
-        time.sleep(0.3)
-
 
 def test_a_released_job_that_no_longer_fits_on_real_slurm_is_held_again(
     cluster: SlurmCluster, server: RunningServer,
 ) -> None:
     first, second = (cluster.sbatch("-t", "2", "-n", "3", script=f"sleep {secs}")
                      for secs in (20, 5))
-    _wait_held(cluster, [first, second])
+    cluster.wait_held([first, second])
     slurm = StartsBeforeNext(env=cluster.env, timeout=20, job_id=first)
     client = DispatcherClient(server.target, timeout=120.0)
     # first: 1 task on n1, 2 on n2 (Slurm will put 2 on n1); second: 3 tasks on n1.
@@ -355,17 +337,17 @@ def test_a_released_job_that_no_longer_fits_on_real_slurm_is_held_again(
     try:
         with capture_logs() as logs:
             assert bridge.cycle().released == [first, second]
-            laid_out = {a.node: a.cpus for a in _jobs(cluster)[first].allocations}
+            laid_out = {a.node: a.cpus for a in cluster.jobs()[first].allocations}
             if laid_out.get("n1", 0) < 2:
                 pytest.skip(f"Slurm laid job {first} out as decided ({laid_out}); "
                             "the scenario needs another layout")
             # A held job, so that the next cycle sends its snapshot to the service.
             (late,) = _submit(cluster, [(("-n", "1"), 1)])
-            _wait_held(cluster, [late])
+            cluster.wait_held([late])
             results = [bridge.cycle()]  # the next cycle
             deadline = time.monotonic() + 90.0
             while time.monotonic() < deadline:
-                jobs = _jobs(cluster)
+                jobs = cluster.jobs()
                 if all(jobs[j].state == "COMPLETED" for j in (first, second, late)):
                     break
                 time.sleep(0.5)
@@ -381,7 +363,7 @@ def test_a_released_job_that_no_longer_fits_on_real_slurm_is_held_again(
     assert metrics.registry.get_sample_value(
         "hpcdispatch_bridge_reconciliations_total", {"kind": "no_longer_fits"}) == 1
     assert results[0].ok and second in results[0].released and late in results[0].released
-    final = _jobs(cluster)
+    final = cluster.jobs()
     assert all(final[j].state == "COMPLETED" for j in (first, second, late)), final
     replaced = service.decisions[1][second]
     ran_on = {a.node: a.cpus for a in final[second].allocations}
@@ -407,7 +389,7 @@ def test_held_jobs_show_their_promised_start_in_squeue_until_they_start(
     whole = ("-n", str(3 * CPUS))  # the whole cluster: one job at a time
     first, second = (cluster.sbatch("-t", "1", *whole, script="sleep 4") for _ in range(2))
     third = cluster.sbatch("-t", "1", *whole, "--comment", "my note", script="sleep 4")
-    _wait_held(cluster, [first, second, third])
+    cluster.wait_held([first, second, third])
     client = DispatcherClient(server.target, timeout=120.0)
     metrics = BridgeMetrics()
     bridge = Bridge(BridgeConfig(frozenset({"batch"}), interval=0.5, dispatch_timeout=120.0,

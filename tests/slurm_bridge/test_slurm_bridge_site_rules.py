@@ -33,11 +33,10 @@ from hpcdispatch.server.rpc.app import RunningServer
 from hpcdispatch.slurm_bridge.bridge import Bridge, BridgeConfig
 from hpcdispatch.slurm_bridge.metrics import BridgeMetrics
 from hpcdispatch.slurm_bridge.slurm_cli import SlurmCommands
-from hpcdispatch.slurm_bridge.slurm_json import SlurmJob, parse_jobs
 from hpcdispatch.slurm_bridge.slurm_reservations import parse_reservations
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from tests.slurm_bridge.test_slurm_bridge_integration import RecordingClient
-from tests.slurm_cluster import SlurmCluster, ensure_slurm
+from tests.slurm_cluster import SlurmCluster, ensure_slurm, started
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -53,16 +52,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
         if os.environ.get("REQUIRE_SLURM_TESTS"):
             pytest.fail(f"Slurm required but unavailable: {reason}")
         pytest.skip(f"Slurm integration test skipped: {reason}")
-    c = SlurmCluster(tmp_path_factory.mktemp("slurm-rules"), nodes=4, cpus=2, memory_mib=1000,
-                     features=FEATURES,
-                     extra_partitions={"left": "n[1-2]", "right": "n[3-4]"})
-    try:
-        c.start()
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm-rules"), nodes=4, cpus=2,
+                           memory_mib=1000, features=FEATURES,
+                           extra_partitions={"left": "n[1-2]", "right": "n[3-4]"})
+    with started(cluster) as c:
         yield c
-    finally:
-        c.stop()
-        alive = {name: p.pid for name, p in c.processes.items() if p.poll() is None}
-        assert not alive, f"daemons still running after stop: {alive}"
 
 
 @pytest.fixture(scope="module")
@@ -76,19 +70,10 @@ def server() -> Iterator[RunningServer]:
         running.stop(1.0)
 
 
-def _jobs(cluster: SlurmCluster) -> dict[str, SlurmJob]:
-    return {j.id: j for j in parse_jobs(cluster.squeue_json())}
-
 
 def _held(cluster: SlurmCluster, *options: str, secs: int = 2) -> str:
     return cluster.sbatch("-H", *options, script=f"sleep {secs}")
 
-
-def _wait_held(cluster: SlurmCluster, job_ids: list[str]) -> None:
-    deadline = time.monotonic() + 15.0
-    while not all((j := _jobs(cluster).get(i)) is not None and j.held for i in job_ids):
-        assert time.monotonic() < deadline, "jobs not held"
-        time.sleep(0.2)
 
 
 def _bridge(cluster: SlurmCluster, service: Any, metrics: BridgeMetrics | None = None,
@@ -105,7 +90,7 @@ def _cancel(cluster: SlurmCluster, job_ids: list[str]) -> None:
         cluster.run("scancel", *job_ids, check=False)
     deadline = time.monotonic() + 30.0
     while time.monotonic() < deadline:  # the next test starts on idle nodes
-        active = [j for j in _jobs(cluster).values() if j.state in ("RUNNING", "COMPLETING")]
+        active = [j for j in cluster.jobs().values() if j.state in ("RUNNING", "COMPLETING")]
         if not active:
             return
         time.sleep(0.3)
@@ -126,7 +111,7 @@ def test_partitions_and_constraints_hold_on_real_slurm(
         "r_or": ("-p", "right", "-n", "1", "-C", "fast|big"),  # left to Slurm
     }
     ids = {name: _held(cluster, "-t", "2", *options) for name, options in spec.items()}
-    _wait_held(cluster, list(ids.values()))
+    cluster.wait_held(list(ids.values()))
     client = DispatcherClient(server.target, timeout=120.0)
     recorder = RecordingClient(client)
     metrics = BridgeMetrics()
@@ -137,7 +122,7 @@ def test_partitions_and_constraints_hold_on_real_slurm(
             thread.start()
             deadline = time.monotonic() + 240.0
             while time.monotonic() < deadline:
-                jobs = _jobs(cluster)
+                jobs = cluster.jobs()
                 if all(jobs[i].state == "COMPLETED" for i in ids.values()):
                     break
                 assert thread.is_alive(), "bridge loop ended on its own"
@@ -147,7 +132,7 @@ def test_partitions_and_constraints_hold_on_real_slurm(
         thread.join(15)
         client.close()
         _cancel(cluster, list(ids.values()))
-    final = _jobs(cluster)
+    final = cluster.jobs()
     assert {n: final[i].state for n, i in ids.items()} == dict.fromkeys(ids, "COMPLETED")
     ran_on = {name: {a.node for a in final[i].allocations} for name, i in ids.items()}
     for name, options in spec.items():
@@ -181,7 +166,7 @@ def test_no_job_is_started_into_a_maintenance_reservation(
     # Submitted first, so that without windows EASY would start it first.
     long = _held(cluster, "-p", "right", "-n", "1", "-t", "10", secs=1)  # into the window
     short = _held(cluster, "-p", "right", "-n", "1", "-t", "2", secs=1)  # ends before it
-    _wait_held(cluster, [long, short])
+    cluster.wait_held([long, short])
     client = DispatcherClient(server.target, timeout=120.0)
     bridge = _bridge(cluster, client)
     try:
@@ -189,14 +174,14 @@ def test_no_job_is_started_into_a_maintenance_reservation(
         assert first.ok and first.released == [short], first
         second = bridge.cycle()
         assert second.ok and long not in second.released, second
-        assert _jobs(cluster)[long].held
+        assert cluster.jobs()[long].held
         # The reservation, not something else, kept it: gone, the long job starts.
         cluster.run("scontrol", "delete", "reservation=maint_soon")
         third = bridge.cycle()
         assert third.ok and third.released == [long], third
         deadline = time.monotonic() + 60.0
-        while not all(_jobs(cluster)[j].state == "COMPLETED" for j in (long, short)):
-            assert time.monotonic() < deadline, _jobs(cluster)
+        while not all(cluster.jobs()[j].state == "COMPLETED" for j in (long, short)):
+            assert time.monotonic() < deadline, cluster.jobs()
             time.sleep(0.5)
     finally:
         bridge.close_session()
@@ -209,8 +194,8 @@ def test_nice_reorders_what_starts(cluster: SlurmCluster, server: RunningServer)
     whole = ("-p", "left", "-n", "4", "-t", "1")  # all of `left`: one job at a time
     first, second, third = (_held(cluster, *whole, secs=1) for _ in range(3))
     cluster.run("scontrol", "update", f"jobid={third}", "nice=-100")  # as root
-    _wait_held(cluster, [first, second, third])
-    assert _jobs(cluster)[third].nice == -100
+    cluster.wait_held([first, second, third])
+    assert cluster.jobs()[third].nice == -100
     client = DispatcherClient(server.target, timeout=120.0)
     bridge = _bridge(cluster, client)
     try:
@@ -229,7 +214,7 @@ def test_a_promise_moves_past_a_maintenance_reservation(
     end = next(r.end for r in parse_reservations(SlurmCommands(env=cluster.env).reservations())
                if r.name == "maint_promise")
     long = _held(cluster, "-p", "right", "-n", "4", "-t", "10", secs=1)
-    _wait_held(cluster, [long])
+    cluster.wait_held([long])
     client = DispatcherClient(server.target, timeout=120.0)
     bridge = _bridge(cluster, client, dispatcher=pb.DISPATCHER_PCP20, profile="book",
                      promise_after_s=0, predictor=pb.PREDICTOR_WALLTIME,
