@@ -92,6 +92,10 @@ CASES: dict[str, Case] = {c.key: c for c in (
          "2,501–4,000, 4 cores per processor, 30 % GPU / MIC; unseen)", LUBLIN, system="eurora",
          proc_scale=4.0, accelerator_share=0.3, records="2500:4000",
          stems=("lublin_256-2500",), issue=False),
+    # Issue #50: a site's rules (two partitions, a weekly maintenance window of the batch nodes).
+    Case("atlas-partitions", "LLNL-Atlas loaded stretch (records 5,501–8,500) on the "
+         "atlas-partitions preset (pbatch / pdebug, Tuesdays 06:00–10:00 maintenance)", LLNL,
+         system="atlas-partitions", records="5500:8500", issue=False),
     Case("bundled", "bundled KTH-SP2 slice (smoke test, not an issue #13 case)", BUNDLED,
          issue=False),
 )}
