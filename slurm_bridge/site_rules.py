@@ -2,14 +2,11 @@
 *A site's own rules*).
 
 * Eligibility: a job's partitions (`--partition`, a list) and the features its `--constraint`
-  requires: features joined by AND ("a&b"; Slurm stores "a,b" as "a&b") and OR ("a|b").
-  Slurm evaluates them left to right, without precedence ("a|b&c" is (a|b)&c:
-  `valid_feature_counts` folds each feature into the nodes so far with the operator before
-  it), which `constraint_rules` folds into an OR of AND-terms: "&f" adds f to every term, "|f"
-  opens the term [f]. One term is the job's required features; more are its
-  feature_alternatives. Any other constraint (matching OR "[a|b]", counts "a*2", parentheses,
-  negation "!a") is not expressible, and such a job is left to Slurm (`constraint_rules`
-  answers None).
+  requires: features joined by AND ("a&b"; Slurm stores "a,b" as "a&b") and OR ("a|b"), read
+  as Slurm evaluates them, left to right (hpcdispatch/constraints.py: one AND-term is the
+  job's required features, more its feature_alternatives). Any other constraint (matching OR
+  "[a|b]", counts "a*2", parentheses, negation "!a") is not expressible, and such a job is
+  left to Slurm (`constraint_rules` answers None).
 * Reservation: a job asking for one (`--reservation=R`) must run inside R: the window of R
   carries R's name, and the job asks for it (QueuedJob.reservation). It is left to Slurm when
   R holds no managed node (no window of that name) or is a maintenance: a MAINT window has no
@@ -36,9 +33,9 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Sequence
 
+from hpcdispatch.constraints import constraint_rules
 from hpcdispatch.snapshot import UnavailabilityWindow
 
 from .slurm_json import SlurmJob
@@ -47,33 +44,6 @@ from .slurm_reservations import SlurmReservation
 MAX_LABELS = 64  # the service's default max_labels: a longer admitted list admits nobody
 NICE_OFFSET = 2**31  # Slurm's NICE_OFFSET: a held job of nice 0 has priority 2^31
 MAX_PRIORITY = 2**40  # the contract's bound (QueuedJob.priority)
-_FEATURE = r"[A-Za-z0-9_.:+@-]+"
-_ANDS_AND_ORS = re.compile(rf"^{_FEATURE}(?:[&,|]{_FEATURE})*$")
-
-Features = tuple[str, ...]
-ConstraintRules = tuple[Features, tuple[Features, ...]]  # (required, alternatives)
-
-
-def constraint_rules(constraint: str) -> ConstraintRules | None:
-    """A constraint of ANDs and ORs as (required features, alternatives): one AND-term is
-    required, several are alternatives (an OR of them), each term's features once; ((), ())
-    for none; None when not expressible."""
-    text = constraint.strip()
-    if not text or text == "(null)":
-        return (), ()
-    if not _ANDS_AND_ORS.match(text):
-        return None
-    terms: list[list[str]] = [[]]
-    for op, feature in re.findall(rf"(^|[&,|])({_FEATURE})", text):
-        if op == "|":
-            terms.append([feature])
-        else:  # "&", "," or the first feature: into every term so far (left to right)
-            for term in terms:
-                term.append(feature)
-    unique = tuple(dict.fromkeys(tuple(dict.fromkeys(term)) for term in terms))
-    return (unique[0], ()) if len(unique) == 1 else ((), unique)
-
-
 def left_to_slurm_reason(job: SlurmJob, windows: Collection[UnavailabilityWindow]) -> str:
     """Why a held job of a managed partition cannot be expressed ("" when it can), given the
     windows of the reservations on managed nodes (`windows_from_reservations`)."""

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from hpcdispatch.constraints import constraint_rules
 from hpcdispatch.snapshot import (
     Node,
     NodeState,
@@ -43,7 +44,6 @@ from hpcdispatch.snapshot import (
 from .job_units import CORE, MEM, UnitShape, unit_shape
 from .site_rules import (
     back_at_window_end,
-    constraint_rules,
     job_priority,
     left_to_slurm_reason,
     windows_from_reservations,

@@ -18,7 +18,10 @@ and asks a real service on loopback (EASY). Checked:
   short one is; once the reservation is deleted, it is;
 * a job given a lower nice (`scontrol update job=J nice=-100`, as root) starts first;
 * the promise book (pcp20, profile book) promises a job past the maintenance, on its own
-  partition's nodes.
+  partition's nodes;
+* a drained node inside a MAINT reservation is sent up with its window (a node back at a
+  time): the book promises a job needing it at the reservation's end; drained with no
+  reservation, no promise.
 
 Skipped, with the reason, when Slurm cannot be installed (failed with REQUIRE_SLURM_TESTS=1).
 """
@@ -355,3 +358,39 @@ def test_a_reservation_job_waits_for_its_reservation_to_begin(
         client.close()
         cluster.run("scontrol", "delete", "reservation=resv_soon", check=False)
         _cancel(cluster, [in_r] if in_r else [])
+
+
+def test_a_drained_node_in_a_maintenance_is_promised_back_at_its_end(
+    cluster: SlurmCluster, server: RunningServer,
+) -> None:
+    """n4 drained, inside a MAINT reservation of 10 minutes from now: the bridge sends it up
+    with the window (the contract's node back at a time), so the book promises a job needing
+    all of `right` (n3 and n4) at the maintenance's end or later, and nothing starts now. With
+    the reservation deleted, n4 is only drained, with no return time: no promise."""
+    cluster.run("scontrol", "update", "nodename=n4", "state=drain", "reason=back-at-test")
+    cluster.run("scontrol", "create", "reservation", "ReservationName=maint_back",
+                "StartTime=now", "Duration=10", "Nodes=n4", "Flags=MAINT,IGNORE_JOBS",
+                "Users=root")
+    client = DispatcherClient(server.target, timeout=120.0)
+    bridge = _bridge(cluster, client, dispatcher=pb.DISPATCHER_PCP20, profile="book",
+                     promise_after_s=0, predictor=pb.PREDICTOR_WALLTIME,
+                     promise_comments=False)
+    whole = ""
+    try:
+        end = next(r.end for r in parse_reservations(
+            SlurmCommands(env=cluster.env).reservations()) if r.name == "maint_back")
+        whole = _held(cluster, "-p", "right", "-n", "4", "-t", "5", secs=1)
+        cluster.wait_held([whole])
+        back = bridge.cycle()
+        assert back.ok and whole not in back.released, back
+        assert back.promised.get(whole, 0) >= end, (back.promised, end)
+        cluster.run("scontrol", "delete", "reservation=maint_back")
+        drained = bridge.cycle()
+        assert drained.ok and whole not in drained.released, drained
+        assert whole not in drained.promised, drained.promised
+    finally:
+        bridge.close_session()
+        client.close()
+        cluster.run("scontrol", "delete", "reservation=maint_back", check=False)
+        cluster.run("scontrol", "update", "nodename=n4", "state=resume", check=False)
+        _cancel(cluster, [whole] if whole else [])

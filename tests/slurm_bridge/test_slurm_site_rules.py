@@ -22,12 +22,13 @@ import time
 import pytest
 from structlog.testing import capture_logs
 
+from hpcdispatch.constraints import constraint_rules
 from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.server.config import load_config
 from hpcdispatch.server.intake.validation import validate_dispatch_request
 from hpcdispatch.slurm_bridge.bridge import Bridge, BridgeConfig
 from hpcdispatch.slurm_bridge.metrics import BridgeMetrics
-from hpcdispatch.slurm_bridge.site_rules import NICE_OFFSET, constraint_rules
+from hpcdispatch.slurm_bridge.site_rules import NICE_OFFSET
 from hpcdispatch.slurm_bridge.slurm_json import SlurmParseError, parse_jobs, parse_nodes
 from hpcdispatch.slurm_bridge.slurm_reservations import parse_reservations
 from hpcdispatch.slurm_bridge.snapshot_builder import (
