@@ -19,12 +19,13 @@ other call is made meanwhile, while releases and submissions go on.
 
 A site's rules (docs/replays.md, *System files*): the nodes carry their partitions and features,
 each job the partition its SWF partition number maps to (its queue's priority, and the node
-features its partition and its queue require), and each decision the unavailability windows of `calendar` (window_calendar.py), which the check of every
-decision holds it to: no job starts into a window that does not admit it. A window's end is a
-time point (a job it held back may start). A job is dropped at its submission, counted by
-reason, when its SWF partition is not the system's (`NO_PARTITION`), when the nodes of its
-partition having its features cannot hold it (`NEVER_FITS`), or when it is longer than the gap between two occurrences of a
-recurring window covering every node it may use (`NEVER_BETWEEN_WINDOWS`).
+features its partition and its queue require), and each decision the unavailability windows of
+`calendar` (window_calendar.py), which the check of every decision holds it to: no job starts
+into a window that does not admit it. A window's end is a time point (a job it held back may
+start). A job is dropped at its submission, counted by reason, when its SWF partition is not the
+system's (`NO_PARTITION`), when the nodes of its partition having its features cannot hold it
+(`NEVER_FITS`), or when it is longer than the gap between two occurrences of a recurring window
+covering every node it may use (`NEVER_BETWEEN_WINDOWS`).
 """
 
 from __future__ import annotations

@@ -789,9 +789,11 @@ class QueuedJob(_message.Message):
     within [start_time, end_time) (a window of that name admits it whatever its users and
     accounts); other windows on those nodes still hold it out. Empty: none (the job may run
     outside every window, and inside those that admit its user or account). A job whose
-    reservation no window names, or whose requested time no longer fits inside it, is not an
-    error: it is skipped SKIP_REASON_NEVER_FITS (the reservation may be sent later). Names as
-    for Node.partitions (at most max_id_chars characters).
+    reservation no window names, or that no window of that name can still hold (its
+    requested time past the window's end, or no room for its units at the latest start
+    inside it, the running work ending at its requested times), is not an error: it is
+    skipped SKIP_REASON_NEVER_FITS (the reservation may be sent later). Names as for
+    Node.partitions (at most max_id_chars characters).
     """
     @_builtins.property
     def unit_request(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:

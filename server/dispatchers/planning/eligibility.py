@@ -100,7 +100,7 @@ def build_eligibility(snapshot: Snapshot, index: NodeIndex) -> Eligibility | Non
     nodes: dict[int, frozenset[int]] = {}
     inside: dict[int, tuple[Window, ...]] = {}
     labels = _Labels(snapshot) if restricted else None
-    reservations = _Reservations(windows)
+    reservations = _Reservations(windows, snapshot, index)
     for i, job in restricted:
         assert labels is not None
         key = (job.partitions, job.required_features, job.feature_alternatives)
@@ -108,7 +108,7 @@ def build_eligibility(snapshot: Snapshot, index: NodeIndex) -> Eligibility | Non
         if allowed is None:
             allowed = by_rules[key] = labels.allowing(job)
         if job.reservation:
-            allowed = allowed & reservations.nodes_for(job.reservation, job.requested_time)
+            allowed = reservations.nodes_for(job, allowed)
             inside[i] = reservations.holds(job.reservation)
         if len(allowed) < len(snapshot.nodes):  # E_i = every node is no restriction: not stored
             nodes[i] = allowed
@@ -136,18 +136,52 @@ class _Reservations:
     """The windows of each reservation name: the nodes a job of R may use and the holds
     that keep it inside R's spans [from, to) on each of them."""
 
-    def __init__(self, windows: Sequence[Window]) -> None:
+    def __init__(self, windows: Sequence[Window], snapshot: Snapshot, index: NodeIndex) -> None:
         self.named: dict[str, list[Window]] = {}
         for w in windows:
             if w.name:
                 self.named.setdefault(w.name, []).append(w)
         self._holds: dict[str, tuple[Window, ...]] = {}
+        self.snapshot, self.index = snapshot, index
+        self._running: list[tuple[int, int, tuple[int, ...]]] | None = None
 
-    def nodes_for(self, name: str, requested: int) -> frozenset[int]:
-        """The nodes of the windows named `name` whose span, from now on, still holds a run
-        of `requested` seconds (none: the job never fits)."""
-        hold = [w.nodes for w in self.named.get(name, ()) if w.end - max(w.start, 0) >= requested]
-        return frozenset().union(*hold) if hold else frozenset()
+    def nodes_for(self, job: QueuedJob, allowed: frozenset[int]) -> frozenset[int]:
+        """The nodes of `allowed` in the windows named after `job`'s reservation that can
+        still hold its run inside the window: none (it never fits) when no such window has
+        room for its rn_i units at the latest start inside it, e := to - requested_i >=
+        max(from, 0), with the running work at its requested times. The room there is the
+        most the window offers: the running work only ends."""
+        index, t = self.index, self.snapshot.time
+        req = tuple(job.unit_request.get(r, 0) for r in index.resources)
+        out: set[int] = set()
+        for w in self.named.get(job.reservation, ()):
+            latest = w.end - job.requested_time
+            if latest < max(w.start, 0):
+                continue  # too short, from now on
+            nodes = [n for n in w.nodes & allowed if index.eligible[n]]
+            used = self._used_after(latest + t, nodes)
+            room = sum(units_per_node(tuple(c - u for c, u in zip(index.capacity[n], used[n],
+                                                                   strict=True)), req)
+                       for n in nodes)
+            if room >= job.units:
+                out.update(nodes)
+        return frozenset(out)
+
+    def _used_after(self, at: int, nodes: Sequence[int]) -> dict[int, tuple[int, ...]]:
+        """What the running work still holds at `at` (absolute seconds) on `nodes`: the
+        units of the jobs whose requested time ends after it."""
+        if self._running is None:
+            position, resources = self.index.position, self.index.resources
+            self._running = [
+                (r.start_time + r.requested_time, position[u.node_id],
+                 tuple(u.amounts.get(k, 0) for k in resources))
+                for r in self.snapshot.running for u in r.units if u.node_id in position]
+        zero = (0,) * len(self.index.resources)
+        used = dict.fromkeys(nodes, zero)
+        for end, n, amounts in self._running:
+            if end > at and n in used:
+                used[n] = tuple(a + b for a, b in zip(used[n], amounts, strict=True))
+        return used
 
     def holds(self, name: str) -> tuple[Window, ...]:
         """Per group of nodes that the same windows named `name` cover: a hold admitting

@@ -185,6 +185,25 @@ def test_a_reservation_job_runs_only_inside_its_reservation(
 
 
 @pytest.mark.parametrize("name", NOW_DISPATCHERS)
+def test_a_reservation_job_the_running_work_leaves_no_room_in_never_fits(
+        client: DispatcherClient, name: str) -> None:
+    """R on n0, n1 until T + 700, both busy until T + 200 (their requested times): a 600 s
+    job of R cannot run inside R any more (it would end at T + 800), so it never fits and
+    nothing is planned for it (before this check, the planners planned it at t + 2^40 s);
+    a 400 s job of R does fit (T + 200 to T + 600) and is planned there."""
+    request = cluster(windows=[window(["n0", "n1"], T - 50, T + 700, name="R")])
+    running(request, "r", ("n0", "n1"), T + 200)
+    job(request, "long-r", reservation="R", requested=600, submit=T - 300)
+    job(request, "short-r", reservation="R", requested=400, submit=T - 200)
+    response = ask(client, name, request)
+    assert not placed(response)
+    assert skipped(response).get("long-r") == pb.SKIP_REASON_NEVER_FITS
+    assert "long-r" not in expected(response)
+    if name in PLANNERS and name != "easy":  # EASY reserves only when something could backfill
+        assert expected(response)["short-r"] == T + 200
+
+
+@pytest.mark.parametrize("name", NOW_DISPATCHERS)
 def test_a_reservation_job_waits_for_its_reservation_to_begin(
         client: DispatcherClient, name: str) -> None:
     """R on n0, n1 from T + 100 to T + 1,000: its job does not start now anywhere (idle nodes
@@ -211,6 +230,24 @@ def test_a_reservation_job_is_planned_at_its_reservations_start(
     assert plan["r0"] == T + 100
     if name != "easy":  # EASY reserves for its head only
         assert plan["r1"] == T + 100
+
+
+@pytest.mark.parametrize("name", PLANNERS)
+def test_a_reservation_of_two_spans_plans_its_job_in_the_one_it_fits(
+        client: DispatcherClient, name: str) -> None:
+    """R on n0 over [T - 10, T + 300) and again over [T + 500, T + 2,000): a 250 s job of R
+    starts now inside the first span; a 600 s one fits only the second, planned at T + 500
+    (never in the gap, never after)."""
+    request = cluster(windows=[window(["n0"], T - 10, T + 300, name="R"),
+                               window(["n0"], T + 500, T + 2_000, name="R")])
+    job(request, "short-r", reservation="R", requested=250, submit=T - 300)
+    job(request, "long-r", reservation="R", requested=600, submit=T - 200)
+    job(request, "plain", requested=100, submit=T - 100)  # EASY reserves when one backfills
+    response = ask(client, name, request)
+    starts = placed(response)
+    assert starts["short-r"] == {"n0"}
+    assert "long-r" not in starts
+    assert expected(response)["long-r"] == T + 500
 
 
 class Reserving(Placing):
