@@ -142,6 +142,7 @@ class _Reservations:
             if w.name:
                 self.named.setdefault(w.name, []).append(w)
         self._holds: dict[str, tuple[Window, ...]] = {}
+        self._nodes: dict[tuple[object, ...], frozenset[int]] = {}  # by the job's shape
         self.snapshot, self.index = snapshot, index
         self._running: list[tuple[int, int, tuple[int, ...]]] | None = None
 
@@ -153,6 +154,10 @@ class _Reservations:
         most the window offers: the running work only ends."""
         index, t = self.index, self.snapshot.time
         req = tuple(job.unit_request.get(r, 0) for r in index.resources)
+        key = (job.reservation, job.requested_time, job.units, req, allowed)
+        known = self._nodes.get(key)
+        if known is not None:
+            return known
         out: set[int] = set()
         for w in self.named.get(job.reservation, ()):
             latest = w.end - job.requested_time
@@ -165,7 +170,8 @@ class _Reservations:
                        for n in nodes)
             if room >= job.units:
                 out.update(nodes)
-        return frozenset(out)
+        self._nodes[key] = fits = frozenset(out)
+        return fits
 
     def _used_after(self, at: int, nodes: Sequence[int]) -> dict[int, tuple[int, ...]]:
         """What the running work still holds at `at` (absolute seconds) on `nodes`: the
