@@ -61,6 +61,9 @@ def test_batch_jobs_run_only_on_nodes_with_one_of_their_features(
     assert summary["dropped_in_replay"].get(NEVER_FITS) == wide
     assert summary["jobs"] == len(jobs) == kept_jobs(RECORDS) - wide
     assert summary["fallback_decisions"] == 0
+    assert summary["system"]["job_features"] == {
+        "partitions": {"pbatch": {"required": [], "one_of": [["ib_ddr"], ["ib_qdr"]]}},
+        "swf_queues": {}}
     assert on_nodes_without_ib(jobs) == []
     assert crossing(system, jobs) == []
     assert into_windows(system, jobs) == []
