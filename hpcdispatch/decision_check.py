@@ -131,11 +131,12 @@ class SnapshotFacts:
 # The check's rules, by name: the echoed time; each start of a job that is queued, started
 # once, with its number of units, each unit holding exactly the job's per-unit request, with a
 # d_i of at least a second and at most the requested time; each unit on a known node that is
-# up, in one of the job's partitions and with all its required features (`eligible`), and
-# outside every unavailability window that does not admit the job over [t, t + requested
-# time) (`window`); no node over its capacity. `check_decision_against(..., rules=)` applies
-# some of them (the suite's mutation self-test drops each in turn: every rule must catch a
-# mutation alone).
+# up, in one of the job's partitions, with all its required features and all of one term of
+# its feature_alternatives (`eligible`), and outside every unavailability window that does not
+# admit the job over [t, t + requested time) and, for a job of reservation R, inside a window
+# named R over that run (`window`); no node over its capacity.
+# `check_decision_against(..., rules=)` applies some of them (the suite's mutation self-test
+# drops each in turn: every rule must catch a mutation alone).
 RULES = ("time", "queued", "once", "units", "amounts", "duration", "known_node", "up_node",
          "capacity", "eligible", "window")
 
@@ -275,13 +276,16 @@ def _eligibility_problems(facts: ClusterFacts, placed: list[tuple[int, JobStart]
     its required features (one node named per start)."""
     for at, start in placed:
         job = facts.queued_job(start.job_id)
-        if job is None or not (job.partitions or job.required_features):
+        if job is None or not job.has_node_rules:
             continue
         for node_id, node in facts.known_nodes(set(start.nodes)).items():
             if not job.may_use(node):
+                alternatives = (f" or every feature of one of {[list(t) for t in terms]}"
+                                if (terms := job.feature_alternatives) else "")
                 problems.append((at, f"job {job.id!r} placed on node {node_id!r}, outside its "
                                  f"partitions {list(job.partitions)} or lacking one of its "
-                                 f"required features {list(job.required_features)}"))
+                                 f"required features {list(job.required_features)}"
+                                 f"{alternatives}"))
                 break
 
 
@@ -291,13 +295,20 @@ def _window_problems(facts: ClusterFacts, placed: list[tuple[int, JobStart]],
     on one of their nodes that does not admit the job (one window named per start)."""
     t = facts.time
     windows = [(w, frozenset(w.nodes)) for w in facts.windows() if w.end > t]
-    if not windows:
-        return
     for at, start in placed:
         job = facts.queued_job(start.job_id)
-        if job is None:
+        if job is None or not (windows or job.reservation):
             continue
         nodes = set(start.nodes)
+        if job.reservation:
+            outside = nodes.difference(*(covered for w, covered in windows
+                                         if w.holds_inside(job, t)))
+            if outside:
+                problems.append((at, f"job {job.id!r} on node {min(outside)!r} would run over "
+                                 f"[{t}, {t + job.requested_time}) outside its reservation "
+                                 f"{job.reservation!r}: no window of that name holds that run "
+                                 f"on that node"))
+                continue
         for window, covered in windows:
             if window.blocks(job, t) and not covered.isdisjoint(nodes):
                 node_id = min(covered & nodes)

@@ -39,7 +39,7 @@ def node_from_pb(n: pb.Node) -> Node:
 
 def window_from_pb(w: pb.UnavailabilityWindow) -> UnavailabilityWindow:
     return UnavailabilityWindow(tuple(w.node_ids), w.start_time, w.end_time, tuple(w.users),
-                                tuple(w.accounts))
+                                tuple(w.accounts), w.name)
 
 
 def windows_from_pb(windows: Iterable[pb.UnavailabilityWindow]
@@ -52,7 +52,7 @@ def add_windows(out: RepeatedCompositeFieldContainer[pb.UnavailabilityWindow],
     """Append `windows` to a repeated UnavailabilityWindow field."""
     for w in windows:
         out.add(node_ids=w.nodes, start_time=w.start, end_time=w.end, users=w.users,
-                accounts=w.accounts)
+                accounts=w.accounts, name=w.name)
 
 
 def running_job_from_pb(j: pb.RunningJob) -> RunningJob:
@@ -84,6 +84,8 @@ def queued_job_from_pb(j: pb.QueuedJob) -> QueuedJob:
         partitions=tuple(j.partitions),
         required_features=tuple(j.required_features),
         account=j.account,
+        feature_alternatives=tuple(tuple(term.features) for term in j.feature_alternatives),
+        reservation=j.reservation,
     )
 
 
@@ -154,6 +156,10 @@ def add_queued_jobs(jobs: RepeatedCompositeFieldContainer[pb.QueuedJob],
             qmsg.required_features.extend(q.required_features)
         if q.account:
             qmsg.account = q.account
+        for term in q.feature_alternatives:
+            qmsg.feature_alternatives.add(features=term)
+        if q.reservation:
+            qmsg.reservation = q.reservation
 
 
 def add_starts(

@@ -63,17 +63,30 @@ class QueuedJob:
     reshaped_promise: int | None = None
     # A site's own rules (docs/service.md, "A site's own rules"): the workload manager's
     # priority (higher first; 0 everywhere: submit order alone), the partitions it may run in
-    # (empty: any node), the node features it requires (all of them), its account.
+    # (empty: any node), the node features it requires (all of them), its account, an OR of
+    # AND-terms of features (one term at least, when any: Slurm's "a&b|c"), the reservation it
+    # must run in (the windows of that name; "": none).
     priority: int = 0
     partitions: tuple[str, ...] = ()
     required_features: tuple[str, ...] = ()
     account: str = ""
+    feature_alternatives: tuple[tuple[str, ...], ...] = ()
+    reservation: str = ""
 
     def may_use(self, node: Node) -> bool:
-        """Whether the job's partitions and required features allow `node`."""
+        """Whether the job's partitions and features allow `node` (not its reservation: the
+        windows say where and when that is, `UnavailabilityWindow.holds_inside`)."""
         if self.partitions and not any(p in node.partitions for p in self.partitions):
             return False
+        if self.feature_alternatives and not any(
+                all(f in node.features for f in term) for term in self.feature_alternatives):
+            return False
         return all(f in node.features for f in self.required_features)
+
+    @property
+    def has_node_rules(self) -> bool:
+        """Whether its partitions or features restrict the nodes it may use."""
+        return bool(self.partitions or self.required_features or self.feature_alternatives)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +99,17 @@ class UnavailabilityWindow:
     end: int
     users: tuple[str, ...] = ()
     accounts: tuple[str, ...] = ()
+    name: str = ""  # the reservation's name: the jobs asking for it are admitted ("": none)
 
     def admits(self, job: QueuedJob) -> bool:
-        return job.user in self.users or (bool(job.account) and job.account in self.accounts)
+        return (job.user in self.users or (bool(job.account) and job.account in self.accounts)
+                or (bool(job.reservation) and job.reservation == self.name))
+
+    def holds_inside(self, job: QueuedJob, t: int) -> bool:
+        """Whether this window is one of `job`'s reservation and holds its requested time
+        from t: [t, t + requested) within [start, end)."""
+        return (bool(job.reservation) and job.reservation == self.name and self.start <= t
+                and t + job.requested_time <= self.end)
 
     def blocks(self, job: QueuedJob, t: int) -> bool:
         """Whether `job`, started at t and run to its requested time, would run inside the

@@ -10,6 +10,8 @@ A system is a list of node groups; YAML / JSON files use the same shape (docs/re
       - {prefix: gpu, count: 32, capacity: {core: 16, mem: 16384, gpu: 2}}
       - {prefix: mic, count: 32, capacity: {core: 16, mem: 16384, mic: 2}}
     partitions: {gpu: "gpu[01-32]", mic: "mic[01-32]"}
+    features: {fast: "gpu[01-16]", big: "gpu[09-32]"}
+    partition_features: {gpu: "fast|big"}
     windows:
       - {nodes: [gpu], every: week, at: "tue 06:00", for: 4h}
 
@@ -28,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from hpcdispatch.constraints import NO_FEATURES, FeatureRules, both, constraint_rules
 from hpcdispatch.site_calendar import PERIODS, WindowRule, parse_at, parse_duration
 from hpcdispatch.snapshot import Node, NodeState
 
@@ -50,6 +53,18 @@ class System:
     swf_partitions: Mapping[int, str] = field(default_factory=dict)  # SWF field 16 -> name
     swf_queue_priority: Mapping[int, int] = field(default_factory=dict)  # SWF field 15 -> prio
     default_partition: str = ""  # of a job whose SWF partition is unknown (-1); "": any node
+    # The node features the jobs of a partition, of an SWF queue (field 15) require, as
+    # (required, alternatives) (hpcdispatch/constraints.py).
+    partition_features: Mapping[str, FeatureRules] = field(default_factory=dict)
+    swf_queue_features: Mapping[int, FeatureRules] = field(default_factory=dict)
+
+    def job_features(self, partitions: tuple[str, ...], swf_queue: int) -> FeatureRules:
+        """The features a job of `partitions` (its one partition, in a replay) and of SWF
+        queue `swf_queue` requires: its partition's and its queue's together."""
+        rules = self.swf_queue_features.get(swf_queue, NO_FEATURES)
+        for partition in partitions:
+            rules = both(rules, self.partition_features.get(partition, NO_FEATURES))
+        return rules
 
     def node_ids(self) -> tuple[str, ...]:
         """The nodes' names, group by group: prefix and a number padded to the count's width."""
@@ -100,6 +115,9 @@ PRESETS: dict[str, System] = {
 # A system file's keys, where they stand: key -> (what its value is, required). A new key is
 # a row here and a line where it is read.
 NODES_FORM = "node names, ranges such as thin[0001-0512], or partition names; one or a list"
+CONSTRAINT_FORM = ('a feature, a list of features (all of them), or a constraint as Slurm\'s '
+                   '--constraint writes it: "a&b" (all), "a|b" (one of them), read left to '
+                   'right')
 SYSTEM_KEYS: dict[str, tuple[str, bool]] = {
     "name": ("the system's name, default custom", False),
     "groups": ("a list of node groups", True),
@@ -112,6 +130,10 @@ SYSTEM_KEYS: dict[str, tuple[str, bool]] = {
     "swf_queue_priority": ("a mapping of the trace's SWF queue numbers (field 15) to job "
                            "priorities, higher first", False),
     "default_partition": ("the partition of a job whose SWF partition is unknown (-1)", False),
+    "partition_features": ("a mapping of partition names to the node features their jobs "
+                           f"require: {CONSTRAINT_FORM}", False),
+    "swf_queue_features": ("a mapping of the trace's SWF queue numbers (field 15) to the node "
+                           f"features their jobs require: {CONSTRAINT_FORM}", False),
 }
 WINDOW_KEYS: dict[str, tuple[str, bool]] = {
     "name": ("what the window is, for the reader", False),
@@ -379,7 +401,8 @@ def _window(data: Any, place: Place, where: _Where, known: Mapping[str, int],
 def _site_rules(system: System, top: Mapping[str, Any], where: _Where) -> System:
     """`system` with the file's partitions, features, windows and SWF numbers."""
     if not any(k in top for k in ("partitions", "features", "windows", "swf_partitions",
-                                  "swf_queue_priority", "default_partition")):
+                                  "swf_queue_priority", "default_partition",
+                                  "partition_features", "swf_queue_features")):
         return system
     known = {n: i for i, n in enumerate(system.node_ids())}
     partitions = _labelled(top["partitions"], "partitions", where, known, {}) \
@@ -403,7 +426,52 @@ def _site_rules(system: System, top: Mapping[str, Any], where: _Where) -> System
         if "swf_partitions" in top else {},
         _number_map(top["swf_queue_priority"], "swf_queue_priority", where, "priority",
                     partitions) if "swf_queue_priority" in top else {},
-        default)
+        default,
+        {str(p): rules for p, rules in _feature_map(top, "partition_features", where,
+                                                    features, partitions).items()},
+        {int(q): rules for q, rules in _feature_map(top, "swf_queue_features", where,
+                                                    features, partitions).items()})
+
+
+def _feature_map(top: Mapping[str, Any], key: str, where: _Where,
+                 features: Mapping[str, tuple[str, ...]],
+                 partitions: Mapping[str, tuple[str, ...]]) -> dict[str | int, FeatureRules]:
+    """`partition_features` (by partition name) or `swf_queue_features` (by SWF queue
+    number): each a constraint (CONSTRAINT_FORM) of the features of 'features'."""
+    if key not in top:
+        return {}
+    data = top[key]
+    if not isinstance(data, Mapping) or not data:
+        raise where.error((key,), f"{key!r} must be {SYSTEM_KEYS[key][0]}; found "
+                          f"{_shown(data)} ({FORMAT_HINT})")
+    out: dict[str | int, FeatureRules] = {}
+    for label, value in data.items():
+        place = (key, str(label))
+        if key == "partition_features":
+            if str(label) not in partitions:
+                raise where.error(place, f"{key}: {_shown(label)} is no partition of "
+                                  f"'partitions' ({', '.join(partitions) or 'none given'})")
+        elif isinstance(label, bool) or not isinstance(label, int) or label < 0:
+            raise where.error(place, f"{key}: {_shown(label)} is not an SWF queue number (a "
+                              f"whole number >= 0)")
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            text = "&".join(value)
+        elif isinstance(value, str):
+            text = value
+        else:
+            raise where.error(place, f"{key} {str(label)!r} must be {CONSTRAINT_FORM}; found "
+                              f"{_shown(value)} ({FORMAT_HINT})")
+        rules = constraint_rules(text)
+        if rules is None or rules == NO_FEATURES:
+            raise where.error(place, f"{key} {str(label)!r}: {_shown(value)} is not "
+                              f"{CONSTRAINT_FORM} ({FORMAT_HINT})")
+        named = {f for term in (rules[0], *rules[1]) for f in term}
+        unknown = sorted(named - set(features))
+        if unknown:
+            raise where.error(place, f"{key} {str(label)!r}: {unknown[0]!r} is no feature of "
+                              f"'features' ({', '.join(features) or 'none given'})")
+        out[label if key == "swf_queue_features" else str(label)] = rules
+    return out
 
 
 # The presets written as system files (a site's rules with them): name -> file.

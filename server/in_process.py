@@ -27,7 +27,7 @@ from typing import Any
 
 from hpcdispatch import __version__
 from hpcdispatch.catalog import dispatcher_kind, predictor_kind
-from hpcdispatch.snapshot import JobCompletion, QueuedJob, RunningJob
+from hpcdispatch.snapshot import JobCompletion, QueuedJob, RunningJob, UnavailabilityWindow
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .config import ServerConfig, load_config
@@ -128,11 +128,14 @@ class InProcessSession:
         self.predictor_kind = options.predictor or service.defaults.default_predictor
 
     def update(self, t: int, ended: Iterable[str], cancelled: Iterable[str],
-               submitted: Iterable[QueuedJob], started: Iterable[RunningJob]) -> None:
+               submitted: Iterable[QueuedJob], started: Iterable[RunningJob],
+               windows: tuple[UnavailabilityWindow, ...] | None = None) -> None:
         """The cluster at `t`: as UpdateSession applies an accepted delta (whole, and never
         failing part-way; there is no call to end in an error before an answer, so nothing
-        to resend)."""
-        self.state.apply(t, self.state.sequence + 1, (), ended, cancelled, submitted, started)
+        to resend). `windows`: the unavailability windows from now on, replacing all of them
+        (UpdateSessionRequest.windows; an empty tuple clears them); None keeps them."""
+        self.state.apply(t, self.state.sequence + 1, (), ended, cancelled, submitted, started,
+                         windows)
 
     def learns_from_completions(self) -> bool:
         """Whether this session's predictor reads what completions teach: one whose d_i

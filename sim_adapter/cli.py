@@ -486,6 +486,7 @@ def _check_profile(profile: str, dispatchers: list[str], target: Any,
     if not profile:
         return None
     from hpcdispatch.catalog import CP_DISPATCHER_NAMES, DISPATCHER_NAMES
+    from hpcdispatch.retired_profiles import retired_profile
 
     from .replay import describe_target
 
@@ -493,8 +494,9 @@ def _check_profile(profile: str, dispatchers: list[str], target: Any,
     names = described.profiles
     where = f"the server at {target}" if isinstance(target, str) else "the service"
     if names and profile not in names:
-        return (f"--profile {profile}: {where} has no such search profile; "
-                f"one of {', '.join(sorted(names))}")
+        retired = retired_profile(profile)  # said as the server's config error says it
+        return (f"--profile {profile}: {retired + '; ' if retired else ''}{where} has no such "
+                f"search profile; one of {', '.join(sorted(names))}")
     default = described.default_dispatcher
     resolved = [default if d == DEFAULT else d for d in dispatchers]
     # The built-in baselines; a plugin may read the profile's settings from its control.

@@ -65,10 +65,7 @@ class InProcessBackend:
             self._learns = self.session.learns_from_completions()
         else:
             self.session.update(change.time, change.ended, change.cancelled, change.submitted,
-                                change.started)
-            if change.windows is not None:  # the windows from now on (UpdateSession.windows)
-                state = self.session.state
-                state.apply(change.time, state.sequence, windows=change.windows)
+                                change.started, change.windows)
         return _answer(self.session.decide())
 
     def report_completions(self, completions: Sequence[JobCompletion]) -> None:

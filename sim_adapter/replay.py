@@ -292,7 +292,14 @@ def _run_meta(
                    **({"partitions": {name: len(nodes)
                                       for name, nodes in system.partitions.items()},
                        "windows": len(system.windows)}
-                      if system.partitions or system.windows else {})},
+                      if system.partitions or system.windows else {}),
+                   # the features the jobs of a partition / an SWF queue require
+                   **({"job_features": {
+                       "partitions": {p: _features_shown(r)
+                                      for p, r in system.partition_features.items()},
+                       "swf_queues": {str(q): _features_shown(r)
+                                      for q, r in system.swf_queue_features.items()}}}
+                      if system.partition_features or system.swf_queue_features else {})},
         "unit_rule": {"mode": rule.mode, "cores_per_node": rule.cores_per_node,
                       "proc_scale": rule.proc_scale,
                       "accelerator_share": rule.accelerator_share,
@@ -332,3 +339,11 @@ def write_incomplete(out_dir: Path, label: str, trace: Path, expected_jobs: int 
         "jobs_finished": stopped.finished, "jobs_expected": expected_jobs,
         "queued": stopped.queued, "running": stopped.running,
     })
+
+
+def _features_shown(rules: tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]
+                    ) -> dict[str, list[Any]]:
+    """A job's feature rules in a summary: the features it requires (all) and the terms of
+    which each of its nodes has one (each term all of its features)."""
+    required, alternatives = rules
+    return {"required": list(required), "one_of": [list(term) for term in alternatives]}

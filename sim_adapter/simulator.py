@@ -18,13 +18,14 @@ rounded up to whole seconds, passes in simulated time before the decision takes 
 other call is made meanwhile, while releases and submissions go on.
 
 A site's rules (docs/replays.md, *System files*): the nodes carry their partitions and features,
-each job the partition its SWF partition number maps to (and its queue's priority), and each
-decision the unavailability windows of `calendar` (window_calendar.py), which the check of every
-decision holds it to: no job starts into a window that does not admit it. A window's end is a
-time point (a job it held back may start). A job is dropped at its submission, counted by
-reason, when its SWF partition is not the system's (`NO_PARTITION`), when its partition's nodes
-cannot hold it (`NEVER_FITS`), or when it is longer than the gap between two occurrences of a
-recurring window covering every node it may use (`NEVER_BETWEEN_WINDOWS`).
+each job the partition its SWF partition number maps to (its queue's priority, and the node
+features its partition and its queue require), and each decision the unavailability windows of
+`calendar` (window_calendar.py), which the check of every decision holds it to: no job starts
+into a window that does not admit it. A window's end is a time point (a job it held back may
+start). A job is dropped at its submission, counted by reason, when its SWF partition is not the
+system's (`NO_PARTITION`), when the nodes of its partition having its features cannot hold it
+(`NEVER_FITS`), or when it is longer than the gap between two occurrences of a recurring window
+covering every node it may use (`NEVER_BETWEEN_WINDOWS`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from hpcdispatch.constraints import NO_FEATURES, FeatureRules
 from hpcdispatch.decision_check import check_decision_against
 from hpcdispatch.snapshot import (
     Decision,
@@ -57,6 +59,8 @@ from .replay_facts import ReplayFacts
 from .swf import TraceJob
 from .window_calendar import WindowCalendar
 from .workload import UnitRule, units_fitting
+
+_Rules = tuple[tuple[str, ...], FeatureRules]  # a job's partitions and node features
 
 NEVER_FITS = "never fits the system"
 NO_PARTITION = "SWF partition not in the system"
@@ -164,13 +168,13 @@ class Simulator:
         self.calendar = calendar if calendar else None
         self.windows: tuple[UnavailabilityWindow, ...] = ()  # those the last decision was sent
         self.facts = ReplayFacts(self.nodes, self._queued_job, lambda: self.windows)
-        # The nodes a job of these partitions may use (all: no partitions), and their kinds:
-        # each capacity with its count of nodes.
-        self._eligible: dict[tuple[str, ...], tuple[Node, ...]] = {(): self.nodes}
-        self._kinds: dict[tuple[str, ...], list[tuple[Mapping[str, int], int]]] = {}
+        # The nodes a job of these partitions and features may use (all: none), and their
+        # kinds: each capacity with its count of nodes.
+        self._eligible: dict[_Rules, tuple[Node, ...]] = {((), NO_FEATURES): self.nodes}
+        self._kinds: dict[_Rules, list[tuple[Mapping[str, int], int]]] = {}
         # Whether this process checks the backend's decisions (see the module docstring).
         self.checks = not getattr(backend, "checks_decisions", False)
-        self._fits: dict[tuple[int, tuple[tuple[str, int], ...], tuple[str, ...]], bool] = {}
+        self._fits: dict[tuple[int, tuple[tuple[str, int], ...], _Rules], bool] = {}
         self.decisions = 0
         self.finished = 0
         self.first_submit: int | None = None
@@ -327,15 +331,16 @@ class Simulator:
         if partitions is None:
             self.observer.job_dropped(NO_PARTITION)
             return False
-        key = (units, tuple(sorted(request.items())), partitions)
+        rules = (partitions, self.system.job_features(partitions, job.swf_queue))
+        key = (units, tuple(sorted(request.items())), rules)
         fits = self._fits.get(key)
         if fits is None:
-            fits = self._fits[key] = units_fitting(self._eligible_kinds(partitions),
+            fits = self._fits[key] = units_fitting(self._eligible_kinds(rules),
                                                    request) >= units
         if not fits:
             self.observer.job_dropped(NEVER_FITS)
             return False
-        if self._never_between_windows(job.requested_time, partitions):
+        if self._never_between_windows(job.requested_time, rules):
             self.observer.job_dropped(NEVER_BETWEEN_WINDOWS)
             return False
         queued = QueuedJob(
@@ -344,7 +349,8 @@ class Simulator:
             requested_time=job.requested_time,
             actual_duration=max(1, job.duration) if self.options.oracle else None,
             priority=self.system.swf_queue_priority.get(job.swf_queue, 0),
-            partitions=partitions,
+            partitions=partitions, required_features=rules[1][0],
+            feature_alternatives=rules[1][1],
         )
         self.queue[job.id] = _Live(job, units, request, queued)
         self._changes.submit(queued)
@@ -364,28 +370,29 @@ class Simulator:
         name = mapped.get(number)
         return None if name is None else (name,)
 
-    def _eligible_nodes(self, partitions: tuple[str, ...]) -> tuple[Node, ...]:
-        nodes = self._eligible.get(partitions)
+    def _eligible_nodes(self, rules: _Rules) -> tuple[Node, ...]:
+        nodes = self._eligible.get(rules)
         if nodes is None:
-            nodes = self._eligible[partitions] = tuple(
-                n for n in self.nodes if any(p in n.partitions for p in partitions))
+            (partitions, (required, alternatives)) = rules
+            probe = QueuedJob("", "", "", "", 0, 1, {}, 1, partitions=partitions,
+                              required_features=required, feature_alternatives=alternatives)
+            nodes = self._eligible[rules] = tuple(n for n in self.nodes if probe.may_use(n))
         return nodes
 
-    def _eligible_kinds(self, partitions: tuple[str, ...]
-                        ) -> list[tuple[Mapping[str, int], int]]:
-        kinds = self._kinds.get(partitions)
+    def _eligible_kinds(self, rules: _Rules) -> list[tuple[Mapping[str, int], int]]:
+        kinds = self._kinds.get(rules)
         if kinds is None:
             counted = Counter(tuple(sorted(n.capacity.items()))
-                              for n in self._eligible_nodes(partitions))
-            kinds = self._kinds[partitions] = [(dict(c), k) for c, k in counted.items()]
+                              for n in self._eligible_nodes(rules))
+            kinds = self._kinds[rules] = [(dict(c), k) for c, k in counted.items()]
         return kinds
 
-    def _never_between_windows(self, requested: int, partitions: tuple[str, ...]) -> bool:
+    def _never_between_windows(self, requested: int, rules: _Rules) -> bool:
         """Whether a recurring window that admits nobody covers every node the job may use
         and leaves it too short a gap: it could never start."""
         if self.calendar is None:
             return False
-        eligible = {n.id for n in self._eligible_nodes(partitions)}
+        eligible = {n.id for n in self._eligible_nodes(rules)}
         return any(rule.period and rule.maintenance and requested > rule.period - rule.length
                    and eligible <= set(rule.nodes) for rule in self.calendar.rules)
 

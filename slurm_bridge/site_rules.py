@@ -2,10 +2,15 @@
 *A site's own rules*).
 
 * Eligibility: a job's partitions (`--partition`, a list) and the features its `--constraint`
-  requires. Only a single feature or an AND of features ("a&b"; Slurm stores "a,b" as "a&b")
-  is expressible; any other constraint (OR "a|b", matching OR "[a|b]", counts "a*2",
-  parentheses, negation "!a") is not, and such a job is left to Slurm (`constraint_features`
-  answers None).
+  requires: features joined by AND ("a&b"; Slurm stores "a,b" as "a&b") and OR ("a|b"), read
+  as Slurm evaluates them, left to right (hpcdispatch/constraints.py: one AND-term is the
+  job's required features, more its feature_alternatives). Any other constraint (matching OR
+  "[a|b]", counts "a*2", parentheses, negation "!a") is not expressible, and such a job is
+  left to Slurm (`constraint_rules` answers None).
+* Reservation: a job asking for one (`--reservation=R`) must run inside R: the window of R
+  carries R's name, and the job asks for it (QueuedJob.reservation). It is left to Slurm when
+  R holds no managed node (no window of that name) or is a maintenance: a MAINT window has no
+  name, so that a drained node in it, sent up below, takes no job at all before it ends.
 * Priority: Slurm computes none for a held job (holding is priority 0; `sprio` does not list
   it). What Slurm keeps of a held job's priority is its nice (`--nice`, `scontrol update
   job=J nice=N`), which Slurm subtracts from the priority it computes at release: priority =
@@ -14,21 +19,23 @@
 * Windows: each reservation on managed nodes that has not ended is a window [StartTime,
   EndTime) on those nodes (a reservation of some cores of a node takes the whole node). A
   MAINT reservation admits nobody. Any other admits nobody either, unless it is MAGNETIC: a
-  job that does not ask for a reservation (`--reservation`; a job that does is left to Slurm)
-  is started inside one by Slurm only when the reservation is MAGNETIC and lists its user or
+  job that does not ask for a reservation (`--reservation`) is started inside one by Slurm
+  only when the reservation is MAGNETIC and lists its user or
   account, so only then does the window admit its Users / Accounts (not when they are
   negated, "-bob", or given by Groups, which the bridge cannot resolve, or more than 64:
   nobody then; admitting fewer never starts a job Slurm would refuse).
-* A node that is drained (or in maintenance) and otherwise up, inside a window that admits
-  nobody and is under way, comes back at the window's end: it is sent up, the window keeping
-  all new work off it until then.
+* A node back at a time (the contract's NodeState comment): a node that is drained (or in
+  maintenance) and otherwise up, inside a MAINT window under way (it admits nobody: no users,
+  accounts or name), comes back at the window's end: it is sent up, the window keeping all
+  new work off it until then. Inside any other reservation it stays drained (a job of that
+  reservation could be admitted to it).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Sequence
 
+from hpcdispatch.constraints import constraint_rules
 from hpcdispatch.snapshot import UnavailabilityWindow
 
 from .slurm_json import SlurmJob
@@ -37,26 +44,15 @@ from .slurm_reservations import SlurmReservation
 MAX_LABELS = 64  # the service's default max_labels: a longer admitted list admits nobody
 NICE_OFFSET = 2**31  # Slurm's NICE_OFFSET: a held job of nice 0 has priority 2^31
 MAX_PRIORITY = 2**40  # the contract's bound (QueuedJob.priority)
-_FEATURE = r"[A-Za-z0-9_.:+@-]+"
-_AND_OF_FEATURES = re.compile(rf"^{_FEATURE}(?:[&,]{_FEATURE})*$")
-
-
-def constraint_features(constraint: str) -> tuple[str, ...] | None:
-    """The features an AND constraint requires (() for none); None when not expressible."""
-    text = constraint.strip()
-    if not text or text == "(null)":
-        return ()
-    if not _AND_OF_FEATURES.match(text):
-        return None
-    return tuple(dict.fromkeys(re.split(r"[&,]", text)))
-
-
-def left_to_slurm_reason(job: SlurmJob) -> str:
-    """Why a held job of a managed partition cannot be expressed ("" when it can)."""
-    if constraint_features(job.constraint) is None:
-        return f"--constraint {job.constraint!r} is not a feature or an AND of features"
-    if job.reservation:
-        return f"it asks for reservation {job.reservation!r}"
+def left_to_slurm_reason(job: SlurmJob, windows: Collection[UnavailabilityWindow]) -> str:
+    """Why a held job of a managed partition cannot be expressed ("" when it can), given the
+    windows of the reservations on managed nodes (`windows_from_reservations`)."""
+    if constraint_rules(job.constraint) is None:
+        return (f"--constraint {job.constraint!r} is not features joined by AND (&) and OR "
+                f"(|)")
+    if job.reservation and not any(w.name == job.reservation for w in windows):
+        return (f"it asks for reservation {job.reservation!r}, a maintenance or one holding "
+                f"no managed node")
     return ""
 
 
@@ -79,7 +75,8 @@ def windows_from_reservations(
         if not nodes:
             continue
         users, accounts = _admitted(r)
-        out.append(UnavailabilityWindow(nodes, r.start, r.end, users, accounts))
+        name = "" if r.maintenance else r.name  # no job may ask for a maintenance
+        out.append(UnavailabilityWindow(nodes, r.start, r.end, users, accounts, name))
     return tuple(out)
 
 
@@ -95,5 +92,5 @@ def _admitted(r: SlurmReservation) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def back_at_window_end(node: str, windows: Collection[UnavailabilityWindow], now: int) -> bool:
     """Whether `node` lies in a window under way at `now` that admits nobody."""
-    return any(w.start <= now < w.end and not w.users and not w.accounts and node in w.nodes
-               for w in windows)
+    return any(w.start <= now < w.end and not (w.users or w.accounts or w.name)
+               and node in w.nodes for w in windows)

@@ -3,11 +3,12 @@
 Nodes: every node of the managed partitions. Running jobs: every job (of any partition) that
 holds resources on those nodes, from its real per-node allocation, plus the jobs the bridge
 released that Slurm has not started yet (at their planned nodes, so that no cycle hands the
-same cores out twice). Queued jobs: the held, pending jobs of the managed partitions, with
-the site's rules Slurm gives (site_rules.py): their partitions, required features, priority and
-account; the nodes' partitions and features; the reservations on managed nodes as windows. A
-held job whose rules the snapshot cannot express is not queued but named in
-`BuiltSnapshot.to_slurm` (the bridge releases it to Slurm's own scheduler).
+same cores out twice). Queued jobs: the held, pending jobs of the managed partitions, with the
+site's rules Slurm gives (site_rules.py): their partitions, required features (an AND, or an OR
+of AND-terms), priority, account and the reservation they must run in; the nodes' partitions and
+features; the reservations on managed nodes as windows. A held job whose rules the snapshot
+cannot express is not queued but named in `BuiltSnapshot.to_slurm` (the bridge releases it to
+Slurm's own scheduler).
 
 A released job's planned units are reserved only while they still fit next to the real
 allocations and the released jobs already reserved (in release order): when Slurm laid another
@@ -29,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from hpcdispatch.constraints import constraint_rules
 from hpcdispatch.snapshot import (
     Node,
     NodeState,
@@ -42,7 +44,6 @@ from hpcdispatch.snapshot import (
 from .job_units import CORE, MEM, UnitShape, unit_shape
 from .site_rules import (
     back_at_window_end,
-    constraint_features,
     job_priority,
     left_to_slurm_reason,
     windows_from_reservations,
@@ -84,7 +85,8 @@ class BuiltSnapshot:
     # in release order: job id -> the nodes they no longer fit on.
     unfit: dict[str, list[str]] = field(default_factory=dict)
     # Held jobs of the managed partitions whose rules the snapshot cannot express (a
-    # --constraint other than an AND of features, a --reservation): job id -> why.
+    # --constraint other than features joined by & and |, a --reservation of a maintenance or
+    # of no managed node): job id -> why.
     to_slurm: dict[str, str] = field(default_factory=dict)
 
 
@@ -152,20 +154,21 @@ def build_snapshot(
             if job.is_array_pending or job.is_het:
                 ignored[job.id] = "job arrays and heterogeneous jobs are not managed"
                 continue
-            why = left_to_slurm_reason(job)
+            why = left_to_slurm_reason(job, windows)
             if why:
                 to_slurm[job.id] = why
                 continue
             shape = unit_shape(job, track_memory, node_memory)
             shapes[job.id] = shape
+            required, alternatives = constraint_rules(job.constraint) or ((), ())
             queued.append(QueuedJob(
                 id=job.id, user=job.user, name=job.name, queue=",".join(job.partitions),
                 submit_time=min(job.submit_time, now), units=shape.units,
                 unit_request=dict(shape.per_unit),
                 requested_time=job.time_limit_s or settings.default_walltime,
                 priority=job_priority(job), partitions=job.partitions,
-                required_features=constraint_features(job.constraint) or (),
-                account=job.account,
+                required_features=required, feature_alternatives=alternatives,
+                account=job.account, reservation=job.reservation,
             ))
     running = [r for r in running if r.units]
     unfit = _unfit_in_flight(snap_nodes, running, reserved, in_flight)

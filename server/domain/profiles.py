@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from hpcdispatch.retired_profiles import RETIRED as RETIRED
+from hpcdispatch.retired_profiles import retired_profile as retired_profile
+
 from .promise_ladder import DEFAULT_RUNG, rung
 from .search_settings import SearchRequest, SearchSettings
 
@@ -48,23 +51,8 @@ PROFILES: dict[str, tuple[SearchSettings, str]] = {
 
 DEFAULT_PROFILE = "book"
 
-# Profiles retired by issue #49, each with the mode that replaces it: a request or a config file
-# naming one is refused with this text, never served by another profile silently.
-RETIRED: dict[str, str] = {
-    "promises": "`book`: EASY's head is promised, and kept as a guarantee, by the promise book "
-                "(`easy_head` true over `qos` sets the old profile's switches by hand)",
-    "packing": "`book`: the promise book starts the most capacity now first (`capacity_first`) "
-               "around the promises it holds",
-    "fast": "`book` (the default), or `qos` for the same search (δ = 100 ms, k = 1) without "
-            "promises; `papers` for the papers' objective",
-}
-
-
-def retired_profile(name: str) -> str | None:
-    """Why `name` is no longer a profile and what replaces it; None if it never was one."""
-    replacement = RETIRED.get(name)
-    return None if replacement is None else (
-        f"profile {name!r} was retired (issue #49); use {replacement}")
+# Profiles retired by issue #49 and what replaces each (RETIRED, retired_profile):
+# hpcdispatch/retired_profiles.py.
 
 
 def resolve_settings(search: SearchRequest, default_profile: str) -> SearchSettings:

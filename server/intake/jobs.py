@@ -7,16 +7,17 @@ and the running jobs' within `max_total_units`, at most `max_jobs` jobs; a job b
 not walked further. Then each job: times within ±2^40 s, durations in (0, 2^31] s, its units on
 known nodes within what they hold (running) or its request on types some node has (queued), and
 ids non-empty and unique; a queued job's priority in [0, 2^40], its partitions and required
-features as labels (`fields.check_labels`). A queued job whose partitions or features no node
-satisfies is not a violation: the workload manager accepted it, a node may join or come back,
-and one such job must not make the whole snapshot invalid; it never starts (skipped
-SKIP_REASON_NEVER_FITS).
+features as labels (`fields.check_labels`), its OR of feature terms each a non-empty list of
+labels, its reservation's name within `max_id_chars`. A queued job whose partitions, features
+or reservation no node satisfies is not a violation: the workload manager accepted it, a node
+may join or come back, and one such job must not make the whole snapshot invalid; it never
+starts (skipped SKIP_REASON_NEVER_FITS).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -55,11 +56,30 @@ MAX_PRIORITY = 2**40  # far beyond Slurm's 32-bit priorities; keeps (priority, q
 
 def check_job_rules(job: pb.QueuedJob, path: str, config: ServerConfig,
                     out: Violations) -> None:
-    """A queued job's priority, partitions and required features."""
+    """A queued job's priority, partitions, required features, its OR of feature terms and
+    its reservation's name."""
     if not 0 <= job.priority <= MAX_PRIORITY:
         out.add(f"{path}.priority", f"must be >= 0 and <= 2^40, got {job.priority}")
     check_labels(job.partitions, f"{path}.partitions", config, out)
     check_labels(job.required_features, f"{path}.required_features", config, out)
+    if job.feature_alternatives:
+        check_feature_terms(job.feature_alternatives, f"{path}.feature_alternatives", config,
+                            out)
+    check_id(job.reservation, f"{path}.reservation", config, out)
+
+
+def check_feature_terms(terms: Sequence[pb.FeatureTerm], path: str, config: ServerConfig,
+                        out: Violations) -> None:
+    """An OR of AND-terms: at most `max_labels` terms, each a non-empty list of labels."""
+    if len(terms) > config.max_labels:
+        out.add(path, f"{len(terms)} terms exceed the limit of {config.max_labels} "
+                "(max_labels)")
+        return
+    for k, term in enumerate(terms):
+        if not term.features:
+            out.add(f"{path}[{k}].features", "a term names at least one feature")
+        else:
+            check_labels(term.features, f"{path}[{k}].features", config, out)
 
 
 def check_units(units: int, path: str, max_units: int, out: Violations) -> None:

@@ -10,7 +10,7 @@ and features as labels (`fields.check_labels`).
 The unavailability windows on those nodes (a snapshot's, a delta's) are checked here too: at
 most `max_nodes` windows, each naming at least one node, each a node of the snapshot (of the
 session after the delta's node changes) and named once, times within ±2^40 s and
-end_time > start_time, its users and accounts as labels.
+end_time > start_time, its users and accounts as labels, its name within `max_id_chars`.
 """
 
 from __future__ import annotations
@@ -182,6 +182,7 @@ def check_windows(
                     f"{window.end_time}: a window is [start_time, end_time)")
         check_labels(window.users, f"{at}.users", config, out)
         check_labels(window.accounts, f"{at}.accounts", config, out)
+        check_id(window.name, f"{at}.name", config, out)
         if out.full:
             return
 

@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 import pytest
 
-from hpcdispatch.server.domain.profiles import PROFILES
+from hpcdispatch.server.domain.profiles import PROFILES, RETIRED
 from hpcdispatch.sim_adapter import cli as sim_cli
 
 CLI = [sys.executable, "-m", "hpcdispatch"]
@@ -65,6 +65,20 @@ def test_an_unknown_profile_is_refused_before_the_replay(tmp_path: Path) -> None
     assert re.search(r"--profile turbo: the server at \S+ has no such search profile; one of "
                      + re.escape(names), done.stderr), done.stderr
     assert "_InactiveRpcError" not in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("retired", ["packing", "promises", "fast"])
+def test_a_retired_profile_is_refused_saying_what_replaced_it(tmp_path: Path,
+                                                              retired: str) -> None:
+    """As the server's config error and INVALID_ARGUMENT say it (on main: only "no such
+    search profile")."""
+    done = run("simulate", "--profile", retired, "--limit-jobs", "20", "--out",
+               str(tmp_path / "out"), "--no-progress")
+    assert done.returncode == 2
+    assert (f"--profile {retired}: profile {retired!r} was retired (issue #49); use "
+            f"{RETIRED[retired]}") in done.stderr, done.stderr
+    assert "no such search profile" in done.stderr
     assert not (tmp_path / "out").exists()
 
 

@@ -16,17 +16,19 @@ right = n[3-4]; n1 Features=fast, n3 Features=fast,big; n4 drained; at 179618295
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import time
 
 import pytest
 from structlog.testing import capture_logs
 
+from hpcdispatch.constraints import constraint_rules
 from hpcdispatch.proto_convert import snapshot_to_pb
 from hpcdispatch.server.config import load_config
 from hpcdispatch.server.intake.validation import validate_dispatch_request
 from hpcdispatch.slurm_bridge.bridge import Bridge, BridgeConfig
 from hpcdispatch.slurm_bridge.metrics import BridgeMetrics
-from hpcdispatch.slurm_bridge.site_rules import NICE_OFFSET, constraint_features
+from hpcdispatch.slurm_bridge.site_rules import NICE_OFFSET
 from hpcdispatch.slurm_bridge.slurm_json import SlurmParseError, parse_jobs, parse_nodes
 from hpcdispatch.slurm_bridge.slurm_reservations import parse_reservations
 from hpcdispatch.slurm_bridge.snapshot_builder import (
@@ -91,15 +93,21 @@ def test_parse_reservations() -> None:
         parse_reservations("ReservationName=x StartTime=tomorrow EndTime=2026-12-02T04:50:07")
 
 
-@pytest.mark.parametrize(("constraint", "features"), [
-    ("", ()), ("(null)", ()), ("fast", ("fast",)), ("fast&big", ("fast", "big")),
-    ("fast,big", ("fast", "big")), ("a&b&a", ("a", "b")),
-    ("fast|big", None), ("[fast|big]", None), ("fast*2", None), ("(fast&big)", None),
-    ("!fast", None), ("[fast&big]", None),
+@pytest.mark.parametrize(("constraint", "rules"), [
+    ("", ((), ())), ("(null)", ((), ())), ("fast", (("fast",), ())),
+    ("fast&big", (("fast", "big"), ())), ("fast,big", (("fast", "big"), ())),
+    ("a&b&a", (("a", "b"), ())),
+    # OR: an OR of AND-terms, folded left to right as Slurm evaluates it (no precedence)
+    ("fast|big", ((), (("fast",), ("big",)))), ("a|b|c", ((), (("a",), ("b",), ("c",)))),
+    ("a&b|c", ((), (("a", "b"), ("c",)))), ("a|b&c", ((), (("a", "c"), ("b", "c")))),
+    ("a|b&c|d", ((), (("a", "c"), ("b", "c"), ("d",)))), ("a|a", (("a",), ())),
+    ("[fast|big]", None), ("fast*2", None), ("(fast&big)", None),
+    ("!fast", None), ("[fast&big]", None), ("fast||big", None), ("|fast", None),
 ])
-def test_which_constraints_the_snapshot_expresses(constraint: str,
-                                                  features: tuple[str, ...] | None) -> None:
-    assert constraint_features(constraint) == features
+def test_which_constraints_the_snapshot_expresses(
+        constraint: str, rules: tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] | None,
+) -> None:
+    assert constraint_rules(constraint) == rules
 
 
 def test_snapshot_carries_partitions_features_priority_and_windows() -> None:
@@ -110,23 +118,30 @@ def test_snapshot_carries_partitions_features_priority_and_windows() -> None:
         "n1": (("batch", "left"), ("fast",)), "n2": (("batch", "left"), ()),
         "n3": (("batch", "right"), ("fast", "big")), "n4": (("batch", "right"), ())}
     queued = {q.id: q for q in snap.queued}
-    # 4 is of batch (not managed); 3 (OR), 10 (matching OR), 7 (--reservation) go to Slurm.
-    assert set(queued) == {"2", "5", "8", "9"}
-    assert built.to_slurm.keys() == {"3", "7", "10"}
-    assert "reservation 'mag'" in built.to_slurm["7"]
-    assert {i: (q.partitions, q.required_features, q.account) for i, q in queued.items()} == {
-        "2": (("right",), ("fast", "big"), ""), "5": (("left",), (), ""),
-        "8": (("right",), ("fast", "big"), ""), "9": (("right",), ("big",), "acct2")}
+    # 4 is of batch (not managed); 10 (matching OR) goes to Slurm; 3 (OR) and 7
+    # (--reservation=mag) are queued.
+    assert set(queued) == {"2", "3", "5", "7", "8", "9"}
+    assert built.to_slurm.keys() == {"10"}
+    assert {i: (q.partitions, q.required_features, q.feature_alternatives, q.account,
+                q.reservation) for i, q in queued.items()} == {
+        "2": (("right",), ("fast", "big"), (), "", ""),
+        "3": (("left", "right"), (), (("fast",), ("big",)), "acct1", ""),
+        "5": (("left",), (), (), "", ""), "7": (("left",), (), (), "", "mag"),
+        "8": (("right",), ("fast", "big"), (), "", ""),
+        "9": (("right",), ("big",), (), "acct2", "")}
     assert {q.priority for q in queued.values()} == {NICE_OFFSET}
-    # Only n3 may take the constrained jobs.
+    # Only n3 may take the constrained jobs; fast|big, n1 or n3.
     assert {i: [n for n in nodes if q.may_use(nodes[n])] for i, q in queued.items()} == {
-        "2": ["n3"], "5": ["n1", "n2"], "8": ["n3"], "9": ["n3"]}
+        "2": ["n3"], "3": ["n1", "n3"], "5": ["n1", "n2"], "7": ["n1", "n2"], "8": ["n3"],
+        "9": ["n3"]}
     assert snap.windows == (
         UnavailabilityWindow(("n3",), utc("2026-12-02T03:50:07"), utc("2026-12-02T04:50:07")),
         # not MAGNETIC: a job without --reservation never runs in it, whatever its account
-        UnavailabilityWindow(("n4",), utc("2026-12-02T04:00:07"), utc("2026-12-02T04:20:07")),
+        UnavailabilityWindow(("n4",), utc("2026-12-02T04:00:07"), utc("2026-12-02T04:20:07"),
+                             name="acres"),
+        # the job asking for mag (7) runs only in it: n2, until 04:12:16
         UnavailabilityWindow(("n2",), utc("2026-12-02T03:42:16"), utc("2026-12-02T04:12:16"),
-                             users=("root",)),
+                             users=("root",), name="mag"),
         UnavailabilityWindow(("n4",), utc("2026-12-02T03:42:29"), utc("2026-12-02T03:57:29")),
     )
     # n4 is drained inside the maintenance drainmaint: up, kept free by the window until
@@ -166,15 +181,33 @@ def test_the_bridge_leaves_what_it_cannot_express_to_slurm() -> None:
         result = bridge.cycle()
     assert result.ok and result.released == ["9"], result
     # released unpinned, after the decided jobs (placed on what the snapshot saw free)
-    assert slurm.actions == [("pin", "9"), ("release", "9"),
-                             ("release", "3"), ("release", "7"), ("release", "10")]
+    assert slurm.actions == [("pin", "9"), ("release", "9"), ("release", "10")]
     left = {e["job_id"]: e["reason"] for e in logs if e["event"] == "job_left_to_slurm"}
-    assert left.keys() == {"3", "7", "10"}
+    assert left.keys() == {"10"}
     assert bridge.metrics.registry.get_sample_value(
-        "hpcdispatch_bridge_jobs_left_to_slurm_total") == 3
+        "hpcdispatch_bridge_jobs_left_to_slurm_total") == 1
     (request,) = service.requests
     assert len(request.windows) == 4 and {j.id for j in request.queued_jobs} == {
-        "2", "5", "8", "9"}
+        "2", "3", "5", "7", "8", "9"}
+    wire = {j.id: j for j in request.queued_jobs}
+    assert [list(t.features) for t in wire["3"].feature_alternatives] == [["fast"], ["big"]]
+    assert wire["7"].reservation == "mag"
+    assert [w.name for w in request.windows] == ["", "acres", "mag", ""]
+
+
+def test_a_reservation_the_snapshot_cannot_hold_is_left_to_slurm() -> None:
+    """Job 7 asks for mag: left to Slurm when mag holds no managed node (here: not read), or
+    when the job asks for a maintenance (maint, MAINT: its window has no name)."""
+    nodes = parse_nodes(load("sinfo_rules.json"))
+    jobs = parse_jobs(load("squeue_rules.json"))
+    others = [r for r in parse_reservations(reservations_text()) if r.name != "mag"]
+    built = build_snapshot(nodes, jobs, MANAGED, NOW, reservations=others)
+    assert "reservation 'mag'" in built.to_slurm["7"]
+    into_maint = [dataclasses.replace(j, reservation="maint") if j.id == "7" else j
+                  for j in jobs]
+    built = build_snapshot(nodes, into_maint, MANAGED, NOW,
+                           reservations=parse_reservations(reservations_text()))
+    assert "reservation 'maint', a maintenance" in built.to_slurm["7"]
 
 
 def test_a_failed_reservation_read_fails_the_cycle_and_nothing_is_released() -> None:

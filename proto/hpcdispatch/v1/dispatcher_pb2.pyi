@@ -541,10 +541,17 @@ class UnavailabilityWindow(_message.Message):
     END_TIME_FIELD_NUMBER: _builtins.int
     USERS_FIELD_NUMBER: _builtins.int
     ACCOUNTS_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
     start_time: _builtins.int
     """from, seconds, on the clock of the snapshot's time t"""
     end_time: _builtins.int
     """to, seconds, > start_time: the window is [from, to)"""
+    name: _builtins.str
+    """The reservation's name (Slurm's ReservationName), optional: a queued job whose
+    `reservation` is this name is admitted to the window and may run only inside a window of
+    this name (QueuedJob.reservation). Several windows may share a name (a reservation over
+    several spans). Empty: no job asks for it by name. At most max_id_chars characters.
+    """
     @_builtins.property
     def node_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The nodes it covers: ids of nodes of the snapshot (of the session), at least one, each
@@ -568,10 +575,11 @@ class UnavailabilityWindow(_message.Message):
         end_time: _builtins.int = ...,
         users: _abc.Iterable[_builtins.str] | None = ...,
         accounts: _abc.Iterable[_builtins.str] | None = ...,
+        name: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accounts", b"accounts", "end_time", b"end_time", "node_ids", b"node_ids", "start_time", b"start_time", "users", b"users"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accounts", b"accounts", "end_time", b"end_time", "name", b"name", "node_ids", b"node_ids", "start_time", b"start_time", "users", b"users"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -716,6 +724,8 @@ class QueuedJob(_message.Message):
     PARTITIONS_FIELD_NUMBER: _builtins.int
     REQUIRED_FEATURES_FIELD_NUMBER: _builtins.int
     ACCOUNT_FIELD_NUMBER: _builtins.int
+    FEATURE_ALTERNATIVES_FIELD_NUMBER: _builtins.int
+    RESERVATION_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """unique among running and queued jobs"""
     user: _builtins.str
@@ -772,6 +782,19 @@ class QueuedJob(_message.Message):
     """The job's account (Slurm's --account), read only by UnavailabilityWindow.accounts; may be
     empty. At most max_id_chars characters.
     """
+    reservation: _builtins.str
+    """The reservation the job must run in (Slurm's --reservation=R): the `name` of the
+    snapshot's unavailability windows that admit it. It is placed only on nodes of a window of
+    that name, and only with its requested time inside that window, [s, s + requested_time)
+    within [start_time, end_time) (a window of that name admits it whatever its users and
+    accounts); other windows on those nodes still hold it out. Empty: none (the job may run
+    outside every window, and inside those that admit its user or account). A job whose
+    reservation no window names, or that no window of that name can still hold (its
+    requested time past the window's end, or no room for its units at the latest start
+    inside it, the running work ending at its requested times), is not an error: it is
+    skipped SKIP_REASON_NEVER_FITS (the reservation may be sent later). Names as for
+    Node.partitions (at most max_id_chars characters).
+    """
     @_builtins.property
     def unit_request(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """req[i][r] / rn_i: amount per unit per type, > 0"""
@@ -792,6 +815,18 @@ class QueuedJob(_message.Message):
         all of them (an AND): placed only on nodes having every one (Node.features). Empty: none.
         """
 
+    @_builtins.property
+    def feature_alternatives(self) -> _containers.RepeatedCompositeFieldContainer[Global___FeatureTerm]:
+        """An OR of node features (Slurm's --constraint with "|", "a|b"; flux RFC 31's "or"): the
+        job is placed only on nodes having every feature of at least one of these terms, each
+        term an AND of features (so "a&b|c" is two terms, [a, b] and [c]), besides every feature
+        of `required_features`. Empty: no such rule. At most max_labels terms, each a non-empty
+        list of names as Node.features (INVALID_ARGUMENT naming `feature_alternatives[k]` or
+        `feature_alternatives[k].features[j]`). A job with one term is the same as that term in
+        `required_features`. Every unit satisfies a term of its own: Slurm's plain OR, not its
+        "matching OR" ("[a|b]", one term for all units), which the contract cannot say.
+        """
+
     def __init__(
         self,
         *,
@@ -810,10 +845,12 @@ class QueuedJob(_message.Message):
         partitions: _abc.Iterable[_builtins.str] | None = ...,
         required_features: _abc.Iterable[_builtins.str] | None = ...,
         account: _builtins.str = ...,
+        feature_alternatives: _abc.Iterable[Global___FeatureTerm] | None = ...,
+        reservation: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_actual_duration", b"_actual_duration", "_promised_start", b"_promised_start", "actual_duration", b"actual_duration", "promised_start", b"promised_start"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_actual_duration", b"_actual_duration", "_promised_start", b"_promised_start", "account", b"account", "actual_duration", b"actual_duration", "id", b"id", "name", b"name", "partitions", b"partitions", "priority", b"priority", "promise_token", b"promise_token", "promised_start", b"promised_start", "queue", b"queue", "requested_time", b"requested_time", "required_features", b"required_features", "submit_time", b"submit_time", "unit_request", b"unit_request", "units", b"units", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_actual_duration", b"_actual_duration", "_promised_start", b"_promised_start", "account", b"account", "actual_duration", b"actual_duration", "feature_alternatives", b"feature_alternatives", "id", b"id", "name", b"name", "partitions", b"partitions", "priority", b"priority", "promise_token", b"promise_token", "promised_start", b"promised_start", "queue", b"queue", "requested_time", b"requested_time", "required_features", b"required_features", "reservation", b"reservation", "submit_time", b"submit_time", "unit_request", b"unit_request", "units", b"units", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__actual_duration: _TypeAlias = _typing.Literal["actual_duration"]  # noqa: Y015
     _WhichOneofArgType__actual_duration: _TypeAlias = _typing.Literal["_actual_duration", b"_actual_duration"]  # noqa: Y015
@@ -825,6 +862,30 @@ class QueuedJob(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__promised_start) -> _WhichOneofReturnType__promised_start | None: ...
 
 Global___QueuedJob: _TypeAlias = QueuedJob  # noqa: Y015
+
+@_typing.final
+class FeatureTerm(_message.Message):
+    """One AND-term of QueuedJob.feature_alternatives: the features a node must all have."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FEATURES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def features(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """names as Node.features, at least one"""
+
+    def __init__(
+        self,
+        *,
+        features: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["features", b"features"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FeatureTerm: _TypeAlias = FeatureTerm  # noqa: Y015
 
 @_typing.final
 class SearchParameters(_message.Message):

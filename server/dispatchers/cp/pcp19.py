@@ -52,11 +52,12 @@ _OnNode = list[tuple[Job, cp_model.IntervalVar, cp_model.IntVar]]
 
 
 def _admitted(job: Job, w: Window, mask: NodeMask | None) -> bool:
-    """Whether window `w` admits `job`, as far as the problem tells: a window with users or
-    accounts that the job, started now, would run into without it closing the window's nodes
-    to it (`Eligibility.now`). A window that admits nobody, or lies beyond the job's run if it
-    started now, is taken as closed to it (a later start is only planned, never dispatched)."""
-    if not (w.users or w.accounts) or not (w.start < job.requested and w.end > 0):
+    """Whether window `w` admits `job`, as far as the problem tells: a window with users,
+    accounts or a name (a reservation) that the job, started now, would run into without it
+    closing the window's nodes to it (`Eligibility.now`). A window that admits nobody, or
+    lies beyond the job's run if it started now, is taken as closed to it (a later start is
+    only planned, never dispatched)."""
+    if not (w.users or w.accounts or w.name) or not (w.start < job.requested and w.end > 0):
         return False
     return mask is None or not (w.nodes & mask.excluded)
 

@@ -22,17 +22,22 @@ Mutation = Callable[[pb.DispatchResponse], None]
 def snapshot() -> Snapshot:
     """One node with room (n1), one down, one drained, one full; a two-unit job needing the
     feature "ib" and a GPU job. Two more nodes with room: n5 without "ib", n6 with it but under
-    maintenance from t on (issue #50's rules)."""
+    maintenance from t on (issue #50's rules); n7 with "x", the node of a job needing "x" or
+    "y" (an OR of features), and n8 in reservation R, the node of a job that must run in R."""
     with_ib = dataclasses.replace(node(1, cores=16, gpu=2), features=("ib",))
     return Snapshot(
         T,
         (with_ib, node(2, state=NodeState.DOWN, gpu=1),
          node(3, state=NodeState.DRAINED, gpu=1), node(4), node(5, cores=16),
-         dataclasses.replace(node(6, cores=16), features=("ib",))),
+         dataclasses.replace(node(6, cores=16), features=("ib",)),
+         dataclasses.replace(node(7), features=("x",)), node(8)),
         (running("r", "n4", 4, 100),),
         (dataclasses.replace(queued("a", 2, 100, units=2), required_features=("ib",)),
-         queued("b", 1, 50, gpu=1)),
-        (UnavailabilityWindow(("n6",), T, T + 1000),),
+         queued("b", 1, 50, gpu=1),
+         dataclasses.replace(queued("c", 4, 100), feature_alternatives=(("x",), ("y",))),
+         dataclasses.replace(queued("d", 4, 100), reservation="R")),
+        (UnavailabilityWindow(("n6",), T, T + 1000),
+         UnavailabilityWindow(("n8",), T - 10, T + 1000, name="R")),
     )
 
 
@@ -41,7 +46,9 @@ def valid_answer(snap: Snapshot) -> pb.DispatchResponse:
     _, decision = decide("easy", snap)
     response = pb.DispatchResponse(time=decision.time)
     add_starts(response, decision.starts, {q.id: q.unit_request for q in snap.queued})
-    assert {s.job_id for s in response.starts} == {"a", "b"}
+    assert {s.job_id: tuple(u.node_id for u in s.units) for s in response.starts
+            if s.job_id in "cd"} == {"c": ("n7",), "d": ("n8",)}
+    assert {s.job_id for s in response.starts} == {"a", "b", "c", "d"}
     return response
 
 
@@ -94,6 +101,9 @@ MUTATIONS: list[tuple[str, str, Mutation]] = [
     ("a node over capacity", "capacity", set_node("b", "n4")),
     ("a unit on a node without a required feature", "eligible", set_node("a", "n5")),
     ("a unit in a maintenance window", "window", set_node("a", "n6")),
+    ("a unit on a node with no term of its feature alternatives", "eligible",
+     set_node("c", "n5")),
+    ("a unit of a reservation's job outside it", "window", set_node("d", "n5")),
 ]
 
 
