@@ -57,6 +57,16 @@ class System:
     # (required, alternatives) (hpcdispatch/constraints.py).
     partition_features: Mapping[str, FeatureRules] = field(default_factory=dict)
     swf_queue_features: Mapping[int, FeatureRules] = field(default_factory=dict)
+    # The priority the jobs of a partition get (Slurm's partition PriorityTier / job factor),
+    # added to their SWF queue's.
+    partition_priority: Mapping[str, int] = field(default_factory=dict)
+
+    def job_priority(self, partitions: tuple[str, ...], swf_queue: int) -> int:
+        """The priority a job of `partitions` and SWF queue `swf_queue` is sent: its queue's
+        (`swf_queue_priority`) plus its partitions' highest (`partition_priority`), 0 where
+        neither is given."""
+        tiers = [self.partition_priority[p] for p in partitions if p in self.partition_priority]
+        return self.swf_queue_priority.get(swf_queue, 0) + (max(tiers) if tiers else 0)
 
     def job_features(self, partitions: tuple[str, ...], swf_queue: int) -> FeatureRules:
         """The features a job of `partitions` (its one partition, in a replay) and of SWF
@@ -130,6 +140,8 @@ SYSTEM_KEYS: dict[str, tuple[str, bool]] = {
     "swf_queue_priority": ("a mapping of the trace's SWF queue numbers (field 15) to job "
                            "priorities, higher first", False),
     "default_partition": ("the partition of a job whose SWF partition is unknown (-1)", False),
+    "partition_priority": ("a mapping of partition names to the priority their jobs get "
+                           "(a whole number, added to their SWF queue's), higher first", False),
     "partition_features": ("a mapping of partition names to the node features their jobs "
                            f"require: {CONSTRAINT_FORM}", False),
     "swf_queue_features": ("a mapping of the trace's SWF queue numbers (field 15) to the node "
@@ -402,7 +414,8 @@ def _site_rules(system: System, top: Mapping[str, Any], where: _Where) -> System
     """`system` with the file's partitions, features, windows and SWF numbers."""
     if not any(k in top for k in ("partitions", "features", "windows", "swf_partitions",
                                   "swf_queue_priority", "default_partition",
-                                  "partition_features", "swf_queue_features")):
+                                  "partition_features", "swf_queue_features",
+                                  "partition_priority")):
         return system
     known = {n: i for i, n in enumerate(system.node_ids())}
     partitions = _labelled(top["partitions"], "partitions", where, known, {}) \
@@ -430,7 +443,31 @@ def _site_rules(system: System, top: Mapping[str, Any], where: _Where) -> System
         {str(p): rules for p, rules in _feature_map(top, "partition_features", where,
                                                     features, partitions).items()},
         {int(q): rules for q, rules in _feature_map(top, "swf_queue_features", where,
-                                                    features, partitions).items()})
+                                                    features, partitions).items()},
+        _partition_priority(top, where, partitions))
+
+
+def _partition_priority(top: Mapping[str, Any], where: _Where,
+                        partitions: Mapping[str, tuple[str, ...]]) -> dict[str, int]:
+    """`partition_priority`: partition name (of 'partitions') -> a whole number."""
+    key = "partition_priority"
+    if key not in top:
+        return {}
+    data = top[key]
+    if not isinstance(data, Mapping) or not data:
+        raise where.error((key,), f"{key!r} must be {SYSTEM_KEYS[key][0]}; found "
+                          f"{_shown(data)} ({FORMAT_HINT})")
+    out: dict[str, int] = {}
+    for label, value in data.items():
+        place = (key, str(label))
+        if str(label) not in partitions:
+            raise where.error(place, f"{key}: {_shown(label)} is no partition of "
+                              f"'partitions' ({', '.join(partitions) or 'none given'})")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise where.error(place, f"{key}: the priority of partition {str(label)!r} must "
+                              f"be a whole number, not {_shown(value)}")
+        out[str(label)] = value
+    return out
 
 
 def _feature_map(top: Mapping[str, Any], key: str, where: _Where,

@@ -511,11 +511,34 @@ def _around_the_promises(
     return (outcome, decision), False
 
 
+# A planned start this far ahead (about 17,000 years) is the planner's "nowhere in this plan"
+# (planning/eligibility.py's FOREVER, 2^40 s: a job of reservation R that the jobs planned
+# before it leave no room in R): no start is planned for the job, so none is reported, and
+# above all none is promised.
+NOWHERE_IN_THIS_PLAN_S = 2**39
+
+
 def _dispatch_and_check(
     problem: Problem, facts: ClusterFacts, kind: int, control: SearchControl,
     dispatchers: Mapping[int, Dispatcher],
 ) -> DecisionResult:
-    """Stages 3-4: the dispatcher's decision if it passes the check, else the fallback's."""
+    """Stages 3-4: the dispatcher's decision if it passes the check, else the fallback's;
+    starts planned nowhere in this plan are not reported."""
+    result = _checked_or_fallback(problem, facts, kind, control, dispatchers)
+    outcome = result.outcome
+    for i in [i for i, (s, _) in outcome.expected_starts.items()
+              if s >= NOWHERE_IN_THIS_PLAN_S]:
+        del outcome.expected_starts[i]
+        outcome.likely_starts.pop(i, None)
+        outcome.promises_moved.pop(i, None)
+    return result
+
+
+def _checked_or_fallback(
+    problem: Problem, facts: ClusterFacts, kind: int, control: SearchControl,
+    dispatchers: Mapping[int, Dispatcher],
+) -> DecisionResult:
+    """The dispatcher's decision if it passes the check, else the fallback's."""
     check_failures: list[int] = []
     name = dispatcher_name(kind) or str(kind)
     outcome, reason, code = _dispatched(problem, kind, name, control, dispatchers)

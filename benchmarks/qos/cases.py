@@ -96,6 +96,9 @@ CASES: dict[str, Case] = {c.key: c for c in (
     Case("atlas-partitions", "LLNL-Atlas loaded stretch (records 5,501–8,500) on the "
          "atlas-partitions preset (pbatch / pdebug, Tuesdays 06:00–10:00 maintenance)", LLNL,
          system="atlas-partitions", records="5500:8500", issue=False),
+    Case("atlas-priority", "LLNL-Atlas loaded stretch (records 5,501–8,500) on the "
+         "atlas-priority preset (atlas-partitions with pdebug's jobs first)", LLNL,
+         system="atlas-priority", records="5500:8500", issue=False),
     Case("bundled", "bundled KTH-SP2 slice (smoke test, not an issue #13 case)", BUNDLED,
          issue=False),
 )}

@@ -188,6 +188,26 @@ def test_each_snapshot_carries_the_sites_rules(tmp_path: Path) -> None:
         (0, 6 * 3600, 128, ()), (86400, 90000, 1, ("u1",)), (WEEK, WEEK + 6 * 3600, 128, ())]
 
 
+def test_a_partitions_priority_is_added_to_its_queues(tmp_path: Path) -> None:
+    """`partition_priority` (Slurm's partition PriorityTier): a job is sent its SWF queue's
+    priority plus its partition's; the preset atlas-priority puts pdebug's jobs first."""
+    path = tmp_path / "tiers.yaml"
+    path.write_text(SITE.replace("swf_partitions: {}", "swf_partitions: {1: all}\n"
+                                 "default_partition: all")
+                    + "partition_priority: {all: 30}\n", encoding="utf-8")
+    system = load_system(str(path))
+    backend = _Recording(lambda s: Decision(s.time))
+    simulator = Simulator(system, rule_for_system(system), backend, RunRecorder(),
+                          calendar=WindowCalendar(system.windows, TraceClock()))
+    with pytest.raises(Exception, match="stalled"):  # it starts nothing
+        simulator.run(list(iter_jobs(LUBLIN, CleaningStats(), limit=3)))
+    assert {q.priority for q in backend.snapshots[0].queued} == {7 + 30}
+    tiers = load_system("atlas-priority")
+    assert tiers.job_priority(("pdebug",), -1) == 1000
+    assert tiers.job_priority(("pbatch",), -1) == 0
+    assert load_system("atlas-partitions").job_priority(("pdebug",), -1) == 0
+
+
 def test_a_decision_into_a_window_stops_the_replay_naming_it(tmp_path: Path) -> None:
     """The simulator checks every decision a gRPC backend answers against the windows it
     sent: a start whose requested time runs into a window on its nodes is refused."""
@@ -240,6 +260,13 @@ BROKEN = {
     "one-off.yaml": ("groups: [{prefix: n, count: 4, capacity: {core: 1}}]\nwindows:\n"
                      "  - {from: 100}\n",
                      "line 3: window 1: a one-off window has 'from' and one of 'to'"),
+    "tier.yaml": ("groups: [{prefix: n, count: 4, capacity: {core: 1}}]\npartitions: {a: n1}\n"
+                  "partition_priority:\n  a: 5\n  debug: 9\n",
+                  "line 5: partition_priority: 'debug' is no partition of 'partitions' (a)"),
+    "tier-value.yaml": ("groups: [{prefix: n, count: 4, capacity: {core: 1}}]\n"
+                        "partitions: {a: n1}\npartition_priority: {a: high}\n",
+                        "line 3: partition_priority: the priority of partition 'a' must be a "
+                        "whole number, not 'high'"),
 }
 
 

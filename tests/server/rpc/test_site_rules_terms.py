@@ -233,6 +233,25 @@ def test_a_reservation_job_is_planned_at_its_reservations_start(
 
 
 @pytest.mark.parametrize("name", PLANNERS)
+def test_a_reservation_job_the_jobs_before_it_fill_is_planned_nowhere(
+        client: DispatcherClient, name: str) -> None:
+    """R on n0 until T + 1,000, n0 busy until T + 200: the first 600 s job of R is planned at
+    T + 200, inside R; the second fits R with the running work alone, but the first fills
+    it, so no start is planned for it in this plan: none is reported (before, the planners
+    reported one at t + 2^40 s, marked promised), and its start is never promised."""
+    request = cluster(windows=[window(["n0"], T - 50, T + 1_000, name="R")])
+    running(request, "r", ("n0",), T + 200)
+    job(request, "first-r", reservation="R", requested=600, submit=T - 300)
+    job(request, "second-r", reservation="R", requested=600, submit=T - 200)
+    job(request, "plain", requested=100, submit=T - 100)  # EASY reserves when one backfills
+    response = ask(client, name, request)
+    plan = {e.job_id: e for e in response.report.expected_starts}
+    assert plan["first-r"].start_time == T + 200
+    assert "second-r" not in plan, plan["second-r"]
+    assert all(e.start_time < T + 2**39 for e in response.report.expected_starts)
+
+
+@pytest.mark.parametrize("name", PLANNERS)
 def test_a_reservation_of_two_spans_plans_its_job_in_the_one_it_fits(
         client: DispatcherClient, name: str) -> None:
     """R on n0 over [T - 10, T + 300) and again over [T + 500, T + 2,000): a 250 s job of R
