@@ -116,7 +116,8 @@ def test_a_wrong_system_lists_the_presets_and_the_other_forms(tmp_path: Path) ->
                     "--out", str(tmp_path / "runs"))
     assert one_error_line(done, "simulate") == (
         "hpcdispatch simulate: system 'kit': no such preset or file; give a preset "
-        "(atlas-features, atlas-partitions, atlas-priority, eurora, kit-forhlr2) or a YAML / JSON file, or "
+        "(atlas-features, atlas-partitions, atlas-priority, eurora, kit-forhlr2) or a YAML / "
+        "JSON file, or "
         "NODESxCORES such as 256x4")
     assert not (tmp_path / "runs").exists()
 
