@@ -60,13 +60,17 @@ class System:
     # The priority the jobs of a partition get (Slurm's partition PriorityTier / job factor),
     # added to their SWF queue's.
     partition_priority: Mapping[str, int] = field(default_factory=dict)
+    # The priority a user's jobs get (a QOS or an account's share), by the user's name in the
+    # replay (SWF field 12 n is "un"), added too.
+    user_priority: Mapping[str, int] = field(default_factory=dict)
 
-    def job_priority(self, partitions: tuple[str, ...], swf_queue: int) -> int:
-        """The priority a job of `partitions` and SWF queue `swf_queue` is sent: its queue's
-        (`swf_queue_priority`) plus its partitions' highest (`partition_priority`), 0 where
-        neither is given."""
+    def job_priority(self, partitions: tuple[str, ...], swf_queue: int, user: str = "") -> int:
+        """The priority a job of `partitions`, SWF queue `swf_queue` and `user` is sent: its
+        queue's (`swf_queue_priority`), plus its partitions' highest (`partition_priority`),
+        plus its user's (`user_priority`); 0 where none is given."""
         tiers = [self.partition_priority[p] for p in partitions if p in self.partition_priority]
-        return self.swf_queue_priority.get(swf_queue, 0) + (max(tiers) if tiers else 0)
+        return (self.swf_queue_priority.get(swf_queue, 0) + (max(tiers) if tiers else 0)
+                + self.user_priority.get(user, 0))
 
     def job_features(self, partitions: tuple[str, ...], swf_queue: int) -> FeatureRules:
         """The features a job of `partitions` (its one partition, in a replay) and of SWF
@@ -142,6 +146,8 @@ SYSTEM_KEYS: dict[str, tuple[str, bool]] = {
     "default_partition": ("the partition of a job whose SWF partition is unknown (-1)", False),
     "partition_priority": ("a mapping of partition names to the priority their jobs get "
                            "(a whole number, added to their SWF queue's), higher first", False),
+    "user_priority": ("a mapping of user names (SWF field 12 n is un) to the priority their "
+                      "jobs get (a whole number, added), higher first", False),
     "partition_features": ("a mapping of partition names to the node features their jobs "
                            f"require: {CONSTRAINT_FORM}", False),
     "swf_queue_features": ("a mapping of the trace's SWF queue numbers (field 15) to the node "
@@ -415,7 +421,7 @@ def _site_rules(system: System, top: Mapping[str, Any], where: _Where) -> System
     if not any(k in top for k in ("partitions", "features", "windows", "swf_partitions",
                                   "swf_queue_priority", "default_partition",
                                   "partition_features", "swf_queue_features",
-                                  "partition_priority")):
+                                  "partition_priority", "user_priority")):
         return system
     known = {n: i for i, n in enumerate(system.node_ids())}
     partitions = _labelled(top["partitions"], "partitions", where, known, {}) \
@@ -444,13 +450,14 @@ def _site_rules(system: System, top: Mapping[str, Any], where: _Where) -> System
                                                     features, partitions).items()},
         {int(q): rules for q, rules in _feature_map(top, "swf_queue_features", where,
                                                     features, partitions).items()},
-        _partition_priority(top, where, partitions))
+        _priorities(top, "partition_priority", where, partitions),
+        _priorities(top, "user_priority", where, partitions))
 
 
-def _partition_priority(top: Mapping[str, Any], where: _Where,
-                        partitions: Mapping[str, tuple[str, ...]]) -> dict[str, int]:
-    """`partition_priority`: partition name (of 'partitions') -> a whole number."""
-    key = "partition_priority"
+def _priorities(top: Mapping[str, Any], key: str, where: _Where,
+                partitions: Mapping[str, tuple[str, ...]]) -> dict[str, int]:
+    """`partition_priority` (partition name, of 'partitions') or `user_priority` (a user's
+    name) -> a whole number."""
     if key not in top:
         return {}
     data = top[key]
@@ -460,11 +467,12 @@ def _partition_priority(top: Mapping[str, Any], where: _Where,
     out: dict[str, int] = {}
     for label, value in data.items():
         place = (key, str(label))
-        if str(label) not in partitions:
+        what = "partition" if key == "partition_priority" else "user"
+        if key == "partition_priority" and str(label) not in partitions:
             raise where.error(place, f"{key}: {_shown(label)} is no partition of "
                               f"'partitions' ({', '.join(partitions) or 'none given'})")
         if isinstance(value, bool) or not isinstance(value, int):
-            raise where.error(place, f"{key}: the priority of partition {str(label)!r} must "
+            raise where.error(place, f"{key}: the priority of {what} {str(label)!r} must "
                               f"be a whole number, not {_shown(value)}")
         out[str(label)] = value
     return out

@@ -348,7 +348,7 @@ class Simulator:
             submit_time=job.submit, units=units, unit_request=request,
             requested_time=job.requested_time,
             actual_duration=max(1, job.duration) if self.options.oracle else None,
-            priority=self.system.job_priority(partitions, job.swf_queue),
+            priority=self.system.job_priority(partitions, job.swf_queue, job.user),
             partitions=partitions, required_features=rules[1][0],
             feature_alternatives=rules[1][1],
         )

@@ -194,17 +194,21 @@ def test_a_partitions_priority_is_added_to_its_queues(tmp_path: Path) -> None:
     path = tmp_path / "tiers.yaml"
     path.write_text(SITE.replace("swf_partitions: {}", "swf_partitions: {1: all}\n"
                                  "default_partition: all")
-                    + "partition_priority: {all: 30}\n", encoding="utf-8")
+                    + "partition_priority: {all: 30}\nuser_priority: {unknown: 500, u1: 9}\n",
+                    encoding="utf-8")
     system = load_system(str(path))
     backend = _Recording(lambda s: Decision(s.time))
     simulator = Simulator(system, rule_for_system(system), backend, RunRecorder(),
                           calendar=WindowCalendar(system.windows, TraceClock()))
     with pytest.raises(Exception, match="stalled"):  # it starts nothing
         simulator.run(list(iter_jobs(LUBLIN, CleaningStats(), limit=3)))
-    assert {q.priority for q in backend.snapshots[0].queued} == {7 + 30}
+    # Lublin-1's jobs have no user (SWF field 12 is -1): the replay names them "unknown"
+    assert {(q.user, q.priority) for q in backend.snapshots[0].queued} == {
+        ("unknown", 7 + 30 + 500)}
     tiers = load_system("atlas-priority")
     assert tiers.job_priority(("pdebug",), -1) == 1000
-    assert tiers.job_priority(("pbatch",), -1) == 0
+    assert tiers.job_priority(("pbatch",), -1, "u8") == 0
+    assert tiers.job_priority(("pbatch",), -1, "u7") == 100
     assert load_system("atlas-partitions").job_priority(("pdebug",), -1) == 0
 
 
@@ -267,6 +271,10 @@ BROKEN = {
                         "partitions: {a: n1}\npartition_priority: {a: high}\n",
                         "line 3: partition_priority: the priority of partition 'a' must be a "
                         "whole number, not 'high'"),
+    "user-tier.yaml": ("groups: [{prefix: n, count: 4, capacity: {core: 1}}]\n"
+                       "user_priority:\n  u1: 5\n  u2: [1]\n",
+                       "line 4: user_priority: the priority of user 'u2' must be a whole "
+                       "number, not [1]"),
 }
 
 
