@@ -21,7 +21,6 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .backend import Answer, AnswerReport, ExpectedStart, ServiceFacts, StateChange, enum_name
 
-
 # The edge's: a number naming no reason is unspecified (the values, looked up once).
 _MOVE_REASONS = frozenset(pb.PromiseMoveReason.values())
 
