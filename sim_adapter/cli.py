@@ -28,8 +28,6 @@ from .adapter import (
 from .workload import MAX_NODES, UNIT_MODES
 
 if TYPE_CHECKING:
-    import grpc
-
     from .replay import RunSpec
 
 
@@ -55,10 +53,11 @@ def rpc_errors() -> tuple[type[BaseException], ...]:
     return () if loaded is None else (loaded.RpcError,)
 
 
-def rpc_error_text(error: grpc.RpcError) -> str:
+def rpc_error_text(error: BaseException) -> str:
     """"CODE: details" of a failed call, not the repr of grpc's error object."""
-    code = error.code() if callable(getattr(error, "code", None)) else None
-    details = error.details() if callable(getattr(error, "details", None)) else None
+    code_of, details_of = getattr(error, "code", None), getattr(error, "details", None)
+    code = code_of() if callable(code_of) else None
+    details = details_of() if callable(details_of) else None
     if code is None:
         return str(error)
     return f"{code.name}: {details or '(no details)'}"
