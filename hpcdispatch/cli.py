@@ -10,14 +10,15 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from importlib import resources
 from pathlib import Path
-
-import grpc
-from google.protobuf import json_format
+from typing import TYPE_CHECKING
 
 from hpcdispatch import __version__
 from hpcdispatch.catalog import dispatcher_names, predictor_names, select_dispatcher
 from hpcdispatch.start_table import start_table
 from hpcdispatch.v1 import dispatcher_pb2 as pb
+
+if TYPE_CHECKING:  # loaded by `dispatch` alone: an in-process replay needs no grpc
+    import grpc
 
 EXAMPLE_SNAPSHOT = "eurora_snapshot.json"
 
@@ -234,6 +235,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _dispatch_checked(args: argparse.Namespace) -> int:
+    import grpc
+    from google.protobuf import json_format
+
     from hpcdispatch.client import DispatcherClient
 
     try:

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
-import structlog
 
 from hpcdispatch.catalog import DISPATCHER_NAMES, dispatcher_name
 from hpcdispatch.decision_check import ClusterFacts, SnapshotFacts, check_decision_against
@@ -47,6 +46,7 @@ from .dispatchers.base import Dispatcher, Outcome, PromisesUnplaced
 from .dispatchers.guard import MalformedOutcome, PluginFailure, PluginUnavailable, RanPastDeadline
 from .dispatchers.planning.problem import Problem, build_problem
 from .domain.duration_predictor import Completion, DurationPredictor, JobFacts, predict_many
+from .domain.lazy_logger import LazyLogger
 from .domain.node_index import NodeIndex
 from .domain.occupancy import Occupancy
 from .domain.outcome_kinds import SolveStatus
@@ -73,7 +73,7 @@ __all__ = [
     "running_facts", "unavailable_dispatchers",
 ]
 
-log = structlog.get_logger("hpcdispatch.pipeline")
+log = LazyLogger("hpcdispatch.pipeline")
 
 # Why a decision came from the fallback (label values of the fallback counter): the
 # dispatcher raised, its decision failed the check, or (a plugin's, dispatchers/guard.py) its

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from hpcdispatch.catalog import (
     ALLOCATOR_NAMES,
@@ -23,7 +23,6 @@ from hpcdispatch.catalog import (
     select_dispatcher,
     select_predictor,
 )
-from hpcdispatch.client import DispatcherClient
 from hpcdispatch.proto_convert import completion_to_pb, decision_from_pb, snapshot_to_pb
 from hpcdispatch.snapshot import JobCompletion, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -36,6 +35,9 @@ from .backend import (
     StateChange,
     enum_name,
 )
+
+if TYPE_CHECKING:  # loaded by the gRPC paths alone (replay.py): an in-process replay needs no grpc
+    from hpcdispatch.client import DispatcherClient
 
 DEFAULT = "default"  # leave the request field unset: the server's default
 # The built-in predictors whose d_i depends on the job alone (their `job_only`,

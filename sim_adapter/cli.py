@@ -14,8 +14,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import grpc
-
 from hpcdispatch.systems import preset_names
 
 from .adapter import (
@@ -48,10 +46,18 @@ def cli_command() -> str:
     return f"{shlex.quote(sys.executable)} -m hpcdispatch"
 
 
-def rpc_error_text(error: grpc.RpcError) -> str:
+def rpc_errors() -> tuple[type[BaseException], ...]:
+    """grpc's call failure, once grpc is loaded (a gRPC path loaded it); none before: an
+    in-process replay never loads grpc, so nothing it raises is one."""
+    loaded = sys.modules.get("grpc")
+    return () if loaded is None else (loaded.RpcError,)
+
+
+def rpc_error_text(error: BaseException) -> str:
     """"CODE: details" of a failed call, not the repr of grpc's error object."""
-    code = error.code() if callable(getattr(error, "code", None)) else None
-    details = error.details() if callable(getattr(error, "details", None)) else None
+    code_of, details_of = getattr(error, "code", None), getattr(error, "details", None)
+    code = code_of() if callable(code_of) else None
+    details = details_of() if callable(details_of) else None
     if code is None:
         return str(error)
     return f"{code.name}: {details or '(no details)'}"
@@ -225,7 +231,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         return 2
     except ReplayInterrupted:
         return 130  # as a shell reports a command ended by SIGINT
-    except grpc.RpcError as exc:
+    except rpc_errors() as exc:
         print(f"hpcdispatch simulate: {rpc_error_text(exc)}", file=sys.stderr)
         return 1
     except SimulationError as exc:
@@ -353,9 +359,7 @@ def _run_spec(args: argparse.Namespace, trace: Path, dispatcher: str, predictor:
 def _print_results(args: argparse.Namespace, trace_name: str, summaries: list[dict[str, Any]],
                    out: Path) -> None:
     """The trace's line, the runs' table (aggregated over sequences or repeats), where they are."""
-    from .report import comparison_table
-    from .report_tables import site_rules_table
-    from .sequences import aggregate_table
+    from .report_tables import comparison_table, site_rules_table  # not the plots' modules
 
     first = summaries[0]
     print(f"trace {trace_name}: system {first['system']['name']} "
@@ -364,6 +368,8 @@ def _print_results(args: argparse.Namespace, trace_name: str, summaries: list[di
           f"dropped {first['cleaning']['dropped_total']} in cleaning, "
           f"{sum(first['dropped_in_replay'].values())} in replay")
     if args.sequences is not None or args.repeats > 1:
+        from .sequences import aggregate_table
+
         print(aggregate_table(summaries))
     else:
         print(comparison_table(summaries))
@@ -517,12 +523,13 @@ def _selections(
 ) -> list[tuple[str, Collection[int] | None, dict[str, int] | None]]:
     """(run name suffix, records to replay, sequence description) per replay of a dispatcher."""
     from .record_window import check_window, parse_window
-    from .sequences import draw_sequences
 
     if args.records is not None:
         return [("", check_window(trace, parse_window(args.records)), None)]
     if args.sequences is None:
         return [("", None, None)]
+    from .sequences import draw_sequences
+
     drawn = draw_sequences(trace, args.sequences, args.sequence_length, args.seed)
     return [(f"seq{s.index + 1:02d}-start{s.start}", s.records, s.describe()) for s in drawn]
 

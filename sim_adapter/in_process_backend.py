@@ -21,6 +21,9 @@ from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from .backend import Answer, AnswerReport, ExpectedStart, ServiceFacts, StateChange, enum_name
 
+# The edge's: a number naming no reason is unspecified (the values, looked up once).
+_MOVE_REASONS = frozenset(pb.PromiseMoveReason.values())
+
 
 class LocalService:
     """The service in this process, as a replay's target: what it says of itself, and a
@@ -104,9 +107,8 @@ def _expected_start(decided: InProcessDecision, i: int) -> ExpectedStart:
     likely = outcome.likely_starts.get(i)
     moved = max(outcome.promises_moved.get(i, 0), 0)
     reason = outcome.promise_move_reasons.get(i, 0)
-    named = pb.PromiseMoveReason.values()  # the edge's: a number naming no reason is unspecified
     said = enum_name(pb.PromiseMoveReason, pb.PromiseMoveReason.ValueType(
-        reason if reason in named else 0), "PROMISE_MOVE_REASON_")
+        reason if reason in _MOVE_REASONS else 0), "PROMISE_MOVE_REASON_")
     return ExpectedStart(job_id, t + start, True,
                          None if likely is None else t + min(likely, start), moved,
                          said if moved else "")

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hpcdispatch.catalog import CP_DISPATCHER_NAMES, DISPATCHER_NAMES
-from hpcdispatch.client import DispatcherClient
 from hpcdispatch.site_calendar import TraceClock
 from hpcdispatch.systems import System
 from hpcdispatch.v1 import dispatcher_pb2 as pb
@@ -33,12 +32,13 @@ from .backend import DispatchBackend, ServiceFacts
 from .outputs import INCOMPLETE, RunRecorder, write_summary
 from .record_window import describe, iter_selected_jobs
 from .simulator import ReplayInterrupted, ReplayOptions, Simulator
-from .stream_backend import StreamBackend
 from .swf import CleaningStats, SwfHeader, iter_jobs, read_header
 from .window_calendar import WindowCalendar
 from .workload import MAX_NODES, UnitMode, UnitRule, resolve_system, rule_for_system
 
 if TYPE_CHECKING:
+    from hpcdispatch.client import DispatcherClient
+
     from .in_process_backend import LocalService
 
 BUNDLED_TRACE = "KTH-SP2-1996-2.1-cln.slice.swf.xz"
@@ -156,6 +156,8 @@ def describe_target(target: str | LocalService, timeout: float) -> ServiceFacts:
     """What the service at `target` says of itself."""
     if not isinstance(target, str):
         return target.describe()
+    from hpcdispatch.client import DispatcherClient  # grpc: for a service on the wire alone
+
     with DispatcherClient(target, timeout=timeout) as client:
         return describe_service(client, min(timeout, 15.0))
 
@@ -168,6 +170,8 @@ def replay(spec: RunSpec, target: str | LocalService, out_dir: Path | None, *,
     if not isinstance(target, str):
         return _replay(spec, target.describe(), target.backend, "in-process", out_dir,
                        interrupted)
+    from hpcdispatch.client import DispatcherClient  # grpc: for a service on the wire alone
+
     with DispatcherClient(target, timeout=spec.timeout) as client:
         path, backend_for = grpc_path(spec, client)
         return _replay(spec, describe_service(client, min(spec.timeout, 15.0)), backend_for,
@@ -179,6 +183,8 @@ def grpc_path(spec: RunSpec, client: DispatcherClient) -> tuple[
     """How a replay reaches a gRPC service (the summary's `path`) and its backend: whole
     snapshots (grpc-dispatch), a session's unary calls (grpc-session), or a session stream fed
     the simulator's changes (grpc-stream, the default)."""
+    from .stream_backend import StreamBackend
+
     own = spec.own_service
     if spec.full_snapshots:
         return "grpc-dispatch", lambda template: GrpcBackend(

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from .report import fixed_width
+from .report_tables import fixed_width
 from .swf import iter_records
 
 # RLScheduler's evaluation defaults (its compare script and published tables).

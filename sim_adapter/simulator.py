@@ -7,8 +7,8 @@ time and are killed at their requested time. Every decision is re-checked with
 `hpcdispatch.decision_check.check_decision` (and against the request's own amounts); an
 invalid one stops the replay with `InvalidDecisionError`. A backend whose decisions were
 checked in this very process against the state the simulator's changes made
-(`checks_decisions`, the in-process service) is not checked twice: every decision still has
-one independent check.
+(`checks_decisions`: the in-process service, or the replay's own embedded service through a
+stream) is not checked twice: every decision still has one independent check.
 
 Running jobs are sent with the d_i the service announced when it started them
 (JobStart.expected_duration), so a prediction is fixed for a job's life. Completions are
@@ -36,8 +36,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-
-from tqdm import tqdm
+from typing import TYPE_CHECKING
 
 from hpcdispatch.constraints import NO_FEATURES, FeatureRules
 from hpcdispatch.decision_check import check_decision_against
@@ -61,6 +60,9 @@ from .window_calendar import WindowCalendar
 from .workload import UnitRule, units_fitting
 
 _Rules = tuple[tuple[str, ...], FeatureRules]  # a job's partitions and node features
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 NEVER_FITS = "never fits the system"
 NO_PARTITION = "SWF partition not in the system"
@@ -192,9 +194,11 @@ class Simulator:
         wake: int | None = None
         changed = False
         stalls = window_wakes = 0
-        self._bar = tqdm(total=self.options.expected_jobs, unit="job",
-                         desc=self.options.progress_label, disable=not self.options.progress,
-                         leave=False, mininterval=0.5)
+        if self.options.progress:  # (tqdm loaded only for a bar)
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=self.options.expected_jobs, unit="job",
+                             desc=self.options.progress_label, leave=False, mininterval=0.5)
         try:
             while True:
                 window_end = (self.calendar.next_end(self._last_t)
@@ -242,7 +246,8 @@ class Simulator:
                 wake = t + 1
             self._flush_completions()
         finally:
-            self._bar.close()
+            if self._bar is not None:
+                self._bar.close()
         return ReplayResult(
             jobs=self.finished,
             decisions=self.decisions,

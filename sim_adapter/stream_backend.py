@@ -49,6 +49,10 @@ class StreamBackend(GrpcBackend):
     def __init__(self, client: DispatcherClient, template: pb.DispatchRequest | None = None,
                  timeout: float | None = None, own_service: bool = False) -> None:
         super().__init__(client, template, timeout, stream=True, own_service=own_service)
+        # The replay's own service checks each decision in this process, against the session
+        # state the simulator's changes made (decision_check, as in-process): the simulator
+        # does not check it a second time. A service others share is checked here as well.
+        self.checks_decisions = own_service
         # The queued jobs' per-unit requests, by id, kept from the changes: what the answer's
         # unit amounts are checked against (answer_at), without the whole state.
         self._requests: dict[str, Mapping[str, int]] = {}

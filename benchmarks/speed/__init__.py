@@ -11,5 +11,7 @@ BENCHMARKS.md §5 (docs/benchmarks/replay-speed.md).
   the in-process decision (§5.6);
 - `identical_outputs`: every dispatcher's jobs.csv at two commits, each exported and replayed
   from its own tree, compared column by column (§5.6);
-- `thread_cpu`: a replay's CPU by thread (simulator, gRPC client, server loop, pool) (§5.6).
+- `thread_cpu`: a replay's CPU by thread (simulator, gRPC client, server loop, pool) (§5.6);
+- `paired_cpu`: one replay at two commits in alternating pairs, the median of the pairs' CPU
+  ratios, for changes smaller than a loaded machine's run-to-run noise (§5.7).
 """

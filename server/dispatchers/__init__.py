@@ -18,15 +18,14 @@ import contextlib
 import threading
 from collections.abc import Iterator, Mapping, MutableMapping
 
-import structlog
-
 from hpcdispatch.catalog import registered_dispatchers
 from hpcdispatch.registrations import Registered, Registrations
 
+from ..domain.lazy_logger import LazyLogger
 from .base import Dispatcher
 from .guard import Guarded, PluginUnavailable
 
-log = structlog.get_logger("hpcdispatch.dispatchers")
+log = LazyLogger("hpcdispatch.dispatchers")
 
 
 def make(entry: Registered) -> Dispatcher:

@@ -23,9 +23,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-import structlog
+from .lazy_logger import LazyLogger
 
-log = structlog.get_logger("hpcdispatch.plugins")
+log = LazyLogger("hpcdispatch.plugins")
 
 
 @dataclass(frozen=True, slots=True)

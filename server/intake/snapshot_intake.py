@@ -36,7 +36,6 @@ from itertools import chain
 from typing import TypeVar, cast
 
 import numpy as np
-import structlog
 
 from hpcdispatch.proto_convert import (
     nodes_from_pb,
@@ -48,6 +47,7 @@ from hpcdispatch.snapshot import QueuedJob, RunningJob, Snapshot
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 
 from ..config import ServerConfig
+from ..domain.lazy_logger import LazyLogger
 from ..domain.node_index import NodeIndex
 from .decision_options import DecisionOptions
 from .interruption import NEVER, Interruption
@@ -66,7 +66,7 @@ from .validation import (
 
 CHUNK_JOBS = 2048  # jobs converted between two looks at the deadline and the caller
 
-log = structlog.get_logger("hpcdispatch.server")
+log = LazyLogger("hpcdispatch.server")
 
 # Amounts held, (unit, type) pairs, that the capacity sums take: each amount is <= 2^40
 # (CheckedRunningJob), so fewer than 2^22 of them sum inside int64.

@@ -30,13 +30,12 @@ from contextvars import ContextVar
 from numbers import Real
 from typing import Any
 
-import structlog
-
 from ..domain.duration_predictor import Completion, JobFacts, clamp, predict_many
+from ..domain.lazy_logger import LazyLogger
 from ..domain.plugin_calls import PluginRun, watch_process_exits
 from ..domain.repeated_failures import RepeatedFailures
 
-log = structlog.get_logger("hpcdispatch.predictors")
+log = LazyLogger("hpcdispatch.predictors")
 
 # (predictor name, reason, detail); reason is one of REASONS (a metric label).
 FailureListener = Callable[[str, str, str], None]

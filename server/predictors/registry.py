@@ -23,12 +23,11 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
 
-import structlog
-
 from hpcdispatch.catalog import registered_predictors
 from hpcdispatch.registrations import Registered, Registrations
 
 from ..domain.duration_predictor import Completion, DurationPredictor
+from ..domain.lazy_logger import LazyLogger
 from .guard import LOAD_FAILED, FailureListener, GuardedPredictor, no_listener
 from .knowledge_base import (
     ClusterHistory,
@@ -39,7 +38,7 @@ from .knowledge_base import (
 
 Factory = Callable[[ClusterHistory], DurationPredictor]  # a scope's history -> predictor
 
-log = structlog.get_logger("hpcdispatch.predictors")
+log = LazyLogger("hpcdispatch.predictors")
 
 
 class _Loaded:

@@ -272,7 +272,8 @@ class DecisionFront:
             self.metrics.count_fallback(kind, result.fallback_code)
         response = pb.DispatchResponse(time=snapshot.time)
         starts = result.decision.starts
-        add_starts(response, starts, {q.id: q.unit_request for q in snapshot.queued})
+        if starts:  # (the queue's requests read only when some job starts)
+            add_starts(response, starts, {q.id: q.unit_request for q in snapshot.queued})
         report = response.report
         _report(report, kind, predictor_kind, settings, result)
         report.fallback_reason = result.fallback_reason

@@ -13,6 +13,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
@@ -67,6 +68,20 @@ def predictor_label(kind: int) -> str:
     return predictor_name(kind) or "unknown"
 
 
+@dataclass(frozen=True, slots=True)
+class _DecisionSeries:
+    """The labelled series one dispatcher's decisions are counted in (`observe_decision`)."""
+
+    build_seconds: Histogram
+    solve_seconds: Histogram
+    decision_seconds: Histogram
+    attempts: Histogram
+    model_variables: Histogram
+    model_constraints: Histogram
+    jobs_considered: Counter
+    jobs_started: Counter
+
+
 class ServiceMetrics:
     """All metrics of one server, in its own registry."""
 
@@ -85,6 +100,9 @@ class ServiceMetrics:
         self._memory = prediction_memory
         self._predictions: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
         self._lock = threading.Lock()
+        # Each decision's series of one dispatcher, as `labels` gives them (the same objects).
+        self._decision_series: dict[str, _DecisionSeries] = {}
+        self._decisions_by_status: dict[tuple[str, int], Counter] = {}
         self._http: WSGIServer | None = None
         self._http_thread: threading.Thread | None = None
 
@@ -281,15 +299,26 @@ class ServiceMetrics:
         """Record one answered decision from its report (labelled with the registered name
         the server put in it)."""
         name = report.dispatcher_name or dispatcher_label(report.dispatcher)
-        self.build_seconds.labels(name).observe(report.build_seconds)
-        self.solve_seconds.labels(name).observe(report.solve_seconds)
-        self.decision_seconds.labels(name).observe(report.total_seconds)
-        self.attempts.labels(name).observe(len(report.attempts))
-        self.decisions.labels(name, status_label(report.status)).inc()
-        self.model_variables.labels(name).observe(report.model_variables)
-        self.model_constraints.labels(name).observe(report.model_constraints)
-        self.jobs_considered.labels(name).inc(len(report.considered_job_ids))
-        self.jobs_started.labels(name).inc(started)
+        series = self._decision_series.get(name)
+        if series is None:  # (`labels` takes a lock and builds its key at every call)
+            series = self._decision_series[name] = _DecisionSeries(
+                self.build_seconds.labels(name), self.solve_seconds.labels(name),
+                self.decision_seconds.labels(name), self.attempts.labels(name),
+                self.model_variables.labels(name), self.model_constraints.labels(name),
+                self.jobs_considered.labels(name), self.jobs_started.labels(name))
+        series.build_seconds.observe(report.build_seconds)
+        series.solve_seconds.observe(report.solve_seconds)
+        series.decision_seconds.observe(report.total_seconds)
+        series.attempts.observe(len(report.attempts))
+        counted = self._decisions_by_status.get((name, report.status))
+        if counted is None:
+            counted = self._decisions_by_status[name, report.status] = self.decisions.labels(
+                name, status_label(report.status))
+        counted.inc()
+        series.model_variables.observe(report.model_variables)
+        series.model_constraints.observe(report.model_constraints)
+        series.jobs_considered.inc(len(report.considered_job_ids))
+        series.jobs_started.inc(started)
         self.queue_depth.set(queued)
         self.running_jobs.set(running)
 

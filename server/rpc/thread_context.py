@@ -61,6 +61,7 @@ class ThreadContext(grpc.ServicerContext):
         """`call`: the grpc.aio.ServicerContext of the call."""
         self.call = call
         self.ended = False  # set on the loop once the call is over (cancelled, past, stopped)
+        self._auth: Any = None  # the call's auth context, read once: its handshake's
 
     def time_remaining(self) -> float | None:  # type: ignore[override]
         left: float | None = self.call.time_remaining()
@@ -90,7 +91,9 @@ class ThreadContext(grpc.ServicerContext):
         return key
 
     def auth_context(self) -> Any:
-        return self.call.auth_context()
+        if self._auth is None:  # (each stream message's call asks for it, and the slot too)
+            self._auth = self.call.auth_context()
+        return self._auth
 
     # What only the loop may do with the call (its metadata and status go out from there).
     def _on_the_loop(self, what: str) -> NoReturn:

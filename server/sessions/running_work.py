@@ -63,6 +63,9 @@ class SessionRunning:
         self.used = np.zeros((len(index.capacity), width), dtype=np.int64)
         self._index = index
         self._pool: FreePool | None = None
+        # Nodes whose free vector changed since the pool was last read: put in it once, at
+        # the next decision (a delta that ends and starts jobs on a node sets it once).
+        self._touched: list[npt.NDArray[np.int64]] = []
         self.start(jobs)
 
     # -- changes -----------------------------------------------------------------------------
@@ -108,6 +111,7 @@ class SessionRunning:
         """A node changed state or capacity, or was added: the pool is built again at the next
         decision, from that decision's node index."""
         self._pool = None
+        self._touched.clear()
 
     def fits(self, index: NodeIndex) -> bool:
         """Whether these rows can serve node list `index` (same resource types)."""
@@ -150,6 +154,7 @@ class SessionRunning:
             assert self.fits(index), "the resource types changed: rebuild the rows"
             self._index = index
             self._pool = None
+            self._touched.clear()
             self._grow_used(len(index.capacity))
         # Handed to the Problem as they are: never changed in place (changes make new arrays).
         self.nodes.flags.writeable = False
@@ -163,6 +168,9 @@ class SessionRunning:
             self._pool = FreePool.from_array(
                 index.capacity_array() - self.used[: len(index.capacity)], index.eligible,
                 index.scale)
+            self._touched.clear()
+        elif self._touched:
+            self._put_touched(self._pool)
         return self._pool.in_node_order()
 
     # -- inside ------------------------------------------------------------------------------
@@ -200,11 +208,15 @@ class SessionRunning:
             self.used = more
 
     def _refresh(self, nodes: npt.NDArray[np.int64]) -> None:
-        """Put the free vector of each of `nodes` in the pool again."""
-        pool = self._pool
-        if pool is None:
-            return
-        changed = np.unique(nodes)
+        """The free vector of each of `nodes` changed: put in the pool at its next reading."""
+        if self._pool is not None:
+            self._touched.append(nodes)
+
+    def _put_touched(self, pool: FreePool) -> None:
+        """Put the free vector of each touched node in the pool again."""
+        touched = self._touched
+        changed = np.unique(touched[0] if len(touched) == 1 else np.concatenate(touched))
+        touched.clear()
         free = self._index.capacity_array()[changed] - self.used[changed]
         for n, vec in zip(changed.tolist(), free.tolist(), strict=True):
             pool.set(n, tuple(vec))
