@@ -262,9 +262,8 @@ def _attempt(
     others put back at their own starts in order. The new reservations if all fit, else None
     with the profile as it was."""
     state = profile.checkpoint()
-    for s, k in moved:
-        stop_if(check, "conservative repacking")
-        profile.give_back(jobs[k], s, plan.reservations[k][1])
+    stop_if(check, "conservative repacking")
+    profile.give_back_all([(s, jobs[k], plan.reservations[k][1]) for s, k in moved])
     if not profile.fits_at(jobs[i], 0):
         profile.restore(state)
         return None

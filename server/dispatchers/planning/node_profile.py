@@ -58,6 +58,9 @@ _KEPT_RELEASE_STATES = 16
 # vectorised pass over the grid tests every candidate start of a job at once, cheaper than
 # reading the changes candidate by candidate.
 DENSE_CELLS = 1_000_000
+# Candidate starts of `earliest` read one by one (`free_during`) before the rest are read
+# together in one sweep over the changes (`units_over_runs`): most jobs fit at one of the first.
+TESTED_ONE_BY_ONE = 4
 
 
 @lru_cache(maxsize=1 << 12)
@@ -79,6 +82,23 @@ def node_counts(nodes: list[int]) -> tuple[Counts, Counts]:
                 np.asarray([counted[n] for n in columns], dtype=np.int64))
     unique, counts = np.unique(np.asarray(nodes, dtype=np.int64), return_counts=True)
     return unique, counts.astype(np.int64)
+
+
+def _range_minima(values: Counts, lo: Counts, hi: Counts) -> Counts:
+    """min(values[lo[q] : hi[q] + 1]) for each query q (lo <= hi): a sparse table of the minima
+    over runs of 2^j values, two overlapping runs per query."""
+    length = hi - lo + 1
+    level = np.frexp(length.astype(np.float64))[1] - 1  # floor(log2(length))
+    least = np.empty(len(lo), dtype=np.int64)
+    table = values
+    for j in range(int(level.max()) + 1 if len(lo) else 0):
+        if j:
+            half = 1 << (j - 1)
+            table = np.minimum(table[:-half], table[half:])
+        ask = np.flatnonzero(level == j)
+        if len(ask):
+            least[ask] = np.minimum(table[lo[ask]], table[hi[ask] - (1 << j) + 1])
+    return least
 
 
 class _Releases:
@@ -530,14 +550,107 @@ class NodeProfile:
         if grid is not None and bool((req > 0).any()):
             return self._earliest_on_grid(job, first, req, grid, should_stop)
         starts, _, _, room = self._pooled_candidates(job, first)
-        for k in room.tolist():
+        candidates = starts[room]
+        for start in candidates[:TESTED_ONE_BY_ONE].tolist():
             stop_if(should_stop, "conservative reservation")
-            start = int(starts[k])
+            if self._fits_seen(job, start):
+                return start
+        rest = candidates[TESTED_ONE_BY_ONE:]
+        if len(rest) and bool((req > 0).any()):
+            stop_if(should_stop, "conservative reservation")
+            k = self.first_fitting(job, rest)
+            if k >= 0 and self._fits_seen(job, int(rest[k])):
+                return int(rest[k])
+            rest = rest[max(k, 0):]  # not reached with an exact sweep: one by one, as before
+        for start in rest.tolist():
+            stop_if(should_stop, "conservative reservation")
             if self._fits_seen(job, start):
                 return start
         # Past the last step nothing changes any more: the pooled test was exact there only
         # if nodes can hold the job, which `never_fits` checked before.
         raise AssertionError("a job that fits an empty system must fit once all ends")
+
+    def first_fitting(self, job: Job, candidates: Counts) -> int:
+        """Index of the first of `candidates` (sorted starts, >= 0) at which rn_i units of job i
+        fit node by node for all of d_i, -1 if none: every candidate at once, in one sweep over
+        the changes from the first candidate on (`units_over_runs`)."""
+        fitting = self.units_over_runs(job, candidates)
+        hit = np.flatnonzero(fitting >= job.units)
+        return int(hit[0]) if len(hit) else -1
+
+    def units_over_runs(self, job: Job, candidates: Counts) -> Counts:
+        """For each start s of `candidates` (sorted, >= 0), the units of job i that fit node by
+        node over [s, s + d_i): sum over nodes n of U_n(s), the least over the run of
+        u_n = min_r floor(free_n,r / req_r) (a job asking for no type: zeros).
+
+        Node n's u_n is a step function with a step at each change on it (a release, a hold's
+        start or end) from s_0 = candidates[0] on: steps k = 0..K_n from a_0 = s_0, a_k. Step
+        k lies in the run from s iff a_k < s + d_i and a_{k+1} > s, so U_n(s) is the least u_n
+        over the steps [lo(s), hi(s)] (lo: the last a_k <= s, hi: the last a_k < s + d_i), and
+        it changes only at s = a_k (step k - 1 leaves) and s = a_k - d_i + 1 (step k enters;
+        times are whole seconds). U_n is read at those breakpoints (a sparse table of range
+        minima over the steps of every node), and the sum over nodes is the running sum of
+        its changes, read at each candidate: the cost grows with the changes up to the last
+        candidate's run, not with nodes × candidates."""
+        req = request_array(job.req)
+        asked = np.flatnonzero(req > 0)
+        if not len(asked):
+            return np.zeros(len(candidates), dtype=np.int64)
+        need, d = req[asked], job.duration
+        s0, horizon = int(candidates[0]), int(candidates[-1]) + d
+        free0 = self._free_at(s0)[:, asked]
+        u0 = (free0 // need).min(axis=1)  # u_n(s_0), every node
+        run = self._run
+        first = int(run.ends.searchsorted(s0, side="right"))
+        stop = int(run.ends.searchsorted(horizon, side="left"))
+        times, nodes, amounts = self._holds()
+        mine = (times > s0) & (times < horizon)
+        when = np.concatenate((run.ends[first:stop], times[mine]))
+        if not len(when):
+            return np.full(len(candidates), int(u0.sum()), dtype=np.int64)
+        where = np.concatenate((run.nodes[first:stop], nodes[mine]))
+        change = np.concatenate((run.amounts[first:stop][:, asked], amounts[mine][:, asked]))
+        order = np.lexsort((when, where))  # node by node, in time order
+        when, where, change = when[order], where[order], change[order]
+        instant = np.flatnonzero(np.concatenate(
+            ([True], (where[1:] != where[:-1]) | (when[1:] != when[:-1]))))
+        change = np.add.reduceat(change, instant, axis=0)
+        when, where = when[instant], where[instant]
+        starts_node = np.concatenate(([True], where[1:] != where[:-1]))
+        node_first = np.flatnonzero(starts_node)
+        walked = where[node_first]
+        total = np.cumsum(change, axis=0)
+        before = np.concatenate((np.zeros((1, total.shape[1]), dtype=np.int64), total))
+        running_sum = total - before[node_first][np.cumsum(starts_node) - 1]
+        u_after = ((free0[where] + running_sum) // need).min(axis=1)
+        # The steps of the walked nodes, node by node: step 0 (a_0 = s_0, u_n(s_0)), then one
+        # per change.
+        step_u = np.insert(u_after, node_first, u0[walked])
+        step_at = np.insert(when, node_first, s0)
+        step_node = np.insert(where, node_first, walked)
+        span = horizon + d - s0 + 2  # keys node * span + (time - s_0) sort node by node
+        key = step_node * span + (step_at - s0)
+        changed = np.ones(len(step_at), dtype=bool)
+        changed[node_first + np.arange(len(node_first))] = False  # the steps 0
+        # U_n's breakpoints: s_0 on each walked node, a_k and a_k - d_i + 1 (not before s_0).
+        bp_node = np.concatenate((walked, step_node[changed], step_node[changed]))
+        bp_at = np.concatenate((np.full(len(walked), s0, dtype=np.int64), step_at[changed],
+                                np.maximum(step_at[changed] - d + 1, s0)))
+        bp_key = np.unique(bp_node * span + (bp_at - s0))
+        bp_node, bp_at = bp_key // span, bp_key % span + s0
+        lo = key.searchsorted(bp_key, side="right") - 1
+        hi = key.searchsorted(bp_key + d, side="left") - 1
+        least = _range_minima(step_u, lo, hi)
+        # Each breakpoint's change of U_n, then their running sum in time order.
+        delta = least.copy()
+        same = np.concatenate(([False], bp_node[1:] == bp_node[:-1]))
+        delta[same] -= least[:-1][same[1:]]
+        by_time = np.argsort(bp_at, kind="stable")
+        at_sorted = bp_at[by_time]
+        summed = np.cumsum(delta[by_time])
+        unwalked = int(u0.sum()) - int(u0[walked].sum())
+        read = at_sorted.searchsorted(candidates, side="right") - 1  # >= 0: s_0 is one
+        return unwalked + summed[read]
 
     def _earliest_on_grid(self, job: Job, first: int, req: Counts, free: Counts,
                           should_stop: StopCheck) -> int:
@@ -724,8 +837,7 @@ class NodeProfile:
                 and np.array_equal(times[at_end], ends)):
             return None
         held, merged = self._held, self._merged
-        for s, other, nodes in others:
-            self._hold(other, s, nodes, -1, merge=False)
+        self._push(*self._rows_of(others, -1), merge=False)
         try:  # read from the changes: the grid would be built for this one read
             free = self._least_from_changes(start, start + job.duration)
             mask = self.usable(job, start) if self._rules is not None else None
@@ -850,3 +962,40 @@ class NodeProfile:
     def give_back(self, job: Job, start: int, nodes: list[int]) -> None:
         """Undo `take(job, start, nodes)`."""
         self.take(job, start, nodes, sign=-1)
+
+    def give_back_all(self, held: list[tuple[int, Job, list[int]]]) -> None:
+        """`give_back` of every (start, job i, nodes) of `held`, all at once (the same
+        function of free amounts as one by one)."""
+        if not held:
+            return
+        self._seen = None
+        self._push(*self._rows_of(held, -1))
+        self._pending.extend((s, s + job.duration, -request_array(job.req) * job.units)
+                             for s, job, _ in held)
+
+    def _rows_of(self, held: list[tuple[int, Job, list[int]]], sign: int
+                 ) -> tuple[Counts, Counts, Counts]:
+        """The hold rows `_hold(job, s, nodes, sign)` makes for each (s, job i, nodes) of
+        `held`, in that order, as one array each: (times, nodes, amounts)."""
+        if not held:
+            return (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64),
+                    np.empty((0, self._run.base.shape[1]), dtype=np.int64))
+        units = np.fromiter((len(nodes) for _, _, nodes in held), dtype=np.int64,
+                            count=len(held))
+        owner = np.repeat(np.arange(len(held)), units)
+        nodes = np.fromiter(chain.from_iterable(ns for _, _, ns in held), dtype=np.int64,
+                            count=int(units.sum()))
+        # One row per (reservation, distinct node), by reservation then node, as `_columns`.
+        width = len(self._eligible)
+        pairs, counts = np.unique(owner * width + nodes, return_counts=True)
+        whose, columns = pairs // width, pairs % width
+        req = np.stack([request_array(job.req) for _, job, _ in held])
+        need = counts[:, None] * req[whose]
+        starts = np.fromiter((s for s, _, _ in held), dtype=np.int64, count=len(held))
+        ends = starts + np.fromiter((job.duration for _, job, _ in held), dtype=np.int64,
+                                    count=len(held))
+        # Each reservation's rows at its start, then at its end.
+        order = np.argsort(np.concatenate((2 * whose, 2 * whose + 1)), kind="stable")
+        times = np.concatenate((starts[whose], ends[whose]))[order]
+        return (times, np.concatenate((columns, columns))[order],
+                np.concatenate((-sign * need, sign * need))[order])

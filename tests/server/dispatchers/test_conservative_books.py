@@ -158,7 +158,7 @@ def test_the_promise_book_is_kept_per_caller_scope() -> None:
 @dataclasses.dataclass(slots=True)
 class Clock:
     """Node-profile operations counted; the deadline passes at the `due`-th reservation given
-    back (NodeProfile.take with sign -1)."""
+    back (NodeProfile.take with sign -1, or one of a NodeProfile.give_back_all)."""
 
     due: int | None = None
     given_back: int = 0
@@ -170,7 +170,8 @@ class Clock:
         return self.due is not None and self.given_back >= self.due
 
 
-PROFILE_OPERATIONS = ("take", "place", "fits_at", "fits_on", "earliest", "take_all")
+PROFILE_OPERATIONS = ("take", "place", "fits_at", "fits_on", "earliest", "take_all",
+                      "give_back_all")
 
 
 @pytest.fixture
@@ -185,6 +186,8 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
             counted.after_deadline += counted.passed
             if name == "take" and kwargs.get("sign", args[3] if len(args) > 3 else 1) < 0:
                 counted.given_back += 1
+            if name == "give_back_all":
+                counted.given_back += len(args[0])
             return original(self, *args, **kwargs)
         return operation
 
