@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from ..domain.outcome_kinds import SkipReason
 from .base import HEURISTIC, Outcome
 from .planning.job_selection import never_fits
-from .planning.node_profile import NodeProfile
+from .planning.node_profile import HoldRows, NodeProfile
 from .planning.pooled_tests import earlier_all
 from .planning.problem import Job, Problem
 from .planning.stopping import StopCheck, Stopped, every_few, never, stop_if
@@ -230,6 +230,8 @@ def _repack(
     # The pooled test of every reservation still ahead, read off the profile as it was when
     # last asked: valid until one starts now (a failed attempt restores every amount).
     now: dict[int, bool] = {}
+    moved: list[tuple[int, int]] = []
+    rows: HoldRows | None = None
     for pos, (_, i) in enumerate(future):
         stop_if(should_stop, "conservative repacking")
         job = jobs[i]
@@ -242,28 +244,30 @@ def _repack(
                            strict=True))
         if not now[i]:  # not even in the pooled view
             continue
-        moved = sorted((s, k) for k, (s, _) in plan.reservations.items() if s > 0)
+        if rows is None:  # the future reservations, as they are until an attempt succeeds
+            moved = sorted((s, k) for k, (s, _) in plan.reservations.items() if s > 0)
+            rows = profile.hold_rows([(s, jobs[k], plan.reservations[k][1]) for s, k in moved])
         # Whether i fits now with every future reservation given back, the profile left as
         # it is: most attempts end there, without a checkpoint, giving back and restoring.
-        if profile.fits_at_without(
-                job, 0, [(s, jobs[k], plan.reservations[k][1]) for s, k in moved]) is False:
+        if profile.fits_at_without(job, 0, rows) is False:
             continue
-        placed = _attempt(profile, plan, jobs, i, moved, first_fit, should_stop, check)
+        placed = _attempt(profile, plan, jobs, i, moved, rows, first_fit, should_stop, check)
         if placed is not None:
             plan.reservations.update(placed)
-            now = {}  # i starts now: the pooled view changed
+            now, rows = {}, None  # i starts now: the pooled view changed
 
 
 def _attempt(
     profile: NodeProfile, plan: BackfillPlan, jobs: Mapping[int, Job], i: int,
-    moved: list[tuple[int, int]], first_fit: bool, should_stop: StopCheck, check: StopCheck,
+    moved: list[tuple[int, int]], rows: HoldRows, first_fit: bool, should_stop: StopCheck,
+    check: StopCheck,
 ) -> dict[int, tuple[int, list[int]]] | None:
     """One repacking attempt: the future reservations `moved` taken out, i placed now, the
     others put back at their own starts in order. The new reservations if all fit, else None
     with the profile as it was."""
     state = profile.checkpoint()
     stop_if(check, "conservative repacking")
-    profile.give_back_all([(s, jobs[k], plan.reservations[k][1]) for s, k in moved])
+    profile.give_back_all(rows)  # the reservations `moved`
     if not profile.fits_at(jobs[i], 0):
         profile.restore(state)
         return None

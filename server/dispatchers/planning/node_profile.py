@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
 
@@ -58,9 +59,11 @@ _KEPT_RELEASE_STATES = 16
 # vectorised pass over the grid tests every candidate start of a job at once, cheaper than
 # reading the changes candidate by candidate.
 DENSE_CELLS = 1_000_000
-# Candidate starts of `earliest` read one by one (`free_during`) before the rest are read
-# together in one sweep over the changes (`units_over_runs`): most jobs fit at one of the first.
-TESTED_ONE_BY_ONE = 4
+# Candidate starts of `earliest` past the first read one by one (`free_during`) before the
+# rest are read together in sweeps over the changes (`units_over_runs`), the first of
+# `SWEPT_FIRST` candidates, each next one of 4 times as many.
+TESTED_ONE_BY_ONE = 0
+SWEPT_FIRST = 512
 
 
 @lru_cache(maxsize=1 << 12)
@@ -126,6 +129,20 @@ class _Releases:
         if len(after) > _KEPT_RELEASE_STATES:
             after.popitem(last=False)
         return free
+
+
+@dataclass(frozen=True, slots=True)
+class HoldRows:
+    """Reservations as the profile's hold rows (`NodeProfile.hold_rows`): each one's start s_k
+    and end s_k + d_k, its rows (time, node, amounts: -need at s_k, +need at s_k + d_k on each
+    of its nodes), and its demand (req_k × rn_k)."""
+
+    starts: Counts
+    ends: Counts
+    times: Counts
+    nodes: Counts
+    amounts: Counts
+    demands: Counts
 
 
 class NodeProfile:
@@ -556,12 +573,19 @@ class NodeProfile:
             if self._fits_seen(job, start):
                 return start
         rest = candidates[TESTED_ONE_BY_ONE:]
-        if len(rest) and bool((req > 0).any()):
+        swept = SWEPT_FIRST
+        while len(rest) and bool((req > 0).any()):
+            # The next `swept` candidates in one sweep: it reads the changes up to the last
+            # one's run only, so a job that fits early reads few.
             stop_if(should_stop, "conservative reservation")
-            k = self.first_fitting(job, rest)
-            if k >= 0 and self._fits_seen(job, int(rest[k])):
+            k = self.first_fitting(job, rest[:swept])
+            if k < 0:
+                rest, swept = rest[swept:], 4 * swept
+                continue
+            if self._fits_seen(job, int(rest[k])):
                 return int(rest[k])
-            rest = rest[max(k, 0):]  # not reached with an exact sweep: one by one, as before
+            rest = rest[k:]  # not reached with an exact sweep: one by one, as before
+            break
         for start in rest.tolist():
             stop_if(should_stop, "conservative reservation")
             if self._fits_seen(job, start):
@@ -823,21 +847,20 @@ class NodeProfile:
         return int(self.units_fitting(free, job).sum()) >= job.units
 
     def fits_at_without(self, job: Job, start: int,
-                        others: list[tuple[int, Job, list[int]]]) -> bool | None:
-        """`fits_at(job, start)` once every (s, job k, nodes) of `others`, reservations held in
-        the profile, is given back, the profile left as it is; None where some s or s + d_k is
-        not a step boundary (it was not taken so)."""
+                        others: list[tuple[int, Job, list[int]]] | HoldRows) -> bool | None:
+        """`fits_at(job, start)` once every (s, job k, nodes) of `others` (or their
+        `hold_rows`), reservations held in the profile, is given back, the profile left as it
+        is; None where some s or s + d_k is not a step boundary (it was not taken so)."""
+        rows = others if isinstance(others, HoldRows) else self.hold_rows(others)
         times = self.times
-        starts = np.fromiter((s for s, _, _ in others), dtype=np.int64, count=len(others))
-        ends = starts + np.fromiter((k.duration for _, k, _ in others), dtype=np.int64,
-                                    count=len(others))
+        starts, ends = rows.starts, rows.ends
         at_start, at_end = times.searchsorted(starts), times.searchsorted(ends)
         if not (np.all(at_start < len(times)) and np.all(at_end < len(times))
                 and np.array_equal(times[at_start], starts)
                 and np.array_equal(times[at_end], ends)):
             return None
         held, merged = self._held, self._merged
-        self._push(*self._rows_of(others, -1), merge=False)
+        self._push(rows.times, rows.nodes, -rows.amounts, merge=False)
         try:  # read from the changes: the grid would be built for this one read
             free = self._least_from_changes(start, start + job.duration)
             mask = self.usable(job, start) if self._rules is not None else None
@@ -963,23 +986,24 @@ class NodeProfile:
         """Undo `take(job, start, nodes)`."""
         self.take(job, start, nodes, sign=-1)
 
-    def give_back_all(self, held: list[tuple[int, Job, list[int]]]) -> None:
-        """`give_back` of every (start, job i, nodes) of `held`, all at once (the same
+    def give_back_all(self, held: HoldRows) -> None:
+        """`give_back` of every reservation of `held` (`hold_rows`), all at once (the same
         function of free amounts as one by one)."""
-        if not held:
+        if not len(held.starts):
             return
         self._seen = None
-        self._push(*self._rows_of(held, -1))
-        self._pending.extend((s, s + job.duration, -request_array(job.req) * job.units)
-                             for s, job, _ in held)
+        self._push(held.times, held.nodes, -held.amounts)
+        self._pending.extend(zip(held.starts.tolist(), held.ends.tolist(), -held.demands,
+                                 strict=True))
 
-    def _rows_of(self, held: list[tuple[int, Job, list[int]]], sign: int
-                 ) -> tuple[Counts, Counts, Counts]:
-        """The hold rows `_hold(job, s, nodes, sign)` makes for each (s, job i, nodes) of
-        `held`, in that order, as one array each: (times, nodes, amounts)."""
+    def hold_rows(self, held: list[tuple[int, Job, list[int]]]) -> HoldRows:
+        """The hold rows `take(job, s, nodes)` makes for each (s, job i, nodes) of `held`, in
+        that order, as one array each (`HoldRows`)."""
+        types = self._run.base.shape[1]
         if not held:
-            return (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64),
-                    np.empty((0, self._run.base.shape[1]), dtype=np.int64))
+            empty = np.empty(0, dtype=np.int64)
+            return HoldRows(empty, empty, empty, empty, np.empty((0, types), dtype=np.int64),
+                            np.empty((0, types), dtype=np.int64))
         units = np.fromiter((len(nodes) for _, _, nodes in held), dtype=np.int64,
                             count=len(held))
         owner = np.repeat(np.arange(len(held)), units)
@@ -997,5 +1021,5 @@ class NodeProfile:
         # Each reservation's rows at its start, then at its end.
         order = np.argsort(np.concatenate((2 * whose, 2 * whose + 1)), kind="stable")
         times = np.concatenate((starts[whose], ends[whose]))[order]
-        return (times, np.concatenate((columns, columns))[order],
-                np.concatenate((-sign * need, sign * need))[order])
+        return HoldRows(starts, ends, times, np.concatenate((columns, columns))[order],
+                        np.concatenate((-need, need))[order], req * units[:, None])

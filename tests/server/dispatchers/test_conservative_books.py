@@ -187,7 +187,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
             if name == "take" and kwargs.get("sign", args[3] if len(args) > 3 else 1) < 0:
                 counted.given_back += 1
             if name == "give_back_all":
-                counted.given_back += len(args[0])
+                counted.given_back += len(args[0].starts)
             return original(self, *args, **kwargs)
         return operation
 
