@@ -87,6 +87,57 @@ def node_counts(nodes: list[int]) -> tuple[Counts, Counts]:
     return unique, counts.astype(np.int64)
 
 
+def _walked_units(when: Counts, where: Counts, change: Counts, free0: Counts, u0: Counts,
+              need: Counts, s0: int, d: int, horizon: int) -> tuple[Counts, Counts]:
+    """The breakpoints of U_n (time, change of U_n there) of the nodes of the changes
+    (when, where, change: asked types only) inside (s_0, horizon), U_n(s_0) - u_n(s_0)
+    at s_0 included (`NodeProfile.units_over_runs`).
+
+    Node n's steps are k = 0..K_n from a_0 = s_0, a_k. Step k lies in the run from s iff
+    a_k < s + d_i and a_{k+1} > s, so U_n(s) is the least u_n over the steps
+    [lo(s), hi(s)] (lo: the last a_k <= s, hi: the last a_k < s + d_i), and it changes
+    only at s = a_k (step k - 1 leaves) and s = a_k - d_i + 1 (step k enters; times are
+    whole seconds): read there off a sparse table of range minima over every node's
+    steps."""
+    order = np.lexsort((when, where))  # node by node, in time order
+    when, where, change = when[order], where[order], change[order]
+    instant = np.flatnonzero(np.concatenate(
+        ([True], (where[1:] != where[:-1]) | (when[1:] != when[:-1]))))
+    change = np.add.reduceat(change, instant, axis=0)
+    when, where = when[instant], where[instant]
+    starts_node = np.concatenate(([True], where[1:] != where[:-1]))
+    node_first = np.flatnonzero(starts_node)
+    walked = where[node_first]
+    total = np.cumsum(change, axis=0)
+    before = np.concatenate((np.zeros((1, total.shape[1]), dtype=np.int64), total))
+    running_sum = total - before[node_first][np.cumsum(starts_node) - 1]
+    u_after = ((free0[where] + running_sum) // need).min(axis=1)
+    # The steps of the walked nodes, node by node: step 0 (a_0 = s_0, u_n(s_0)), then one
+    # per change.
+    step_u = np.insert(u_after, node_first, u0[walked])
+    step_at = np.insert(when, node_first, s0)
+    step_node = np.insert(where, node_first, walked)
+    span = horizon + d - s0 + 2  # keys node * span + (time - s_0) sort node by node
+    key = step_node * span + (step_at - s0)
+    changed = np.ones(len(step_at), dtype=bool)
+    changed[node_first + np.arange(len(node_first))] = False  # the steps 0
+    # U_n's breakpoints: s_0 on each walked node, a_k and a_k - d_i + 1 (not before s_0).
+    bp_node = np.concatenate((walked, step_node[changed], step_node[changed]))
+    bp_at = np.concatenate((np.full(len(walked), s0, dtype=np.int64), step_at[changed],
+                            np.maximum(step_at[changed] - d + 1, s0)))
+    bp_key = np.unique(bp_node * span + (bp_at - s0))
+    bp_node, bp_at = bp_key // span, bp_key % span + s0
+    lo = key.searchsorted(bp_key, side="right") - 1
+    hi = key.searchsorted(bp_key + d, side="left") - 1
+    least = _range_minima(step_u, lo, hi)
+    # Each breakpoint's change of U_n: from u_n(s_0) at the first (s_0), then from the one
+    # before.
+    same = np.concatenate(([False], bp_node[1:] == bp_node[:-1]))
+    delta = least - u0[bp_node]
+    delta[same] = least[same] - least[:-1][same[1:]]
+    return bp_at, delta
+
+
 def _range_minima(values: Counts, lo: Counts, hi: Counts) -> Counts:
     """min(values[lo[q] : hi[q] + 1]) for each query q (lo <= hi): a sparse table of the minima
     over runs of 2^j values, two overlapping runs per query."""
@@ -607,15 +658,13 @@ class NodeProfile:
         node over [s, s + d_i): sum over nodes n of U_n(s), the least over the run of
         u_n = min_r floor(free_n,r / req_r) (a job asking for no type: zeros).
 
-        Node n's u_n is a step function with a step at each change on it (a release, a hold's
-        start or end) from s_0 = candidates[0] on: steps k = 0..K_n from a_0 = s_0, a_k. Step
-        k lies in the run from s iff a_k < s + d_i and a_{k+1} > s, so U_n(s) is the least u_n
-        over the steps [lo(s), hi(s)] (lo: the last a_k <= s, hi: the last a_k < s + d_i), and
-        it changes only at s = a_k (step k - 1 leaves) and s = a_k - d_i + 1 (step k enters;
-        times are whole seconds). U_n is read at those breakpoints (a sparse table of range
-        minima over the steps of every node), and the sum over nodes is the running sum of
-        its changes, read at each candidate: the cost grows with the changes up to the last
-        candidate's run, not with nodes × candidates."""
+        From s_0 = candidates[0] on, node n's u_n is a step function with a step at each change
+        on it (a release, a hold's start or end) before the last candidate's run ends. A node
+        whose only change there raises it (a release, a hold's end) has U_n(s) = u_n(s): it
+        adds its rise from the change on. On the other nodes (`_walked_units`) U_n is read at
+        its breakpoints. F(s) = sum of U_n(s) is the running sum of those changes, read at each
+        candidate: the cost grows with the changes up to the last candidate's run, not with
+        nodes × candidates."""
         req = request_array(job.req)
         asked = np.flatnonzero(req > 0)
         if not len(asked):
@@ -624,6 +673,7 @@ class NodeProfile:
         s0, horizon = int(candidates[0]), int(candidates[-1]) + d
         free0 = self._free_at(s0)[:, asked]
         u0 = (free0 // need).min(axis=1)  # u_n(s_0), every node
+        total = int(u0.sum())
         run = self._run
         first = int(run.ends.searchsorted(s0, side="right"))
         stop = int(run.ends.searchsorted(horizon, side="left"))
@@ -631,50 +681,27 @@ class NodeProfile:
         mine = (times > s0) & (times < horizon)
         when = np.concatenate((run.ends[first:stop], times[mine]))
         if not len(when):
-            return np.full(len(candidates), int(u0.sum()), dtype=np.int64)
+            return np.full(len(candidates), total, dtype=np.int64)
         where = np.concatenate((run.nodes[first:stop], nodes[mine]))
         change = np.concatenate((run.amounts[first:stop][:, asked], amounts[mine][:, asked]))
-        order = np.lexsort((when, where))  # node by node, in time order
-        when, where, change = when[order], where[order], change[order]
-        instant = np.flatnonzero(np.concatenate(
-            ([True], (where[1:] != where[:-1]) | (when[1:] != when[:-1]))))
-        change = np.add.reduceat(change, instant, axis=0)
-        when, where = when[instant], where[instant]
-        starts_node = np.concatenate(([True], where[1:] != where[:-1]))
-        node_first = np.flatnonzero(starts_node)
-        walked = where[node_first]
-        total = np.cumsum(change, axis=0)
-        before = np.concatenate((np.zeros((1, total.shape[1]), dtype=np.int64), total))
-        running_sum = total - before[node_first][np.cumsum(starts_node) - 1]
-        u_after = ((free0[where] + running_sum) // need).min(axis=1)
-        # The steps of the walked nodes, node by node: step 0 (a_0 = s_0, u_n(s_0)), then one
-        # per change.
-        step_u = np.insert(u_after, node_first, u0[walked])
-        step_at = np.insert(when, node_first, s0)
-        step_node = np.insert(where, node_first, walked)
-        span = horizon + d - s0 + 2  # keys node * span + (time - s_0) sort node by node
-        key = step_node * span + (step_at - s0)
-        changed = np.ones(len(step_at), dtype=bool)
-        changed[node_first + np.arange(len(node_first))] = False  # the steps 0
-        # U_n's breakpoints: s_0 on each walked node, a_k and a_k - d_i + 1 (not before s_0).
-        bp_node = np.concatenate((walked, step_node[changed], step_node[changed]))
-        bp_at = np.concatenate((np.full(len(walked), s0, dtype=np.int64), step_at[changed],
-                                np.maximum(step_at[changed] - d + 1, s0)))
-        bp_key = np.unique(bp_node * span + (bp_at - s0))
-        bp_node, bp_at = bp_key // span, bp_key % span + s0
-        lo = key.searchsorted(bp_key, side="right") - 1
-        hi = key.searchsorted(bp_key + d, side="left") - 1
-        least = _range_minima(step_u, lo, hi)
-        # Each breakpoint's change of U_n, then their running sum in time order.
-        delta = least.copy()
-        same = np.concatenate(([False], bp_node[1:] == bp_node[:-1]))
-        delta[same] -= least[:-1][same[1:]]
-        by_time = np.argsort(bp_at, kind="stable")
-        at_sorted = bp_at[by_time]
-        summed = np.cumsum(delta[by_time])
-        unwalked = int(u0.sum()) - int(u0[walked].sum())
-        read = at_sorted.searchsorted(candidates, side="right") - 1  # >= 0: s_0 is one
-        return unwalked + summed[read]
+        # The nodes of one change, a rise: U_n(s) = u_n(s), + rise from the change on.
+        walked = np.bincount(where, minlength=len(u0)) > 1
+        walked[where[(change < 0).any(axis=1)]] = True
+        once = ~walked[where]
+        rising = where[once]
+        at = [when[once]]
+        delta = [((free0[rising] + change[once]) // need).min(axis=1) - u0[rising]]
+        if not once.all():
+            more = ~once
+            steps_at, steps_delta = _walked_units(when[more], where[more], change[more],
+                                                  free0, u0, need, s0, d, horizon)
+            at.append(steps_at)
+            delta.append(steps_delta)
+        # A change at `a` counts for every candidate from the first one >= a on.
+        slot = candidates.searchsorted(np.concatenate(at), side="left")
+        added = np.bincount(slot, weights=np.concatenate(delta), minlength=len(candidates) + 1)
+        summed: Counts = total + np.cumsum(np.rint(added[: len(candidates)]).astype(np.int64))
+        return summed
 
     def _earliest_on_grid(self, job: Job, first: int, req: Counts, free: Counts,
                           should_stop: StopCheck) -> int:

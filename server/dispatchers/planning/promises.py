@@ -155,14 +155,17 @@ def place_promise(profile: NodeProfile, job: Job, start: int, first_fit: bool) -
     fit = profile.units_fitting(during, job)
     before = profile.units_fitting(profile.free_during(0, start), job)
     left = during.sum(axis=1)  # best fit at `start`: least free first
-    nodes: list[int] = []
-    for n in np.lexsort((np.arange(len(fit)), left, before)).tolist():
-        if fit[n] > 0:
-            nodes.extend([n] * min(int(fit[n]), job.units - len(nodes)))
-            if len(nodes) == job.units:
-                profile.take(job, start, nodes)
-                return nodes
-    raise AssertionError("place_promise called where the job does not fit")
+    order = np.lexsort((np.arange(len(fit)), left, before))
+    order = order[fit[order] > 0]
+    units = fit[order]
+    enough = int(np.cumsum(units).searchsorted(job.units))  # the first nodes that hold rn_i
+    if enough == len(order):
+        raise AssertionError("place_promise called where the job does not fit")
+    units = units[: enough + 1].copy()
+    units[-1] = job.units - int(units[:-1].sum())  # the last node holds only what is left
+    nodes: list[int] = np.repeat(order[: enough + 1], units).tolist()
+    profile.take(job, start, nodes)
+    return nodes
 
 
 def keep_promises(
