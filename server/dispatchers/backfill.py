@@ -232,6 +232,7 @@ def _repack(
     now: dict[int, bool] = {}
     moved: list[tuple[int, int]] = []
     rows: HoldRows | None = None
+    started = _started_only(profile, plan, jobs)
     for pos, (_, i) in enumerate(future):
         stop_if(should_stop, "conservative repacking")
         job = jobs[i]
@@ -247,14 +248,29 @@ def _repack(
         if rows is None:  # the future reservations, as they are until an attempt succeeds
             moved = sorted((s, k) for k, (s, _) in plan.reservations.items() if s > 0)
             rows = profile.hold_rows([(s, jobs[k], plan.reservations[k][1]) for s, k in moved])
-        # Whether i fits now with every future reservation given back, the profile left as
-        # it is: most attempts end there, without a checkpoint, giving back and restoring.
-        if profile.fits_at_without(job, 0, rows) is False:
+        # Whether i fits now with every future reservation given back (what the running work
+        # and the starts now leave): most attempts end there, without a checkpoint, giving
+        # back and restoring.
+        if not started.fits_at(job, 0):
             continue
         placed = _attempt(profile, plan, jobs, i, moved, rows, first_fit, should_stop, check)
         if placed is not None:
             plan.reservations.update(placed)
+            started.take(job, 0, placed[i][1])
             now, rows = {}, None  # i starts now: the pooled view changed
+
+
+def _started_only(profile: NodeProfile, plan: BackfillPlan, jobs: Mapping[int, Job]
+                  ) -> NodeProfile:
+    """A profile of the running work and the plan's starts now only: `profile` with every
+    future reservation given back, the same free amounts at every time."""
+    started = NodeProfile(profile.problem)
+    now = [(0, jobs[k], nodes) for k, (s, nodes) in plan.reservations.items() if s == 0]
+    started.add_boundaries(b for _, job, _ in now for b in (0, job.duration))
+    if not started.take_all(now):  # some node overfull: one by one, as they were taken
+        for _, job, nodes in now:
+            started.take(job, 0, nodes)
+    return started
 
 
 def _attempt(

@@ -868,10 +868,9 @@ class NodeProfile:
 
     def fits_at(self, job: Job, start: int) -> bool:
         """Whether rn_i units of job i fit node by node over [start, start + d_i) (on the nodes
-        the rules let it use then)."""
-        free = (self.free_during(start, start + job.duration) if self._rules is None
-                else self.free_for(job, start))
-        return int(self.units_fitting(free, job).sum()) >= job.units
+        the rules let it use then). If so, `place` at `start` reads the run again from what
+        this read (`_fits_seen`)."""
+        return self._fits_seen(job, start)
 
     def fits_at_without(self, job: Job, start: int,
                         others: list[tuple[int, Job, list[int]]] | HoldRows) -> bool | None:
