@@ -117,10 +117,21 @@ def _walked_units(when: Counts, where: Counts, change: Counts, free0: Counts, u0
     step_u = np.insert(u_after, node_first, u0[walked])
     step_at = np.insert(when, node_first, s0)
     step_node = np.insert(where, node_first, walked)
+    # A step of the same u_n as the one before is part of it; a node left with step 0 only
+    # keeps U_n = u_n(s_0).
+    changed = np.concatenate(([False], (step_node[1:] == step_node[:-1])
+                              & (step_u[1:] != step_u[:-1])))
+    first_step = np.concatenate(([True], step_node[1:] != step_node[:-1]))
+    moving = np.zeros(len(u0), dtype=bool)
+    moving[step_node[changed]] = True
+    keep = moving[step_node] & (changed | first_step)
+    step_u, step_at, step_node = step_u[keep], step_at[keep], step_node[keep]
+    changed = changed[keep]
+    walked = step_node[~changed]
+    if not len(walked):
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     span = horizon + d - s0 + 2  # keys node * span + (time - s_0) sort node by node
     key = step_node * span + (step_at - s0)
-    changed = np.ones(len(step_at), dtype=bool)
-    changed[node_first + np.arange(len(node_first))] = False  # the steps 0
     # U_n's breakpoints: s_0 on each walked node, a_k and a_k - d_i + 1 (not before s_0).
     bp_node = np.concatenate((walked, step_node[changed], step_node[changed]))
     bp_at = np.concatenate((np.full(len(walked), s0, dtype=np.int64), step_at[changed],
