@@ -329,11 +329,11 @@ class NodeProfile:
             taking &= self._member(rows)[nodes]
         if not taking.any():
             return free
-        walked = np.unique(nodes[taking])
+        member = np.zeros(len(self._eligible), dtype=bool)  # the nodes walked
+        member[nodes[taking]] = True
         run = self._run
         first = int(run.ends.searchsorted(start, side="right"))
         stop = int(run.ends.searchsorted(end, side="left"))
-        member = self._member(walked)
         on = member[run.nodes[first:stop]]
         mine = inside & member[nodes]
         when = np.concatenate((run.ends[first:stop][on], times[mine]))
