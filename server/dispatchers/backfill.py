@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from ..domain.outcome_kinds import SkipReason
 from .base import HEURISTIC, Outcome
 from .planning.job_selection import never_fits
-from .planning.node_profile import HoldRows, NodeProfile
+from .planning.node_profile import NodeProfile
 from .planning.pooled_tests import earlier_all
 from .planning.problem import Job, Problem
 from .planning.stopping import StopCheck, Stopped, every_few, never, stop_if
@@ -230,8 +230,7 @@ def _repack(
     # The pooled test of every reservation still ahead, read off the profile as it was when
     # last asked: valid until one starts now (a failed attempt restores every amount).
     now: dict[int, bool] = {}
-    moved: list[tuple[int, int]] = []
-    rows: HoldRows | None = None
+    moved: list[tuple[int, int]] | None = None
     started = _started_only(profile, plan, jobs)
     for pos, (_, i) in enumerate(future):
         stop_if(should_stop, "conservative repacking")
@@ -245,19 +244,18 @@ def _repack(
                            strict=True))
         if not now[i]:  # not even in the pooled view
             continue
-        if rows is None:  # the future reservations, as they are until an attempt succeeds
+        if moved is None:  # the future reservations, as they are until an attempt succeeds
             moved = sorted((s, k) for k, (s, _) in plan.reservations.items() if s > 0)
-            rows = profile.hold_rows([(s, jobs[k], plan.reservations[k][1]) for s, k in moved])
         # Whether i fits now with every future reservation given back (what the running work
-        # and the starts now leave): most attempts end there, without a checkpoint, giving
-        # back and restoring.
+        # and the starts now leave): most attempts end there, without copying a profile.
         if not started.fits_at(job, 0):
             continue
-        placed = _attempt(profile, plan, jobs, i, moved, rows, first_fit, should_stop, check)
+        stop_if(check, "conservative repacking")
+        placed = _attempt(started, profile, plan, jobs, i, moved, first_fit, should_stop)
         if placed is not None:
             plan.reservations.update(placed)
             started.take(job, 0, placed[i][1])
-            now, rows = {}, None  # i starts now: the pooled view changed
+            now, moved = {}, None  # i starts now: the pooled view changed
 
 
 def _started_only(profile: NodeProfile, plan: BackfillPlan, jobs: Mapping[int, Job]
@@ -274,30 +272,25 @@ def _started_only(profile: NodeProfile, plan: BackfillPlan, jobs: Mapping[int, J
 
 
 def _attempt(
-    profile: NodeProfile, plan: BackfillPlan, jobs: Mapping[int, Job], i: int,
-    moved: list[tuple[int, int]], rows: HoldRows, first_fit: bool, should_stop: StopCheck,
-    check: StopCheck,
+    started: NodeProfile, profile: NodeProfile, plan: BackfillPlan, jobs: Mapping[int, Job],
+    i: int, moved: list[tuple[int, int]], first_fit: bool, should_stop: StopCheck,
 ) -> dict[int, tuple[int, list[int]]] | None:
-    """One repacking attempt: the future reservations `moved` taken out, i placed now, the
-    others put back at their own starts in order. The new reservations if all fit, else None
-    with the profile as it was."""
-    state = profile.checkpoint()
-    stop_if(check, "conservative repacking")
-    profile.give_back_all(rows)  # the reservations `moved`
-    if not profile.fits_at(jobs[i], 0):
-        profile.restore(state)
+    """One repacking attempt: the future reservations `moved` taken out (a copy of `started`,
+    the running work and the starts now only), i placed now, the others put back at their own
+    starts in order. The new reservations if all fit, `profile` then holding them; else None
+    with `profile` as it was."""
+    trial = started.copy()
+    if not trial.fits_at(jobs[i], 0):
         return None
-    placed = {i: (0, profile.place(jobs[i], 0, first_fit))}
+    placed = {i: (0, trial.place(jobs[i], 0, first_fit))}
     for s, k in moved:
         stop_if(should_stop, "conservative repacking")
         if k == i:
             continue
-        if not profile.fits_at(jobs[k], s):
-            break
-        placed[k] = (s, profile.place(jobs[k], s, first_fit))
-    if len(placed) < len(moved):
-        profile.restore(state)
-        return None
+        if not trial.fits_at(jobs[k], s):
+            return None
+        placed[k] = (s, trial.place(jobs[k], s, first_fit))
+    profile.adopt(trial)
     return placed
 
 

@@ -1023,15 +1023,11 @@ class NodeProfile:
         """Undo `take(job, start, nodes)`."""
         self.take(job, start, nodes, sign=-1)
 
-    def give_back_all(self, held: HoldRows) -> None:
-        """`give_back` of every reservation of `held` (`hold_rows`), all at once (the same
-        function of free amounts as one by one)."""
-        if not len(held.starts):
-            return
-        self._seen = None
-        self._push(held.times, held.nodes, -held.amounts)
-        self._pending.extend(zip(held.starts.tolist(), held.ends.tolist(), -held.demands,
-                                 strict=True))
+    def adopt(self, other: NodeProfile) -> None:
+        """Take `other`'s contents (a profile of the same problem, e.g. a copy of this one
+        changed): the same free amounts at every time as `other`."""
+        self.restore(other.checkpoint())
+        self._merged = min(other._merged, self._held)
 
     def hold_rows(self, held: list[tuple[int, Job, list[int]]]) -> HoldRows:
         """The hold rows `take(job, s, nodes)` makes for each (s, job i, nodes) of `held`, in
