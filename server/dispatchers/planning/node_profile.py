@@ -17,8 +17,12 @@ A node's least free amount over [s, e) is its amount at s unless a hold starts o
 are walked event by event: a query costs the nodes once plus the changes inside the run, not
 nodes × steps. The pooled view (the sum over nodes, one row per step, spare rows at its end
 for new boundaries) finds candidate starts first, since a job that does not fit the pooled
-capacity cannot fit node by node. Copies and checkpoints copy the pooled view and the hold
-rows only.
+capacity cannot fit node by node (a necessary condition only: on a fragmented system most
+of them fail node by node). `earliest` then reads the first candidate node by node and the
+rest together, in sweeps over the changes up to the last candidate's run (`units_over_runs`:
+the units job i fits over each run, summed over nodes, from the nodes' step functions), so a
+search costs the changes it reads, not nodes × candidates. Copies and checkpoints copy the
+pooled view and the hold rows only.
 
 A site's rules (`Eligibility`, issue #50): job i may use only the nodes of E_i, and none of the
 nodes of a window that does not admit it while its run [s, s + requested_i) overlaps the
@@ -34,7 +38,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
 
@@ -191,20 +194,6 @@ class _Releases:
         if len(after) > _KEPT_RELEASE_STATES:
             after.popitem(last=False)
         return free
-
-
-@dataclass(frozen=True, slots=True)
-class HoldRows:
-    """Reservations as the profile's hold rows (`NodeProfile.hold_rows`): each one's start s_k
-    and end s_k + d_k, its rows (time, node, amounts: -need at s_k, +need at s_k + d_k on each
-    of its nodes), and its demand (req_k × rn_k)."""
-
-    starts: Counts
-    ends: Counts
-    times: Counts
-    nodes: Counts
-    amounts: Counts
-    demands: Counts
 
 
 class NodeProfile:
@@ -883,31 +872,6 @@ class NodeProfile:
         this read (`_fits_seen`)."""
         return self._fits_seen(job, start)
 
-    def fits_at_without(self, job: Job, start: int,
-                        others: list[tuple[int, Job, list[int]]] | HoldRows) -> bool | None:
-        """`fits_at(job, start)` once every (s, job k, nodes) of `others` (or their
-        `hold_rows`), reservations held in the profile, is given back, the profile left as it
-        is; None where some s or s + d_k is not a step boundary (it was not taken so)."""
-        rows = others if isinstance(others, HoldRows) else self.hold_rows(others)
-        times = self.times
-        starts, ends = rows.starts, rows.ends
-        at_start, at_end = times.searchsorted(starts), times.searchsorted(ends)
-        if not (np.all(at_start < len(times)) and np.all(at_end < len(times))
-                and np.array_equal(times[at_start], starts)
-                and np.array_equal(times[at_end], ends)):
-            return None
-        held, merged = self._held, self._merged
-        self._push(rows.times, rows.nodes, -rows.amounts, merge=False)
-        try:  # read from the changes: the grid would be built for this one read
-            free = self._least_from_changes(start, start + job.duration)
-            mask = self.usable(job, start) if self._rules is not None else None
-            if mask is not None:
-                free[~mask] = 0
-            return int(self.units_fitting(free, job).sum()) >= job.units
-        finally:
-            self._held, self._merged = held, min(merged, held)
-            self._grid = None
-
     def _columns(self, job: Job, nodes: list[int]) -> tuple[Counts, Counts]:
         """The distinct nodes of `nodes` and what job i's units take on each: (nodes, types)."""
         columns, counts = node_counts(nodes)
@@ -1028,31 +992,3 @@ class NodeProfile:
         changed): the same free amounts at every time as `other`."""
         self.restore(other.checkpoint())
         self._merged = min(other._merged, self._held)
-
-    def hold_rows(self, held: list[tuple[int, Job, list[int]]]) -> HoldRows:
-        """The hold rows `take(job, s, nodes)` makes for each (s, job i, nodes) of `held`, in
-        that order, as one array each (`HoldRows`)."""
-        types = self._run.base.shape[1]
-        if not held:
-            empty = np.empty(0, dtype=np.int64)
-            return HoldRows(empty, empty, empty, empty, np.empty((0, types), dtype=np.int64),
-                            np.empty((0, types), dtype=np.int64))
-        units = np.fromiter((len(nodes) for _, _, nodes in held), dtype=np.int64,
-                            count=len(held))
-        owner = np.repeat(np.arange(len(held)), units)
-        nodes = np.fromiter(chain.from_iterable(ns for _, _, ns in held), dtype=np.int64,
-                            count=int(units.sum()))
-        # One row per (reservation, distinct node), by reservation then node, as `_columns`.
-        width = len(self._eligible)
-        pairs, counts = np.unique(owner * width + nodes, return_counts=True)
-        whose, columns = pairs // width, pairs % width
-        req = np.stack([request_array(job.req) for _, job, _ in held])
-        need = counts[:, None] * req[whose]
-        starts = np.fromiter((s for s, _, _ in held), dtype=np.int64, count=len(held))
-        ends = starts + np.fromiter((job.duration for _, job, _ in held), dtype=np.int64,
-                                    count=len(held))
-        # Each reservation's rows at its start, then at its end.
-        order = np.argsort(np.concatenate((2 * whose, 2 * whose + 1)), kind="stable")
-        times = np.concatenate((starts[whose], ends[whose]))[order]
-        return HoldRows(starts, ends, times, np.concatenate((columns, columns))[order],
-                        np.concatenate((-need, need))[order], req * units[:, None])
