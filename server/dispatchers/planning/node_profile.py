@@ -522,10 +522,12 @@ class NodeProfile:
     def units_fitting(free: Counts, job: Job) -> Counts:
         """Units of job i that fit on each node into `free` (one unit never spans nodes)."""
         req = request_array(job.req)
-        asked = req > 0
-        if not asked.any():
+        asked = np.flatnonzero(req > 0)
+        if not len(asked):
             return np.zeros(free.shape[0], dtype=np.int64)
-        fit: Counts = (free[:, asked] // req[asked]).min(axis=1)
+        fit: Counts = free[:, asked[0]] // req[asked[0]]
+        for r in asked[1:].tolist():  # type by type: no copy of the asked columns
+            np.minimum(fit, free[:, r] // req[r], out=fit)
         return fit
 
     # -- a site's rules: the nodes job i may use for a run from s -----------------------------
