@@ -230,6 +230,8 @@ def _repack(
     # The pooled test of every reservation still ahead, read off the profile as it was when
     # last asked: valid until one starts now (a failed attempt restores every amount).
     now: dict[int, bool] = {}
+    moved: list[tuple[int, int]] | None = None
+    started = _started_only(profile, plan, jobs)
     for pos, (_, i) in enumerate(future):
         stop_if(should_stop, "conservative repacking")
         job = jobs[i]
@@ -242,43 +244,53 @@ def _repack(
                            strict=True))
         if not now[i]:  # not even in the pooled view
             continue
-        moved = sorted((s, k) for k, (s, _) in plan.reservations.items() if s > 0)
-        # Whether i fits now with every future reservation given back, the profile left as
-        # it is: most attempts end there, without a checkpoint, giving back and restoring.
-        if profile.fits_at_without(
-                job, 0, [(s, jobs[k], plan.reservations[k][1]) for s, k in moved]) is False:
+        if moved is None:  # the future reservations, as they are until an attempt succeeds
+            moved = sorted((s, k) for k, (s, _) in plan.reservations.items() if s > 0)
+        # Whether i fits now with every future reservation given back (what the running work
+        # and the starts now leave): most attempts end there, without copying a profile.
+        if not started.fits_at(job, 0):
             continue
-        placed = _attempt(profile, plan, jobs, i, moved, first_fit, should_stop, check)
+        stop_if(check, "conservative repacking")
+        placed = _attempt(started, profile, plan, jobs, i, moved, first_fit, should_stop)
         if placed is not None:
             plan.reservations.update(placed)
-            now = {}  # i starts now: the pooled view changed
+            started.take(job, 0, placed[i][1])
+            now, moved = {}, None  # i starts now: the pooled view changed
+
+
+def _started_only(profile: NodeProfile, plan: BackfillPlan, jobs: Mapping[int, Job]
+                  ) -> NodeProfile:
+    """A profile of the running work and the plan's starts now only: `profile` with every
+    future reservation given back, the same free amounts at every time."""
+    started = NodeProfile(profile.problem)
+    now = [(0, jobs[k], nodes) for k, (s, nodes) in plan.reservations.items() if s == 0]
+    started.add_boundaries(b for _, job, _ in now for b in (0, job.duration))
+    if not started.take_all(now):  # some node overfull: one by one, as they were taken
+        for _, job, nodes in now:
+            started.take(job, 0, nodes)
+    return started
 
 
 def _attempt(
-    profile: NodeProfile, plan: BackfillPlan, jobs: Mapping[int, Job], i: int,
-    moved: list[tuple[int, int]], first_fit: bool, should_stop: StopCheck, check: StopCheck,
+    started: NodeProfile, profile: NodeProfile, plan: BackfillPlan, jobs: Mapping[int, Job],
+    i: int, moved: list[tuple[int, int]], first_fit: bool, should_stop: StopCheck,
 ) -> dict[int, tuple[int, list[int]]] | None:
-    """One repacking attempt: the future reservations `moved` taken out, i placed now, the
-    others put back at their own starts in order. The new reservations if all fit, else None
-    with the profile as it was."""
-    state = profile.checkpoint()
-    for s, k in moved:
-        stop_if(check, "conservative repacking")
-        profile.give_back(jobs[k], s, plan.reservations[k][1])
-    if not profile.fits_at(jobs[i], 0):
-        profile.restore(state)
+    """One repacking attempt: the future reservations `moved` taken out (a copy of `started`,
+    the running work and the starts now only), i placed now, the others put back at their own
+    starts in order. The new reservations if all fit, `profile` then holding them; else None
+    with `profile` as it was."""
+    trial = started.copy()
+    if not trial.fits_at(jobs[i], 0):
         return None
-    placed = {i: (0, profile.place(jobs[i], 0, first_fit))}
+    placed = {i: (0, trial.place(jobs[i], 0, first_fit))}
     for s, k in moved:
         stop_if(should_stop, "conservative repacking")
         if k == i:
             continue
-        if not profile.fits_at(jobs[k], s):
-            break
-        placed[k] = (s, profile.place(jobs[k], s, first_fit))
-    if len(placed) < len(moved):
-        profile.restore(state)
-        return None
+        if not trial.fits_at(jobs[k], s):
+            return None
+        placed[k] = (s, trial.place(jobs[k], s, first_fit))
+    profile.adopt(trial)
     return placed
 
 

@@ -27,6 +27,9 @@ _FIT_CACHE = 1 << 16
 # Request vectors whose fitting groups a pool keeps up to date (each costs a little at every
 # group that appears or disappears).
 FITS_KEPT = 64
+# From this many nodes that hold a unit, best fit in `choose_from_array` ranks only the few it
+# can reach (`_best_fit_few`), not all of them.
+SELECTED_FROM = 256
 
 
 def count_units(free: Vec, req: Vec) -> int:
@@ -589,6 +592,8 @@ def choose_from_array(
     if units <= 0:
         return []
     if not first_fit and len(fitting) > 1:
+        if len(fitting) > SELECTED_FROM and units < len(fitting):
+            fitting, per_node = _best_fit_few(free, fitting, per_node, scale, units)
         order = _best_fit_order(free[fitting], fitting, scale)
         fitting, per_node = fitting[order], per_node[order]
     taken = np.cumsum(per_node)
@@ -610,6 +615,34 @@ def _units_per_node(free: npt.NDArray[np.int64], req: Vec, nonnegative: bool,
     if nonnegative and asked:
         return (free[:, asked] // np.asarray([req[r] for r in asked], dtype=np.int64)).min(axis=1)
     return units_per_row(free, req)
+
+
+def _best_fit_score(rows: npt.NDArray[np.int64], scale: Vec) -> npt.NDArray[np.float64] | None:
+    """The score `_best_fit_order` ranks `rows` by first; None where it ranks by groups."""
+    terms = [(r, s) for r, s in enumerate(scale) if s]
+    if rows.shape[1] == 1 and len(terms) == 1:
+        return rows[:, 0].astype(np.float64)
+    if not 1 <= len(terms) <= 2:
+        return None
+    score: npt.NDArray[np.float64] = rows[:, terms[0][0]] / terms[0][1]
+    if len(terms) == 2:
+        score = score + rows[:, terms[1][0]] / terms[1][1]
+    return score
+
+
+def _best_fit_few(free: npt.NDArray[np.int64], fitting: npt.NDArray[np.int64],
+                  per_node: npt.NDArray[np.int64], scale: Vec, units: int
+                  ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The `fitting` nodes (and their units) best fit can reach for `units` units: every
+    node gives one at least, so the first `units` nodes of its order do; they are among those
+    scoring at most the `units`-th least score, a set that holds whole groups (one vector, one
+    score) and that best fit orders as it orders them among all (by score first)."""
+    score = _best_fit_score(free[fitting], scale)
+    if score is None:
+        return fitting, per_node
+    kth = np.partition(score, units - 1)[units - 1]
+    few = np.flatnonzero(score <= kth)
+    return fitting[few], per_node[few]
 
 
 def _best_fit_order(rows: npt.NDArray[np.int64], fitting: npt.NDArray[np.int64],

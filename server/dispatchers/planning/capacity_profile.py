@@ -40,6 +40,19 @@ class CapacityProfile:
         self._pending: list[tuple[Vec, int, int]] = []  # (demand, start, duration)
         self._floor: list[int] = self._free.min(axis=0).tolist()
 
+    @classmethod
+    def from_steps(cls, times: npt.NDArray[np.int64], free: npt.NDArray[np.int64]
+                   ) -> CapacityProfile:
+        """The profile whose step k holds free[k] from times[k] (times increasing from 0):
+        what `CapacityProfile(free[0], releases)` makes of the releases free[k] - free[k - 1]
+        at times[k], without them as Python tuples."""
+        other = cls.__new__(cls)
+        other._times = np.array(times, dtype=np.int64)
+        other._free = np.array(free, dtype=np.int64).reshape(len(times), free.shape[1])
+        other._pending = []
+        other._floor = other._free.min(axis=0).tolist()
+        return other
+
     def copy(self) -> CapacityProfile:
         """An independent profile with the same contents."""
         other = CapacityProfile.__new__(CapacityProfile)

@@ -17,8 +17,12 @@ A node's least free amount over [s, e) is its amount at s unless a hold starts o
 are walked event by event: a query costs the nodes once plus the changes inside the run, not
 nodes × steps. The pooled view (the sum over nodes, one row per step, spare rows at its end
 for new boundaries) finds candidate starts first, since a job that does not fit the pooled
-capacity cannot fit node by node. Copies and checkpoints copy the pooled view and the hold
-rows only.
+capacity cannot fit node by node (a necessary condition only: on a fragmented system most
+of them fail node by node). `earliest` then reads the first candidate node by node and the
+rest together, in sweeps over the changes up to the last candidate's run (`units_over_runs`:
+the units job i fits over each run, summed over nodes, from the nodes' step functions), so a
+search costs the changes it reads, not nodes × candidates. Copies and checkpoints copy the
+pooled view and the hold rows only.
 
 A site's rules (`Eligibility`, issue #50): job i may use only the nodes of E_i, and none of the
 nodes of a window that does not admit it while its run [s, s + requested_i) overlaps the
@@ -58,6 +62,11 @@ _KEPT_RELEASE_STATES = 16
 # vectorised pass over the grid tests every candidate start of a job at once, cheaper than
 # reading the changes candidate by candidate.
 DENSE_CELLS = 1_000_000
+# Candidate starts of `earliest` past the first read one by one (`free_during`) before the
+# rest are read together in sweeps over the changes (`units_over_runs`), the first of
+# `SWEPT_FIRST` candidates, each next one of 4 times as many.
+TESTED_ONE_BY_ONE = 0
+SWEPT_FIRST = 512
 
 
 @lru_cache(maxsize=1 << 12)
@@ -79,6 +88,85 @@ def node_counts(nodes: list[int]) -> tuple[Counts, Counts]:
                 np.asarray([counted[n] for n in columns], dtype=np.int64))
     unique, counts = np.unique(np.asarray(nodes, dtype=np.int64), return_counts=True)
     return unique, counts.astype(np.int64)
+
+
+def _walked_units(when: Counts, where: Counts, change: Counts, free0: Counts, u0: Counts,
+              need: Counts, s0: int, d: int, horizon: int) -> tuple[Counts, Counts]:
+    """The breakpoints of U_n (time, change of U_n there) of the nodes of the changes
+    (when, where, change: asked types only) inside (s_0, horizon), U_n(s_0) - u_n(s_0)
+    at s_0 included (`NodeProfile.units_over_runs`).
+
+    Node n's steps are k = 0..K_n from a_0 = s_0, a_k. Step k lies in the run from s iff
+    a_k < s + d_i and a_{k+1} > s, so U_n(s) is the least u_n over the steps
+    [lo(s), hi(s)] (lo: the last a_k <= s, hi: the last a_k < s + d_i), and it changes
+    only at s = a_k (step k - 1 leaves) and s = a_k - d_i + 1 (step k enters; times are
+    whole seconds): read there off a sparse table of range minima over every node's
+    steps."""
+    order = np.lexsort((when, where))  # node by node, in time order
+    when, where, change = when[order], where[order], change[order]
+    instant = np.flatnonzero(np.concatenate(
+        ([True], (where[1:] != where[:-1]) | (when[1:] != when[:-1]))))
+    change = np.add.reduceat(change, instant, axis=0)
+    when, where = when[instant], where[instant]
+    starts_node = np.concatenate(([True], where[1:] != where[:-1]))
+    node_first = np.flatnonzero(starts_node)
+    walked = where[node_first]
+    total = np.cumsum(change, axis=0)
+    before = np.concatenate((np.zeros((1, total.shape[1]), dtype=np.int64), total))
+    running_sum = total - before[node_first][np.cumsum(starts_node) - 1]
+    u_after = ((free0[where] + running_sum) // need).min(axis=1)
+    # The steps of the walked nodes, node by node: step 0 (a_0 = s_0, u_n(s_0)), then one
+    # per change.
+    step_u = np.insert(u_after, node_first, u0[walked])
+    step_at = np.insert(when, node_first, s0)
+    step_node = np.insert(where, node_first, walked)
+    # A step of the same u_n as the one before is part of it; a node left with step 0 only
+    # keeps U_n = u_n(s_0).
+    changed = np.concatenate(([False], (step_node[1:] == step_node[:-1])
+                              & (step_u[1:] != step_u[:-1])))
+    first_step = np.concatenate(([True], step_node[1:] != step_node[:-1]))
+    moving = np.zeros(len(u0), dtype=bool)
+    moving[step_node[changed]] = True
+    keep = moving[step_node] & (changed | first_step)
+    step_u, step_at, step_node = step_u[keep], step_at[keep], step_node[keep]
+    changed = changed[keep]
+    walked = step_node[~changed]
+    if not len(walked):
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    span = horizon + d - s0 + 2  # keys node * span + (time - s_0) sort node by node
+    key = step_node * span + (step_at - s0)
+    # U_n's breakpoints: s_0 on each walked node, a_k and a_k - d_i + 1 (not before s_0).
+    bp_node = np.concatenate((walked, step_node[changed], step_node[changed]))
+    bp_at = np.concatenate((np.full(len(walked), s0, dtype=np.int64), step_at[changed],
+                            np.maximum(step_at[changed] - d + 1, s0)))
+    bp_key = np.unique(bp_node * span + (bp_at - s0))
+    bp_node, bp_at = bp_key // span, bp_key % span + s0
+    lo = key.searchsorted(bp_key, side="right") - 1
+    hi = key.searchsorted(bp_key + d, side="left") - 1
+    least = _range_minima(step_u, lo, hi)
+    # Each breakpoint's change of U_n: from u_n(s_0) at the first (s_0), then from the one
+    # before.
+    same = np.concatenate(([False], bp_node[1:] == bp_node[:-1]))
+    delta = least - u0[bp_node]
+    delta[same] = least[same] - least[:-1][same[1:]]
+    return bp_at, delta
+
+
+def _range_minima(values: Counts, lo: Counts, hi: Counts) -> Counts:
+    """min(values[lo[q] : hi[q] + 1]) for each query q (lo <= hi): a sparse table of the minima
+    over runs of 2^j values, two overlapping runs per query."""
+    length = hi - lo + 1
+    level = np.frexp(length.astype(np.float64))[1] - 1  # floor(log2(length))
+    least = np.empty(len(lo), dtype=np.int64)
+    table = values
+    for j in range(int(level.max()) + 1 if len(lo) else 0):
+        if j:
+            half = 1 << (j - 1)
+            table = np.minimum(table[:-half], table[half:])
+        ask = np.flatnonzero(level == j)
+        if len(ask):
+            least[ask] = np.minimum(table[lo[ask]], table[hi[ask] - (1 << j) + 1])
+    return least
 
 
 class _Releases:
@@ -230,11 +318,11 @@ class NodeProfile:
             taking &= self._member(rows)[nodes]
         if not taking.any():
             return free
-        walked = np.unique(nodes[taking])
+        member = np.zeros(len(self._eligible), dtype=bool)  # the nodes walked
+        member[nodes[taking]] = True
         run = self._run
         first = int(run.ends.searchsorted(start, side="right"))
         stop = int(run.ends.searchsorted(end, side="left"))
-        member = self._member(walked)
         on = member[run.nodes[first:stop]]
         mine = inside & member[nodes]
         when = np.concatenate((run.ends[first:stop][on], times[mine]))
@@ -434,10 +522,12 @@ class NodeProfile:
     def units_fitting(free: Counts, job: Job) -> Counts:
         """Units of job i that fit on each node into `free` (one unit never spans nodes)."""
         req = request_array(job.req)
-        asked = req > 0
-        if not asked.any():
+        asked = np.flatnonzero(req > 0)
+        if not len(asked):
             return np.zeros(free.shape[0], dtype=np.int64)
-        fit: Counts = (free[:, asked] // req[asked]).min(axis=1)
+        fit: Counts = free[:, asked[0]] // req[asked[0]]
+        for r in asked[1:].tolist():  # type by type: no copy of the asked columns
+            np.minimum(fit, free[:, r] // req[r], out=fit)
         return fit
 
     # -- a site's rules: the nodes job i may use for a run from s -----------------------------
@@ -530,14 +620,90 @@ class NodeProfile:
         if grid is not None and bool((req > 0).any()):
             return self._earliest_on_grid(job, first, req, grid, should_stop)
         starts, _, _, room = self._pooled_candidates(job, first)
-        for k in room.tolist():
+        candidates = starts[room]
+        for start in candidates[:TESTED_ONE_BY_ONE].tolist():
             stop_if(should_stop, "conservative reservation")
-            start = int(starts[k])
+            if self._fits_seen(job, start):
+                return start
+        rest = candidates[TESTED_ONE_BY_ONE:]
+        swept = SWEPT_FIRST
+        while len(rest) and bool((req > 0).any()):
+            # The next `swept` candidates in one sweep: it reads the changes up to the last
+            # one's run only, so a job that fits early reads few.
+            stop_if(should_stop, "conservative reservation")
+            k = self.first_fitting(job, rest[:swept])
+            if k < 0:
+                rest, swept = rest[swept:], 4 * swept
+                continue
+            if self._fits_seen(job, int(rest[k])):
+                return int(rest[k])
+            rest = rest[k:]  # not reached with an exact sweep: one by one, as before
+            break
+        for start in rest.tolist():
+            stop_if(should_stop, "conservative reservation")
             if self._fits_seen(job, start):
                 return start
         # Past the last step nothing changes any more: the pooled test was exact there only
         # if nodes can hold the job, which `never_fits` checked before.
         raise AssertionError("a job that fits an empty system must fit once all ends")
+
+    def first_fitting(self, job: Job, candidates: Counts) -> int:
+        """Index of the first of `candidates` (sorted starts, >= 0) at which rn_i units of job i
+        fit node by node for all of d_i, -1 if none: every candidate at once, in one sweep over
+        the changes from the first candidate on (`units_over_runs`)."""
+        fitting = self.units_over_runs(job, candidates)
+        hit = np.flatnonzero(fitting >= job.units)
+        return int(hit[0]) if len(hit) else -1
+
+    def units_over_runs(self, job: Job, candidates: Counts) -> Counts:
+        """For each start s of `candidates` (sorted, >= 0), the units of job i that fit node by
+        node over [s, s + d_i): sum over nodes n of U_n(s), the least over the run of
+        u_n = min_r floor(free_n,r / req_r) (a job asking for no type: zeros).
+
+        From s_0 = candidates[0] on, node n's u_n is a step function with a step at each change
+        on it (a release, a hold's start or end) before the last candidate's run ends. A node
+        whose only change there raises it (a release, a hold's end) has U_n(s) = u_n(s): it
+        adds its rise from the change on. On the other nodes (`_walked_units`) U_n is read at
+        its breakpoints. F(s) = sum of U_n(s) is the running sum of those changes, read at each
+        candidate: the cost grows with the changes up to the last candidate's run, not with
+        nodes × candidates."""
+        req = request_array(job.req)
+        asked = np.flatnonzero(req > 0)
+        if not len(asked):
+            return np.zeros(len(candidates), dtype=np.int64)
+        need, d = req[asked], job.duration
+        s0, horizon = int(candidates[0]), int(candidates[-1]) + d
+        free0 = self._free_at(s0)[:, asked]
+        u0 = (free0 // need).min(axis=1)  # u_n(s_0), every node
+        total = int(u0.sum())
+        run = self._run
+        first = int(run.ends.searchsorted(s0, side="right"))
+        stop = int(run.ends.searchsorted(horizon, side="left"))
+        times, nodes, amounts = self._holds()
+        mine = (times > s0) & (times < horizon)
+        when = np.concatenate((run.ends[first:stop], times[mine]))
+        if not len(when):
+            return np.full(len(candidates), total, dtype=np.int64)
+        where = np.concatenate((run.nodes[first:stop], nodes[mine]))
+        change = np.concatenate((run.amounts[first:stop][:, asked], amounts[mine][:, asked]))
+        # The nodes of one change, a rise: U_n(s) = u_n(s), + rise from the change on.
+        walked = np.bincount(where, minlength=len(u0)) > 1
+        walked[where[(change < 0).any(axis=1)]] = True
+        once = ~walked[where]
+        rising = where[once]
+        at = [when[once]]
+        delta = [((free0[rising] + change[once]) // need).min(axis=1) - u0[rising]]
+        if not once.all():
+            more = ~once
+            steps_at, steps_delta = _walked_units(when[more], where[more], change[more],
+                                                  free0, u0, need, s0, d, horizon)
+            at.append(steps_at)
+            delta.append(steps_delta)
+        # A change at `a` counts for every candidate from the first one >= a on.
+        slot = candidates.searchsorted(np.concatenate(at), side="left")
+        added = np.bincount(slot, weights=np.concatenate(delta), minlength=len(candidates) + 1)
+        summed: Counts = total + np.cumsum(np.rint(added[: len(candidates)]).astype(np.int64))
+        return summed
 
     def _earliest_on_grid(self, job: Job, first: int, req: Counts, free: Counts,
                           should_stop: StopCheck) -> int:
@@ -704,37 +870,9 @@ class NodeProfile:
 
     def fits_at(self, job: Job, start: int) -> bool:
         """Whether rn_i units of job i fit node by node over [start, start + d_i) (on the nodes
-        the rules let it use then)."""
-        free = (self.free_during(start, start + job.duration) if self._rules is None
-                else self.free_for(job, start))
-        return int(self.units_fitting(free, job).sum()) >= job.units
-
-    def fits_at_without(self, job: Job, start: int,
-                        others: list[tuple[int, Job, list[int]]]) -> bool | None:
-        """`fits_at(job, start)` once every (s, job k, nodes) of `others`, reservations held in
-        the profile, is given back, the profile left as it is; None where some s or s + d_k is
-        not a step boundary (it was not taken so)."""
-        times = self.times
-        starts = np.fromiter((s for s, _, _ in others), dtype=np.int64, count=len(others))
-        ends = starts + np.fromiter((k.duration for _, k, _ in others), dtype=np.int64,
-                                    count=len(others))
-        at_start, at_end = times.searchsorted(starts), times.searchsorted(ends)
-        if not (np.all(at_start < len(times)) and np.all(at_end < len(times))
-                and np.array_equal(times[at_start], starts)
-                and np.array_equal(times[at_end], ends)):
-            return None
-        held, merged = self._held, self._merged
-        for s, other, nodes in others:
-            self._hold(other, s, nodes, -1, merge=False)
-        try:  # read from the changes: the grid would be built for this one read
-            free = self._least_from_changes(start, start + job.duration)
-            mask = self.usable(job, start) if self._rules is not None else None
-            if mask is not None:
-                free[~mask] = 0
-            return int(self.units_fitting(free, job).sum()) >= job.units
-        finally:
-            self._held, self._merged = held, min(merged, held)
-            self._grid = None
+        the rules let it use then). If so, `place` at `start` reads the run again from what
+        this read (`_fits_seen`)."""
+        return self._fits_seen(job, start)
 
     def _columns(self, job: Job, nodes: list[int]) -> tuple[Counts, Counts]:
         """The distinct nodes of `nodes` and what job i's units take on each: (nodes, types)."""
@@ -850,3 +988,9 @@ class NodeProfile:
     def give_back(self, job: Job, start: int, nodes: list[int]) -> None:
         """Undo `take(job, start, nodes)`."""
         self.take(job, start, nodes, sign=-1)
+
+    def adopt(self, other: NodeProfile) -> None:
+        """Take `other`'s contents (a profile of the same problem, e.g. a copy of this one
+        changed): the same free amounts at every time as `other`."""
+        self.restore(other.checkpoint())
+        self._merged = min(other._merged, self._held)

@@ -72,11 +72,7 @@ class PromiseRoom:
         return profile.times, np.maximum(profile.pooled, 0)
 
     def pooled_profile(self, problem: Problem) -> CapacityProfile:
-        times, free = self.pooled_steps()
-        changes = np.diff(free, axis=0).tolist()
-        releases = [(int(when), tuple(change))
-                    for when, change in zip(times[1:].tolist(), changes, strict=True)]
-        return CapacityProfile(tuple(free[0].tolist()), releases)
+        return CapacityProfile.from_steps(*self.pooled_steps())
 
     def pooled_fixed(self, problem: Problem) -> list[PooledBlock]:
         """What the running work and the promises use of the pooled capacity, as one fixed

@@ -154,15 +154,35 @@ def place_promise(profile: NodeProfile, job: Job, start: int, first_fit: bool) -
     during = profile.free_for(job, start)  # off the nodes a site's rules keep it from
     fit = profile.units_fitting(during, job)
     before = profile.units_fitting(profile.free_during(0, start), job)
-    left = during.sum(axis=1)  # best fit at `start`: least free first
-    nodes: list[int] = []
-    for n in np.lexsort((np.arange(len(fit)), left, before)).tolist():
-        if fit[n] > 0:
-            nodes.extend([n] * min(int(fit[n]), job.units - len(nodes)))
-            if len(nodes) == job.units:
-                profile.take(job, start, nodes)
-                return nodes
-    raise AssertionError("place_promise called where the job does not fit")
+    order = _promise_order(fit, before, during.sum(axis=1), job.units)
+    units = fit[order]
+    enough = int(np.cumsum(units).searchsorted(job.units))  # the first nodes that hold rn_i
+    if enough == len(order):
+        raise AssertionError("place_promise called where the job does not fit")
+    units = units[: enough + 1].copy()
+    units[-1] = job.units - int(units[:-1].sum())  # the last node holds only what is left
+    nodes: list[int] = np.repeat(order[: enough + 1], units).tolist()
+    profile.take(job, start, nodes)
+    return nodes
+
+
+def _promise_order(fit: npt.NDArray[np.int64], before: npt.NDArray[np.int64],
+                   left: npt.NDArray[np.int64], units: int) -> npt.NDArray[np.int64]:
+    """The nodes that hold a unit (`fit` > 0) by (`before`, `left`, node), or at least the
+    first `units` of them in that order (each gives one unit at least): on many nodes, the
+    few with the least keys are found first (np.partition), then sorted."""
+    nodes = np.flatnonzero(fit > 0)
+    if len(nodes) <= 4 * units + 64:
+        return nodes[np.lexsort((nodes, left[nodes], before[nodes]))]
+    ahead, free = before[nodes], left[nodes]
+    low_b, low_l = int(ahead.min()), int(free.min())
+    width_l, width_n = int(free.max()) - low_l + 1, len(fit)
+    if (int(ahead.max()) - low_b + 1) * width_l * width_n >= 2**62:  # the key would overflow
+        return nodes[np.lexsort((nodes, free, ahead))]
+    key = ((ahead - low_b) * width_l + (free - low_l)) * width_n + nodes  # distinct: node last
+    few = np.partition(key, units - 1)[: units] if units < len(key) else key
+    few = np.sort(few)
+    return few % width_n
 
 
 def keep_promises(

@@ -13,6 +13,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hpcdispatch.server.domain import free_pool
 from hpcdispatch.server.domain.free_pool import (
     FreePool,
     choose_from_array,
@@ -52,6 +53,23 @@ def test_the_array_chooser_picks_the_pools_nodes(
     if free.min() >= 0:  # the caller may say so (NodeProfile without an overfull node)
         assert choose_from_array(free, np.asarray(eligible, dtype=bool), scale, req, units,
                                  first_fit, nonnegative=True) == expected
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=cases())
+def test_best_fit_ranking_only_the_nodes_it_can_reach_picks_the_pools_nodes(
+    case: tuple[np.ndarray, list[bool], tuple[int, ...], tuple[int, ...], int, bool],
+) -> None:
+    """`_best_fit_few` on every call (as on a large system): the same nodes."""
+    free, eligible, scale, req, units, _ = case
+    expected = FreePool.from_array(free, eligible, scale).choose(req, units, False)
+    selected_from = free_pool.SELECTED_FROM
+    free_pool.SELECTED_FROM = 0
+    try:
+        got = choose_from_array(free, np.asarray(eligible, dtype=bool), scale, req, units)
+    finally:
+        free_pool.SELECTED_FROM = selected_from
+    assert got == expected
 
 
 @settings(max_examples=300, deadline=None)

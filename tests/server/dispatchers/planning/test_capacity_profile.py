@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from hpcdispatch.server.dispatchers.planning.capacity_profile import CapacityProfile
@@ -60,3 +61,32 @@ def test_earliest_start_and_reserve_match_the_reference(seed: int) -> None:
             reserved.append((demand, expected, duration))
             total = tuple(min(t, f) for t, f in zip(total, free_at(
                 free_now, releases, reserved, 2 * HORIZON - 1), strict=True))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_profile_from_its_steps_is_the_one_from_its_releases(seed: int) -> None:
+    """`from_steps(times, free)` (the book's pooled view, arrays in) against the constructor
+    given free[0] and each step's change as a release: the same steps, the same answers."""
+    rng = random.Random(seed)
+    types = rng.randint(1, 3)
+    steps = rng.randint(1, 12)
+    times = [0]
+    for _ in range(steps - 1):
+        times.append(times[-1] + rng.randint(1, 9))
+    free = [[rng.randint(0, 6) for _ in range(types)] for _ in range(steps)]
+    releases = [(times[k], tuple(free[k][r] - free[k - 1][r] for r in range(types)))
+                for k in range(1, steps)]
+    made = CapacityProfile(tuple(free[0]), releases)
+    from_steps = CapacityProfile.from_steps(np.asarray(times, dtype=np.int64),
+                                            np.asarray(free, dtype=np.int64))
+    for _ in range(20):
+        demand = tuple(rng.randint(0, 6) for _ in range(types))
+        duration, not_before = rng.randint(1, 30), rng.randint(0, 60)
+        if any(d > f for d, f in zip(demand, free[-1], strict=True)):
+            continue  # never fits: both raise
+        assert from_steps.earliest_start(demand, duration, not_before) == made.earliest_start(
+            demand, duration, not_before)
+        assert from_steps.starts_now(demand, duration) == made.starts_now(demand, duration)
+        start = made.earliest_start(demand, duration, not_before)
+        made.reserve(demand, start, duration)
+        from_steps.reserve(demand, start, duration)

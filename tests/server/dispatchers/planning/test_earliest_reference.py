@@ -92,33 +92,3 @@ def test_earliest_answers_as_the_search_one_candidate_at_a_time(seed: int) -> No
         # The nodes of a fresh read of the run (no `earliest` just before) are the same.
         profile.restore(before)
         assert profile.place(job, expected) == nodes
-
-
-@pytest.mark.parametrize("seed", range(40))
-def test_fits_at_without_answers_as_giving_back_then_fits_at(seed: int) -> None:
-    rng = random.Random(seed)
-    problem = problem_of(random_snapshot(rng))
-    profile = NodeProfile(problem)
-    held: list[tuple[int, Job, list[int]]] = []
-    for index in range(30):
-        amounts = {"core": rng.randint(1, 4), "gpu": rng.choice((0, 0, 1)),
-                   "mem": rng.choice((0, 1, 3))}
-        req = tuple(amounts[r] for r in problem.resources)
-        job = Job(index, f"j{index}", T, rng.randint(1, 6), req, rng.randint(1, 300))
-        if never_fits(problem, job):
-            continue
-        start = profile.earliest(job, not_before=rng.choice((0, rng.randint(0, 300))))
-        held.append((start, job, profile.place(job, start)))
-    for start, job, _ in held:
-        others = [h for h in held if h[0] > 0 and rng.random() < 0.7]
-        if rng.random() < 0.2 and others:  # a start off the step boundaries
-            s, other, nodes = others[0]
-            if s + 1 not in profile.times:
-                assert profile.fits_at_without(job, 0, [(s + 1, other, nodes)]) is None
-        when = rng.choice((0, start))
-        answer = profile.fits_at_without(job, when, others)
-        state = profile.checkpoint()
-        for s, other, nodes in others:
-            profile.give_back(other, s, nodes)
-        assert answer == profile.fits_at(job, when)
-        profile.restore(state)
