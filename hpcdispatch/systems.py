@@ -461,7 +461,7 @@ def _priorities(top: Mapping[str, Any], key: str, where: _Where,
     if key not in top:
         return {}
     data = top[key]
-    if not isinstance(data, Mapping) or not data:
+    if not isinstance(data, Mapping):
         raise where.error((key,), f"{key!r} must be {SYSTEM_KEYS[key][0]}; found "
                           f"{_shown(data)} ({FORMAT_HINT})")
     out: dict[str, int] = {}
