@@ -25,6 +25,14 @@ promised only when the queue carries one priority (none given, or the same for a
 nice 0); with priorities its reservation is an estimate. Known gap: a snapshot of one priority
 does not say that no later job will carry a higher one.
 
+Known gap, a site's priorities: EASY's and LOS's head in priority order is promised as in
+submit order, but a job that arrives later with a higher priority takes the head's place and
+the old head's reservation gets later. Measured on the atlas-priority preset under walltime
+(benchmarks/results/qos/priority-cost.md): 5 of EASY's 76 head promises late, by up to 23.5 h.
+No rule of one snapshot closes it (promising only when the queue carries one priority left all
+5 late and dropped 30 kept promises): a snapshot does not say that no later job will carry a
+higher priority. The book keeps every promise there (it holds them across decisions).
+
 Deciding costs nothing more: the decision is the dispatcher's own, unchanged.
 """
 
