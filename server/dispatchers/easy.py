@@ -28,7 +28,7 @@ from ..domain.free_pool import FreePool, NodeMask
 from ..domain.outcome_kinds import SkipReason
 from .base import HEURISTIC, Outcome, SearchControl
 from .planning.eligibility import Eligibility
-from .planning.guaranteed_starts import one_priority, promises_only_at_the_limits
+from .planning.guaranteed_starts import promises_only_at_the_limits
 from .planning.job_orders import by_priority
 from .planning.job_selection import never_fits
 from .planning.problem import Job, Problem
@@ -206,10 +206,7 @@ def place_masked_around(free_now: FreePool, reservation: Reservation, job: Job, 
 
 def promised_at_the_limits(problem: Problem, outcome: Outcome) -> Outcome:
     """`outcome` with its reservations reported as promises only where they were planned at
-    the requested times and the queue carries one priority, else as estimates
-    (`planning.guaranteed_starts`): the decision is unchanged."""
+    the requested times, else as estimates (`planning.guaranteed_starts`): the decision is
+    unchanged."""
     promises_only_at_the_limits(problem, outcome.expected_starts)
-    if not one_priority(problem):  # a later job of higher priority may become the head
-        for i, (start, _) in outcome.expected_starts.items():
-            outcome.expected_starts[i] = (start, False)
     return outcome

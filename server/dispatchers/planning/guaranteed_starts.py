@@ -18,13 +18,6 @@ them (measured on the KTH slice under last-two: 3 such promises for conservative
 Closing it needs the dispatcher to know that every later decision is planned at the limits
 too, or to plan its backfill around its promises at the limits as the book does.
 
-EASY's and LOS's head in priority order (`one_priority`): a job that arrives later with a
-higher priority takes the head's place, and the old head's reservation gets later (measured on
-the atlas-priority preset under walltime: 5 of 76 of EASY's head promises late). So the head is
-promised only when the queue carries one priority (none given, or the same for all, as Slurm's
-nice 0); with priorities its reservation is an estimate. Known gap: a snapshot of one priority
-does not say that no later job will carry a higher one.
-
 Known gap, a site's priorities: EASY's and LOS's head in priority order is promised as in
 submit order, but a job that arrives later with a higher priority takes the head's place and
 the old head's reservation gets later. Measured on the atlas-priority preset under walltime
@@ -63,10 +56,3 @@ def promises_only_at_the_limits(problem: Problem, expected_starts: dict[int, tup
     for i, (start, promised) in expected_starts.items():
         if promised:
             expected_starts[i] = (start, False)
-
-
-def one_priority(problem: Problem) -> bool:
-    """Whether every queued job of `problem` has the same priority (none given: all 0), so that
-    priority order is submit order and a head stays the head until it starts."""
-    jobs = problem.jobs
-    return not jobs or all(job.priority == jobs[0].priority for job in jobs)

@@ -269,28 +269,6 @@ def test_a_reservation_of_two_spans_plans_its_job_in_the_one_it_fits(
     assert expected(response)["long-r"] == T + 500
 
 
-@pytest.mark.parametrize("name", ("easy", "los"))
-@pytest.mark.parametrize("priorities", [(0, 0), (7, 7), (7, 0)])
-def test_easys_head_is_promised_only_when_the_queue_has_one_priority(
-        client: DispatcherClient, name: str, priorities: tuple[int, int]) -> None:
-    """n0..n2 busy until T + 200 (requested times, walltime): the 2-node job is EASY's head,
-    reserved at T + 200, and the 1-node job backfills on n3. In submit order (one priority,
-    none or the same for all) the head stays the head until it starts: a promise. With
-    priorities a later job of a higher one may take its place (atlas-priority: 5 of 76 of
-    EASY's head promises broke so): an estimate."""
-    request = cluster()
-    running(request, "r", ("n0", "n1", "n2"), T + 200)
-    wide, short = priorities
-    request.queued_jobs.add(id="wide", user="u", submit_time=T - 300, units=2,
-                            unit_request={"core": 4}, requested_time=600, priority=wide)
-    job(request, "short", requested=100, submit=T - 200, priority=short)
-    response = ask(client, name, request)
-    assert placed(response) == {"short": {"n3"}}
-    head = {e.job_id: e for e in response.report.expected_starts}["wide"]
-    assert head.start_time == T + 200
-    assert head.promised is (wide == short)
-
-
 class Reserving(Placing):
     name = "reserving"
 
