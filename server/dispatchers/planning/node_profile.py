@@ -90,6 +90,34 @@ def node_counts(nodes: list[int]) -> tuple[Counts, Counts]:
     return unique, counts.astype(np.int64)
 
 
+def add_rows(free: Counts, where: Counts, amounts: Counts) -> None:
+    """free[where[k]] += amounts[k] for every row k (`np.add.at(free, where, amounts)`): by
+    column, as counts weighted by the amounts (exact: every partial sum stays below 2^52)."""
+    m = len(where)
+    if m < 64 or int(np.abs(amounts).max()) * m >= 1 << 52:
+        np.add.at(free, where, amounts)
+        return
+    for r in range(free.shape[1]):
+        free[:, r] += np.rint(np.bincount(where, weights=amounts[:, r],
+                                          minlength=free.shape[0])).astype(np.int64)
+
+
+def _node_time_order(where: Counts, when: Counts, low: int, high: int) -> Counts:
+    """`np.lexsort((when, where))` (node by node, in time order, stable) for times in
+    [low, high]: one argsort of the key node * span + (time - low)."""
+    span = high - low + 1
+    order: Counts = np.argsort(where * span + (when - low), kind="stable")
+    return order
+
+
+def _sorted_unique(keys: Counts) -> Counts:
+    """`np.unique(keys)`: sorted, each once."""
+    keys = np.sort(keys)
+    if len(keys):
+        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+    return keys
+
+
 def _walked_units(when: Counts, where: Counts, change: Counts, free0: Counts, u0: Counts,
               need: Counts, s0: int, d: int, horizon: int) -> tuple[Counts, Counts]:
     """The breakpoints of U_n (time, change of U_n there) of the nodes of the changes
@@ -102,7 +130,7 @@ def _walked_units(when: Counts, where: Counts, change: Counts, free0: Counts, u0
     only at s = a_k (step k - 1 leaves) and s = a_k - d_i + 1 (step k enters; times are
     whole seconds): read there off a sparse table of range minima over every node's
     steps."""
-    order = np.lexsort((when, where))  # node by node, in time order
+    order = _node_time_order(where, when, s0, horizon)  # node by node, in time order
     when, where, change = when[order], where[order], change[order]
     instant = np.flatnonzero(np.concatenate(
         ([True], (where[1:] != where[:-1]) | (when[1:] != when[:-1]))))
@@ -139,7 +167,7 @@ def _walked_units(when: Counts, where: Counts, change: Counts, free0: Counts, u0
     bp_node = np.concatenate((walked, step_node[changed], step_node[changed]))
     bp_at = np.concatenate((np.full(len(walked), s0, dtype=np.int64), step_at[changed],
                             np.maximum(step_at[changed] - d + 1, s0)))
-    bp_key = np.unique(bp_node * span + (bp_at - s0))
+    bp_key = _sorted_unique(bp_node * span + (bp_at - s0))
     bp_node, bp_at = bp_key // span, bp_key % span + s0
     lo = key.searchsorted(bp_key, side="right") - 1
     hi = key.searchsorted(bp_key + d, side="left") - 1
@@ -280,11 +308,11 @@ class NodeProfile:
             hit = times <= when
             if rows is None:
                 if hit.any():
-                    np.add.at(free, nodes[hit], amounts[hit])
+                    add_rows(free, nodes[hit], amounts[hit])
             else:
                 hit &= self._member(rows)[nodes]
                 if hit.any():
-                    np.add.at(free, rows.searchsorted(nodes[hit]), amounts[hit])
+                    add_rows(free, rows.searchsorted(nodes[hit]), amounts[hit])
         return free
 
     def _member(self, rows: Counts) -> npt.NDArray[np.bool_]:
@@ -328,7 +356,7 @@ class NodeProfile:
         when = np.concatenate((run.ends[first:stop][on], times[mine]))
         where = np.concatenate((run.nodes[first:stop][on], nodes[mine]))
         change = np.concatenate((run.amounts[first:stop][on], amounts[mine]))
-        order = np.lexsort((when, where))  # node by node, in time order
+        order = _node_time_order(where, when, start, end)  # node by node, in time order
         when, where, change = when[order], where[order], change[order]
         # One row per (node, time): the changes of one instant apply together.
         instant = np.flatnonzero(np.concatenate(
