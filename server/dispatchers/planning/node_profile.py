@@ -251,6 +251,7 @@ class NodeProfile:
         self._hold_nodes: Counts = np.empty(0, dtype=np.int64)
         self._hold_amounts: Counts = np.empty((0, shape[1]), dtype=np.int64)
         self._held = self._merged = 0
+        self._sorted = 0  # rows [0, _sorted) in time order (as `_merge` leaves them)
         self._negative = bool((now < 0).any())  # some node overfull: fit tests scan them all
         self._grid: Counts | None = None  # `_dense()`, until the next change
         # The last fit `earliest` found: (start, d_i, request, free during the run, units per
@@ -297,22 +298,39 @@ class NodeProfile:
         n = self._held
         return self._hold_times[:n], self._hold_nodes[:n], self._hold_amounts[:n]
 
+    def _rows_between(self, low: int, high: int) -> Counts:
+        """Indices of the hold rows of times in (low, high), in row order: a range of the
+        rows in time order, the others tested one by one."""
+        times, k = self._hold_times, self._sorted
+        first = int(times[:k].searchsorted(low, side="right"))
+        stop = int(times[:k].searchsorted(high, side="left"))
+        tail = times[k : self._held]
+        later = np.flatnonzero((tail > low) & (tail < high)) + k
+        if first >= stop:
+            return later
+        return np.concatenate((np.arange(first, stop), later))
+
     def _free_at(self, when: int, rows: Counts | None = None) -> Counts:
         """Free amounts at `when` (every change at or before it applied), per node of `rows`
         (None: every node); a new array."""
         run = self._run
         released = run.free_after(int(run.ends.searchsorted(when, side="right")))
         free = released.copy() if rows is None else released[rows]
+        if rows is None:
+            # The rows in time order up to `when` (a view), then the others at or before it.
+            k, n = self._sorted, self._held
+            upto = int(self._hold_times[:k].searchsorted(when, side="right"))
+            if upto:
+                add_rows(free, self._hold_nodes[:upto], self._hold_amounts[:upto])
+            hit = np.flatnonzero(self._hold_times[k:n] <= when) + k
+            if len(hit):
+                add_rows(free, self._hold_nodes[hit], self._hold_amounts[hit])
+            return free
         times, nodes, amounts = self._holds()
         if len(times):
-            hit = times <= when
-            if rows is None:
-                if hit.any():
-                    add_rows(free, nodes[hit], amounts[hit])
-            else:
-                hit &= self._member(rows)[nodes]
-                if hit.any():
-                    add_rows(free, rows.searchsorted(nodes[hit]), amounts[hit])
+            hit = (times <= when) & self._member(rows)[nodes]
+            if hit.any():
+                add_rows(free, rows.searchsorted(nodes[hit]), amounts[hit])
         return free
 
     def _member(self, rows: Counts) -> npt.NDArray[np.bool_]:
@@ -340,11 +358,11 @@ class NodeProfile:
         times, nodes, amounts = self._holds()
         if not len(times):
             return free
-        inside = (times > start) & (times < end)
-        taking = inside & (amounts < 0).any(axis=1)
+        inside = self._rows_between(start, end)  # the rows inside the run
+        taking = inside[(amounts[inside] < 0).any(axis=1)]
         if rows is not None:
-            taking &= self._member(rows)[nodes]
-        if not taking.any():
+            taking = taking[self._member(rows)[nodes[taking]]]
+        if not len(taking):
             return free
         member = np.zeros(len(self._eligible), dtype=bool)  # the nodes walked
         member[nodes[taking]] = True
@@ -352,7 +370,7 @@ class NodeProfile:
         first = int(run.ends.searchsorted(start, side="right"))
         stop = int(run.ends.searchsorted(end, side="left"))
         on = member[run.nodes[first:stop]]
-        mine = inside & member[nodes]
+        mine = inside[member[nodes[inside]]]
         when = np.concatenate((run.ends[first:stop][on], times[mine]))
         where = np.concatenate((run.nodes[first:stop][on], nodes[mine]))
         change = np.concatenate((run.amounts[first:stop][on], amounts[mine]))
@@ -404,7 +422,7 @@ class NodeProfile:
         times, nodes, amounts = times[first][keep], nodes[first][keep], amounts[keep]
         n = len(times)
         self._hold_times[:n], self._hold_nodes[:n], self._hold_amounts[:n] = times, nodes, amounts
-        self._held = self._merged = n
+        self._held = self._merged = self._sorted = n
 
     # -- the pooled view ---------------------------------------------------------------------
 
@@ -708,7 +726,7 @@ class NodeProfile:
         first = int(run.ends.searchsorted(s0, side="right"))
         stop = int(run.ends.searchsorted(horizon, side="left"))
         times, nodes, amounts = self._holds()
-        mine = (times > s0) & (times < horizon)
+        mine = self._rows_between(s0, horizon)
         when = np.concatenate((run.ends[first:stop], times[mine]))
         if not len(when):
             return np.full(len(candidates), total, dtype=np.int64)
@@ -875,6 +893,7 @@ class NodeProfile:
         other = NodeProfile.__new__(NodeProfile)
         other.__dict__.update(self.__dict__)
         other.restore(self.checkpoint())
+        other._sorted = self._sorted  # the same rows
         return other
 
     def checkpoint(self) -> State:
@@ -895,6 +914,7 @@ class NodeProfile:
         self._hold_amounts = hold_amounts.copy()
         self._held = len(hold_times)
         self._merged = min(self._merged, self._held)
+        self._sorted = 0
 
     def fits_at(self, job: Job, start: int) -> bool:
         """Whether rn_i units of job i fit node by node over [start, start + d_i) (on the nodes
@@ -1002,6 +1022,7 @@ class NodeProfile:
         if len(touched) and bool(
                 (self._least(int(starts.min()), int(ends.max()), touched) < 0).any()):
             self._held, self._merged = before, min(merged, before)
+            self._sorted = min(self._sorted, before)
             self._grid = None
             return False
         self._seen = None
@@ -1022,3 +1043,4 @@ class NodeProfile:
         changed): the same free amounts at every time as `other`."""
         self.restore(other.checkpoint())
         self._merged = min(other._merged, self._held)
+        self._sorted = other._sorted
