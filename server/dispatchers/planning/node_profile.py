@@ -102,6 +102,23 @@ def add_rows(free: Counts, where: Counts, amounts: Counts) -> None:
                                           minlength=free.shape[0])).astype(np.int64)
 
 
+def row_min(values: Counts) -> Counts:
+    """`values.min(axis=1)` of a (rows, types) array with a type or more, column by column (a
+    reduction along rows of a few values each is an order of magnitude slower)."""
+    least: Counts = values[:, 0].copy()
+    for r in range(1, values.shape[1]):
+        np.minimum(least, values[:, r], out=least)
+    return least
+
+
+def row_any_negative(values: Counts) -> npt.NDArray[np.bool_]:
+    """`(values < 0).any(axis=1)`, column by column."""
+    negative = np.zeros(values.shape[0], dtype=bool)
+    for r in range(values.shape[1]):
+        negative |= values[:, r] < 0
+    return negative
+
+
 def _node_time_order(where: Counts, when: Counts, low: int, high: int) -> Counts:
     """`np.lexsort((when, where))` (node by node, in time order, stable) for times in
     [low, high]: one argsort of the key node * span + (time - low)."""
@@ -142,7 +159,7 @@ def _walked_units(when: Counts, where: Counts, change: Counts, free0: Counts, u0
     total = np.cumsum(change, axis=0)
     before = np.concatenate((np.zeros((1, total.shape[1]), dtype=np.int64), total))
     running_sum = total - before[node_first][np.cumsum(starts_node) - 1]
-    u_after = ((free0[where] + running_sum) // need).min(axis=1)
+    u_after = row_min((free0[where] + running_sum) // need)
     # The steps of the walked nodes, node by node: step 0 (a_0 = s_0, u_n(s_0)), then one
     # per change.
     step_u = np.insert(u_after, node_first, u0[walked])
@@ -359,7 +376,7 @@ class NodeProfile:
         if not len(times):
             return free
         inside = self._rows_between(start, end)  # the rows inside the run
-        taking = inside[(amounts[inside] < 0).any(axis=1)]
+        taking = inside[row_any_negative(amounts[inside])]
         if rows is not None:
             taking = taking[self._member(rows)[nodes[taking]]]
         if not len(taking):
@@ -561,7 +578,7 @@ class NodeProfile:
         when a node's free amount may fall (a promise's start). Without one on it, a node
         never has less free than at `when`."""
         times, nodes, amounts = self._holds()
-        lower = (times > when) & (amounts < 0).any(axis=1)
+        lower = (times > when) & row_any_negative(amounts)
         return times[lower], nodes[lower]
 
     @staticmethod
@@ -720,7 +737,7 @@ class NodeProfile:
         need, d = req[asked], job.duration
         s0, horizon = int(candidates[0]), int(candidates[-1]) + d
         free0 = self._free_at(s0)[:, asked]
-        u0 = (free0 // need).min(axis=1)  # u_n(s_0), every node
+        u0 = row_min(free0 // need)  # u_n(s_0), every node
         total = int(u0.sum())
         run = self._run
         first = int(run.ends.searchsorted(s0, side="right"))
@@ -734,11 +751,11 @@ class NodeProfile:
         change = np.concatenate((run.amounts[first:stop][:, asked], amounts[mine][:, asked]))
         # The nodes of one change, a rise: U_n(s) = u_n(s), + rise from the change on.
         walked = np.bincount(where, minlength=len(u0)) > 1
-        walked[where[(change < 0).any(axis=1)]] = True
+        walked[where[row_any_negative(change)]] = True
         once = ~walked[where]
         rising = where[once]
         at = [when[once]]
-        delta = [((free0[rising] + change[once]) // need).min(axis=1) - u0[rising]]
+        delta = [row_min((free0[rising] + change[once]) // need) - u0[rising]]
         if not once.all():
             more = ~once
             steps_at, steps_delta = _walked_units(when[more], where[more], change[more],

@@ -2,6 +2,7 @@
 
 - `add_rows` (the rows added by column with `np.bincount`) against `np.add.at`, with amounts
   small and large enough to take the exact fallback;
+- `row_min`, `row_any_negative` (column by column) against `min(axis=1)`, `(< 0).any(axis=1)`;
 - `_node_time_order` (one argsort of a key) against `np.lexsort((when, where))`, the same
   permutation, ties included; `_sorted_unique` against `np.unique`;
 - the rows read as a range of the rows in time order since the last merge (`_rows_between`,
@@ -26,6 +27,8 @@ from hpcdispatch.server.dispatchers.planning.node_profile import (
     _node_time_order,
     _sorted_unique,
     add_rows,
+    row_any_negative,
+    row_min,
 )
 from tests.server.dispatchers.planning.test_earliest_reference import random_snapshot
 from tests.server.dispatchers.planning.test_units_over_runs import random_job
@@ -57,6 +60,14 @@ def test_the_key_order_is_lexsorts_and_the_unique_keys_npuniques(seed: int, rows
     assert np.array_equal(_node_time_order(where, when, low, high), np.lexsort((when, where)))
     keys = rng.integers(0, 40, size=rows)
     assert np.array_equal(_sorted_unique(keys), np.unique(keys))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 300), st.integers(1, 4))
+def test_the_row_reductions_are_numpys(seed: int, rows: int, types: int) -> None:
+    values = np.random.default_rng(seed).integers(-5, 5, size=(rows, types))
+    assert np.array_equal(row_min(values), values.min(axis=1))
+    assert np.array_equal(row_any_negative(values), (values < 0).any(axis=1))
 
 
 def plain_free_at(profile: NodeProfile, when: int) -> np.ndarray:
