@@ -339,9 +339,9 @@ class NodeProfile:
             upto = int(self._hold_times[:k].searchsorted(when, side="right"))
             if upto:
                 add_rows(free, self._hold_nodes[:upto], self._hold_amounts[:upto])
-            hit = np.flatnonzero(self._hold_times[k:n] <= when) + k
-            if len(hit):
-                add_rows(free, self._hold_nodes[hit], self._hold_amounts[hit])
+            later = np.flatnonzero(self._hold_times[k:n] <= when) + k
+            if len(later):
+                add_rows(free, self._hold_nodes[later], self._hold_amounts[later])
             return free
         times, nodes, amounts = self._holds()
         if len(times):

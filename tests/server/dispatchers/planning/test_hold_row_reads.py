@@ -30,9 +30,9 @@ from hpcdispatch.server.dispatchers.planning.node_profile import (
     row_any_negative,
     row_min,
 )
+from tests.instances import problem_of
 from tests.server.dispatchers.planning.test_earliest_reference import random_snapshot
 from tests.server.dispatchers.planning.test_units_over_runs import random_job
-from tests.instances import problem_of
 
 
 @settings(max_examples=200, deadline=None)
