@@ -408,6 +408,7 @@ def run_decision(
     lap("predict")
     _give_up_if_stopped(control, "problem")
     problem = build_problem(snapshot, durations.queued, durations.running, nodes, occupancy)
+    problem.limits_predictor = getattr(predictor, "name", "") in LIMITS_PREDICTORS
     lap("problem")
     _give_up_if_stopped(control, "dispatch")
     checked = facts if facts is not None else SnapshotFacts(snapshot)
@@ -510,6 +511,11 @@ def _around_the_promises(
         return None, True
     return (outcome, decision), False
 
+
+# The predictors whose d_i is the requested time in every decision: a baseline's reservation
+# planned on them is a promise (planning/guaranteed_starts.py); under any other, one decision
+# whose durations happen to be the requested times (users without a history) is not.
+LIMITS_PREDICTORS = frozenset({"walltime"})
 
 # A planned start this far ahead (about 17,000 years) is the planner's "nowhere in this plan"
 # (planning/eligibility.py's FOREVER, 2^40 s: a job of reservation R that the jobs planned

@@ -11,12 +11,12 @@ push the reservation back, so the reservation is reported as what it is, the lik
 current plan (an estimate). The promise book (profile `book`) is what promises starts at the
 limits whatever the predictor (`cp/promise_steps.py`).
 
-Known gap: the rule is per decision. Under a predictor other than `walltime` a decision whose
-every duration happens to be the requested time (users without a history yet) still reports
-its reservations as promises, and a later decision planned on predictions may backfill past
-them (measured on the KTH slice under last-two: 3 such promises for conservative, all kept).
-Closing it needs the dispatcher to know that every later decision is planned at the limits
-too, or to plan its backfill around its promises at the limits as the book does.
+The rule reads the predictor too (`Problem.limits_predictor`, set by the pipeline): only under
+`walltime` is every decision planned at the limits. Under a learning predictor a decision whose
+every duration happens to be the requested time (users without a history yet) used to report
+its reservations as promises, which a later decision planned on predictions could backfill past
+(issue #49's 21-pair frontier at c427d0e: EASY's few such promises under data-driven and
+last-two kept on 0-75 % of the pairs' runs); those are estimates now.
 
 Known gap, a site's priorities: EASY's and LOS's head in priority order is promised as in
 submit order, but a job that arrives later with a higher priority takes the head's place and
@@ -39,7 +39,7 @@ from .problem import Problem
 def planned_at_the_limits(problem: Problem) -> bool:
     """Whether every d_i of `problem` is its job's requested time and every running row ends at
     its requested time: a plan on it holds whatever the jobs do (the limits are enforced)."""
-    if any(job.duration != job.at_most for job in problem.jobs):
+    if not problem.limits_predictor or any(job.duration != job.at_most for job in problem.jobs):
         return False
     running = problem.running
     return bool(np.array_equal(running.ends, running.limit_ends))

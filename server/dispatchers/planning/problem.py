@@ -93,6 +93,11 @@ class Problem:
     up_capacity: Vec  # Σ cap over eligible nodes (the pooled Tcap_r)
     # A site's rules: each job's nodes and the windows (planning/eligibility.py); None: none
     eligibility: Eligibility | None = None
+    # Whether d_i comes from a predictor that gives every job its requested time in every
+    # decision (`walltime`): only then can a plan at the limits be a promise
+    # (planning/guaranteed_starts.py). True where no predictor is named (a problem built
+    # from durations given by the caller, as tests do).
+    limits_predictor: bool = True
     _capacity_groups: dict[Vec, int] | None = None
     _releases: list[tuple[int, Vec]] | None = None
     _first_end: tuple[int | None] | None = None  # (first end,) once computed
