@@ -12,7 +12,6 @@ The cluster: four idle 4-core nodes, n0 with feature "a", n1 with "b", n2 with "
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator, Sequence
 
 import grpc
@@ -26,11 +25,11 @@ from hpcdispatch.server.rpc.app import RunningServer
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 from tests.server.rpc.test_site_rules import WAIT, Placing, T, placed, violations
+from tests.server.rpc.test_site_rules_planner import ask, expected
 
 NOW_DISPATCHERS = ("fcfs", "easy", "easy-sjbf", "easy-lxf", "los", "easy-k", "conservative",
                    "pcp19", "hcp19", "pcp20", "book")
 PLANNERS = ("easy", "easy-k", "conservative", "book")
-_clusters = itertools.count()
 
 
 def cluster(*, windows: Sequence[pb.UnavailabilityWindow] = ()) -> pb.DispatchRequest:
@@ -63,27 +62,6 @@ def running(request: pb.DispatchRequest, job_id: str, nodes: Sequence[str], ends
     request.running_jobs.add(id=job_id, user="u", start_time=T - 10, requested_time=ends - T + 10,
                              units=[pb.UnitAllocation(node_id=n, amounts={"core": 4})
                                     for n in nodes])
-
-
-def ask(client: DispatcherClient, name: str, request: pb.DispatchRequest
-        ) -> pb.DispatchResponse:
-    """`request` answered by `name` ("book": PCP'20 under the promise book, every job promised
-    from its arrival), on a cluster name of its own; checked independently, no fallback."""
-    request.cluster = f"site-rules-terms-{next(_clusters)}"
-    if name == "book":
-        request.dispatcher = pb.DISPATCHER_PCP20
-        request.search.profile = "book"
-        request.search.promise_after_s = 0
-    else:
-        request.dispatcher_name = name
-    response = client.dispatch(request)
-    assert not response.report.fallback_reason, response.report.fallback_reason
-    assert check_decision(snapshot_from_pb(request), decision_from_pb(response)) == []
-    return response
-
-
-def expected(response: pb.DispatchResponse) -> dict[str, int]:
-    return {e.job_id: e.start_time for e in response.report.expected_starts}
 
 
 def skipped(response: pb.DispatchResponse) -> dict[str, int]:
