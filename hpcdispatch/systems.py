@@ -328,19 +328,23 @@ def _names(value: Any, place: Place, what: str, where: _Where) -> tuple[str, ...
 
 def _labelled(data: Any, key: str, where: _Where, known: Mapping[str, int],
               partitions: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
-    if not isinstance(data, Mapping) or not data:
-        raise where.error((key,), f"{key!r} must be {SYSTEM_KEYS[key][0]}; found "
-                          f"{_shown(data)} ({FORMAT_HINT})")
+    _check_mapping(data, key, where, empty=False)
     return {str(label): _node_list(nodes, (key, str(label)), f"{key} {str(label)!r}", where,
                                    known, partitions)
             for label, nodes in data.items()}
 
 
-def _number_map(data: Any, key: str, where: _Where, value: str,
-                partitions: Mapping[str, tuple[str, ...]]) -> dict[int, Any]:
-    if not isinstance(data, Mapping):
+def _check_mapping(data: Any, key: str, where: _Where, empty: bool = True) -> None:
+    """A top-level key's value is a mapping (a non-empty one unless `empty`), else the error
+    naming the key, what its value is, and the line."""
+    if not isinstance(data, Mapping) or (not empty and not data):
         raise where.error((key,), f"{key!r} must be {SYSTEM_KEYS[key][0]}; found "
                           f"{_shown(data)} ({FORMAT_HINT})")
+
+
+def _number_map(data: Any, key: str, where: _Where, value: str,
+                partitions: Mapping[str, tuple[str, ...]]) -> dict[int, Any]:
+    _check_mapping(data, key, where)
     out: dict[int, Any] = {}
     for number, target in data.items():
         place = (key, str(number))
@@ -461,9 +465,7 @@ def _priorities(top: Mapping[str, Any], key: str, where: _Where,
     if key not in top:
         return {}
     data = top[key]
-    if not isinstance(data, Mapping):
-        raise where.error((key,), f"{key!r} must be {SYSTEM_KEYS[key][0]}; found "
-                          f"{_shown(data)} ({FORMAT_HINT})")
+    _check_mapping(data, key, where)
     out: dict[str, int] = {}
     for label, value in data.items():
         place = (key, str(label))
@@ -486,9 +488,7 @@ def _feature_map(top: Mapping[str, Any], key: str, where: _Where,
     if key not in top:
         return {}
     data = top[key]
-    if not isinstance(data, Mapping) or not data:
-        raise where.error((key,), f"{key!r} must be {SYSTEM_KEYS[key][0]}; found "
-                          f"{_shown(data)} ({FORMAT_HINT})")
+    _check_mapping(data, key, where, empty=False)
     out: dict[str | int, FeatureRules] = {}
     for label, value in data.items():
         place = (key, str(label))

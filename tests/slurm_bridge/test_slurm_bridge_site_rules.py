@@ -121,26 +121,8 @@ def test_partitions_and_constraints_hold_on_real_slurm(
     }
     ids = {name: _held(cluster, "-t", "2", *options) for name, options in spec.items()}
     cluster.wait_held(list(ids.values()))
-    client = DispatcherClient(server.target, timeout=120.0)
-    recorder = RecordingClient(client)
     metrics = BridgeMetrics()
-    bridge = _bridge(cluster, recorder, metrics)
-    thread = threading.Thread(target=bridge.run, daemon=True)
-    try:
-        with capture_logs() as logs:
-            thread.start()
-            deadline = time.monotonic() + 240.0
-            while time.monotonic() < deadline:
-                jobs = cluster.jobs()
-                if all(jobs[i].state == "COMPLETED" for i in ids.values()):
-                    break
-                assert thread.is_alive(), "bridge loop ended on its own"
-                time.sleep(0.5)
-    finally:
-        bridge.request_stop()
-        thread.join(15)
-        client.close()
-        _cancel(cluster, list(ids.values()))
+    recorder, logs = _run_bridge_until_done(cluster, server, list(ids.values()), metrics)
     final = cluster.jobs()
     assert {n: final[i].state for n, i in ids.items()} == dict.fromkeys(ids, "COMPLETED")
     ran_on = {name: {a.node for a in final[i].allocations} for name, i in ids.items()}
@@ -240,11 +222,12 @@ def test_a_promise_moves_past_a_maintenance_reservation(
 
 
 def _run_bridge_until_done(cluster: SlurmCluster, server: RunningServer, ids: list[str],
-                           within: float = 240.0) -> tuple[RecordingClient, list[Any]]:
+                           metrics: BridgeMetrics | None = None, within: float = 240.0,
+                           ) -> tuple[RecordingClient, list[Any]]:
     """The bridge's loop until every job of `ids` completed; the recorder and the logs."""
     client = DispatcherClient(server.target, timeout=120.0)
     recorder = RecordingClient(client)
-    bridge = _bridge(cluster, recorder)
+    bridge = _bridge(cluster, recorder, metrics)
     thread = threading.Thread(target=bridge.run, daemon=True)
     try:
         with capture_logs() as logs:
