@@ -153,8 +153,19 @@ class InProcessSession:
         predictor = self.service.predictors.predictor(self.options.cluster, self.predictor_kind)
         result = decide_on(self.state.situation(self.predictor_kind, predictor),
                            self.dispatcher, predictor, control)
+        self._hold_promises(result)
         return InProcessDecision(result, self.dispatcher, self.predictor_kind,
                                  control.settings.profile, time.monotonic() - received)
+
+    def _hold_promises(self, result: DecisionResult) -> None:
+        """Keep the promises `result` reports with their jobs, as the gRPC session does
+        (`SessionService._decide`): the next decision reads each as `Job.promised` (EASY's
+        head keeps its place by it, `easy.promise_holder_first`). No token: the state is the
+        service's own, never a caller's."""
+        problem, t = result.problem, result.problem.t
+        self.state.hold_promises((problem.jobs[i].id, t + start, "")
+                                 for i, (start, promised) in result.outcome.expected_starts.items()
+                                 if promised)
 
 
 def _never() -> bool:

@@ -18,6 +18,8 @@ partition is the head, whatever is free elsewhere). Its reservation is planned o
 that reads the rules (`reservation.reserve` on `NodeProfile`): on nodes of its E_i only, and
 never into a window that does not admit it (τ after the window, or on other nodes), so the
 head is protected on nodes it can use, and jobs of other partitions backfill around it freely.
+A head already promised (`Job.promised`) keeps its place until it starts, whatever arrives with
+a higher priority (`promise_holder_first`): the promise is a guarantee under priorities too.
 """
 
 from __future__ import annotations
@@ -110,8 +112,10 @@ class EasyDispatcher:
 
     def queue_order(self, problem: Problem) -> list[Job]:
         """The queue order: the head is the first job of it that does not fit now (priority,
-        then submit order: submit order alone without priorities)."""
-        return by_priority(problem)
+        then submit order: submit order alone without priorities), after the job that holds
+        the head's promise, if one does (`promise_holder_first`)."""
+        order = by_priority(problem)
+        return promise_holder_first(order) if self.promises_head else order
 
     def backfill_order(self, problem: Problem, rest: list[Job]) -> list[Job]:
         """The order in which the jobs after the head are tried for backfilling: the queue
@@ -135,6 +139,27 @@ class EasyDispatcher:
             else:
                 queue.append(job)
         return queue
+
+
+def promise_holder_first(order: list[Job]) -> list[Job]:
+    """`order` with the job that holds an earlier decision's promise (`Job.promised`, sent
+    back or kept by the session) first: the head keeps its place until it starts.
+
+    In priority order a job that arrives later with a higher priority would take the head's
+    place, and the old head's reservation, shown as a promise, would get later (issue #50:
+    5 of 76 promises late on the atlas-priority preset). Taken first, the holder is the head
+    again while it does not fit (or starts now), and its reservation is planned before
+    anything else: every job started since was fitted around it, and under the limits the
+    running work ends no later than planned, so the reservation is never later than the
+    promise. The new job of higher priority starts now where it fits around it (backfilled)
+    and is the head once the holder starts. Without priorities the holder is the first job in
+    submit order anyway: the order is unchanged. Several holders (a caller's promises from
+    another dispatcher): the earliest promise first, the others in the queue's order."""
+    holder = min((job for job in order if job.promised is not None),
+                 key=lambda job: job.promised or 0, default=None)
+    if holder is None or holder is order[0]:
+        return order
+    return [holder, *(job for job in order if job is not holder)]
 
 
 def reserve_for_head(

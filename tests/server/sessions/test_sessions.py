@@ -141,7 +141,18 @@ def test_a_decision_is_not_applied_until_the_caller_confirms_it(
     session_id = open_session(stub, first)
     one = update(stub, session_id, 1, first.time, decide=True)
     two = update(stub, session_id, 2, first.time, decide=True)
-    assert one.decision.starts and starts(one.decision) == starts(two.decision)
+    # Nothing was confirmed: the second decision is Dispatch's on the first snapshot, with
+    # the promises the first decision reported sent back (the session keeps them, as the
+    # protocol says), never a decision on a state where the first decision's starts ran.
+    promised = {e.job_id: e for e in one.decision.report.expected_starts if e.promised}
+    assert one.decision.starts and promised
+    sent_back = pb.DispatchRequest()
+    sent_back.CopyFrom(first)
+    for job in sent_back.queued_jobs:
+        if job.id in promised:
+            job.promised_start = promised[job.id].start_time
+            job.promise_token = promised[job.id].promise_token
+    assert starts(two.decision) == starts(client.dispatch(sent_back))
 
 
 # -- invalid deltas -------------------------------------------------------------------------
