@@ -5,7 +5,8 @@ so far and d_i its predicted duration: the slowdown it would have if it started 
 Moab's XFactor priority component). The queue is in submit order, so the head (the first job
 that does not fit) is the oldest blocked job and holds EASY's reservation; the jobs behind it
 are tried for backfilling largest expansion factor first (ties: earlier q_i). A short job
-that has waited gains quickly; a long one slowly.
+that has waited gains quickly; a long one slowly. With a site's priorities, both orders are in
+priority first (higher first), the expansion factor ranking the candidates of equal priority.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from .easy import EasyDispatcher
-from .planning.job_orders import sort_by, xfactor_score
+from .planning.job_orders import in_priority_by, xfactor_score
 from .planning.problem import Job, Problem
 from .table_row import TableRow
 
@@ -28,4 +29,4 @@ class EasyLxfDispatcher(EasyDispatcher):
         backfill="largest expansion factor (w_i + d_i) / d_i first (Maui / Moab's XFactor)")
 
     def backfill_order(self, problem: Problem, rest: list[Job]) -> list[Job]:
-        return sort_by(rest, xfactor_score(problem))
+        return in_priority_by(rest, xfactor_score(problem))

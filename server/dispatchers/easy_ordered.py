@@ -3,7 +3,8 @@
 The algorithm is `easy.EasyDispatcher`'s; only the queue order differs (`job_orders` gives each
 formula). Jobs start in that order while they fit; the first one that does not fit is the head
 and gets the reservation; the later ones, in the same order, start now only where they leave
-the head's reservation intact.
+the head's reservation intact. With a site's priorities the order is priority first (higher
+first), the formula ranking the jobs of equal priority; without them, the formula's alone.
 """
 
 from __future__ import annotations

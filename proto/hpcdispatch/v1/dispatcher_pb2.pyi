@@ -772,11 +772,13 @@ class QueuedJob(_message.Message):
     """A site's own rules (all optional: unset, the job is ordered and placed as before they
     existed). What each dispatcher does with them: docs/service.md, "A site's own rules".
     The job's priority as the workload manager computes it (Slurm's multifactor priority,
-    flux's priority), a number >= 0 and <= 2^40 without unit, higher first. FCFS, EASY and
-    EASY-k take their queue, EASY-SJBF, EASY-LXF and LOS their head, in priority order, submit
-    order (q_i) within equal priority; unset or 0 everywhere: equal priority, so submit order
-    alone, as before. The other orders (conservative's submit order, SJF, WFP3, UNICEF, F1,
-    the CP models' slowdown) do not read it yet.
+    flux's priority), a number >= 0 and <= 2^40 without unit, higher first. FCFS, EASY, LOS,
+    EASY-k and conservative take their queue (and reserve) in priority order, submit order
+    (q_i) within equal priority; the orders with a score of their own (SJF, WFP3, UNICEF, F1;
+    SJBF's and LXF's backfill candidates) by priority first, their score within equal
+    priority; the CP models weight each job's slowdown by its rank among the window's
+    priorities (w_i = 1 + r_i / L, docs/dispatchers.md). Unset or 0 everywhere: equal
+    priority, so every order is the one it was without priorities.
     """
     account: _builtins.str
     """The job's account (Slurm's --account), read only by UnavailabilityWindow.accounts; may be

@@ -1,6 +1,8 @@
 """Queue orders of the backfilling baselines: which queued job comes first.
 
-Each order sorts the queue by a score, ties broken by submit time q_i, then queue position.
+Each order sorts the queue by the workload manager's priority p_i first (higher first; a
+site's rules, issue #50), then by a score within equal priority, ties broken by submit time
+q_i, then queue position. Without priorities (every p_i equal) the order is the score's alone.
 Symbols, for queued job i at dispatching time t:
 
 - d_i: predicted duration, seconds (the requested time under the `walltime` predictor);
@@ -24,7 +26,8 @@ The orders are those RLScheduler (Zhang et al., SC'20) compares with:
   trace-relative submit times, so on Unix times the q_i term changes little between jobs and
   the order is close to smallest log10(d_i) x n_i first.
 
-Two more scores order only the backfill candidates behind EASY's head (`easy_sjbf`, `easy_lxf`):
+Two more scores order only the backfill candidates behind EASY's head (`easy_sjbf`, `easy_lxf`),
+within equal priority too:
 
 - SJBF: smallest d_i first (Tsafrir, Etsion & Feitelson 2007: shortest-job backfilled first).
 - LXF: largest expansion factor (w_i + d_i) / d_i first (Maui / Moab's XFactor).
@@ -61,11 +64,18 @@ JobScore = Callable[[Job], float]
 
 
 def _sorted(problem: Problem, score: JobScore) -> list[Job]:
-    return sort_by(problem.jobs, score)
+    return in_priority_by(problem.jobs, score)
+
+
+def in_priority_by(jobs: list[Job], score: JobScore) -> list[Job]:
+    """`jobs` in priority order (p_i, higher first), by `score` within equal priority, ties
+    broken by q_i, then queue position: `sort_by` when every p_i is equal."""
+    return sorted(jobs, key=lambda j: (-j.priority, score(j), j.submit, j.index))
 
 
 def sort_by(jobs: list[Job], score: JobScore) -> list[Job]:
-    """`jobs` by `score`, ties broken by q_i, then queue position."""
+    """`jobs` by `score` alone, ties broken by q_i, then queue position (the CP path's extra
+    list schedules, `list_orders`, which do not read priorities)."""
     return sorted(jobs, key=lambda j: (score(j), j.submit, j.index))
 
 

@@ -28,7 +28,10 @@ from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 
 T = 10_000
 WAIT = 60.0  # seconds: bounds calls of milliseconds; reached only when something is broken
-EASY_FAMILY = ("fcfs", "easy", "easy-sjbf", "easy-lxf", "los")
+EASY_FAMILY = ("fcfs", "easy", "easy-sjf", "easy-wfp3", "easy-unicef", "easy-f1", "easy-sjbf",
+               "easy-lxf", "los")
+# Every dispatcher that plans with the backfill base, in priority order.
+BACKFILLING = (*EASY_FAMILY[1:], "easy-k", "conservative")
 
 
 def cluster(*, windows: Sequence[pb.UnavailabilityWindow] = ()) -> pb.DispatchRequest:
@@ -221,11 +224,12 @@ def test_a_window_that_ended_or_admits_the_job_changes_nothing(
     assert len(placed(client.dispatch(request))) == 4
 
 
-@pytest.mark.parametrize("name", ("fcfs", "easy", "easy-k"))
+@pytest.mark.parametrize("name", ("fcfs", *BACKFILLING))
 def test_priority_orders_the_queue_and_submit_order_breaks_ties(
         client: DispatcherClient, name: str) -> None:
     """One node's room for one 4-core job: the highest priority starts, the oldest of equal
-    priority; without priorities, the oldest (submit order, as before)."""
+    priority; without priorities, the oldest (submit order, as before). The jobs are alike, so
+    a queue order's own score (SJF, WFP3, ...) ties too: priority decides."""
     def decide(priorities: Sequence[int]) -> set[str]:
         request = cluster()
         request.dispatcher_name = name
@@ -239,6 +243,33 @@ def test_priority_orders_the_queue_and_submit_order_breaks_ties(
     assert decide([0, 0, 0]) == {"j0"}
     assert decide([1, 5, 5]) == {"j1"}
     assert decide([1, 2, 9]) == {"j2"}
+
+
+@pytest.mark.parametrize("name", BACKFILLING)
+def test_backfill_candidates_are_tried_in_priority_order(
+        client: DispatcherClient, name: str) -> None:
+    """One node free until the running work ends at t + 990, and a two-node head. Two jobs
+    would backfill there, one at a time: "short" (100 s, the older, the shortest, the largest
+    expansion factor: first in every order's own score) and "long" (500 s). With priorities,
+    the higher one is tried first, whatever the order's score (SJBF's, LXF's, SJF's, ...);
+    without, the order's own choice, "short"."""
+    def decide(priorities: tuple[int, int, int]) -> set[str]:
+        request = cluster()
+        request.dispatcher_name = name
+        request.running_jobs.add(id="r", user="u", start_time=T - 10, requested_time=1000,
+                                 units=[pb.UnitAllocation(node_id=n, amounts={"core": 4})
+                                        for n in ("c0", "c1", "g0")])
+        wide, short, long = priorities
+        job(request, "wide", units=2, requested=2000, submit=T - 300, priority=wide)
+        job(request, "short", requested=100, submit=T - 200, priority=short)
+        job(request, "long", requested=500, submit=T - 100, priority=long)
+        response = client.dispatch(request)
+        assert not response.report.fallback_reason
+        assert check_decision(snapshot_from_pb(request), decision_from_pb(response)) == []
+        return set(placed(response))
+
+    assert decide((0, 0, 0)) == {"short"}
+    assert decide((9, 0, 5)) == {"long"}
 
 
 # -- the independent check, on a plugin's decisions ----------------------------------------

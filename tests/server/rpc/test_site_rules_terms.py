@@ -27,8 +27,9 @@ from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
 from tests.server.rpc.test_site_rules import WAIT, Placing, T, placed, violations
 from tests.server.rpc.test_site_rules_planner import ask, expected
 
-NOW_DISPATCHERS = ("fcfs", "easy", "easy-sjbf", "easy-lxf", "los", "easy-k", "conservative",
-                   "pcp19", "hcp19", "pcp20", "book")
+NOW_DISPATCHERS = ("fcfs", "easy", "easy-sjf", "easy-wfp3", "easy-unicef", "easy-f1",
+                   "easy-sjbf", "easy-lxf", "los", "easy-k", "conservative", "pcp19", "hcp19",
+                   "pcp20", "book")
 PLANNERS = ("easy", "easy-k", "conservative", "book")
 
 
@@ -402,3 +403,14 @@ def test_a_session_takes_terms_and_reservations_by_delta(
                     submitted=[queued("in-r2", reservation="R")]).decision
     assert placed(second) == {"in-r2": {"n2"}}
     sessions.CloseSession(pb.CloseSessionRequest(session_id=sid), timeout=WAIT)
+
+
+def test_every_built_in_dispatcher_is_tested_under_a_sites_rules() -> None:
+    """A dispatcher added to the catalog is added here too (and so to the rules' tests above,
+    which run every one of NOW_DISPATCHERS through the real service)."""
+    from hpcdispatch.catalog import DISPATCHER_NAMES
+    from tests.server.rpc.test_site_rules import EASY_FAMILY
+
+    assert set(DISPATCHER_NAMES) <= set(NOW_DISPATCHERS)
+    assert set(DISPATCHER_NAMES) - {"easy-k", "conservative", "pcp19", "hcp19", "pcp20"} \
+        <= set(EASY_FAMILY)
