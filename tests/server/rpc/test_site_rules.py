@@ -224,6 +224,16 @@ def test_a_window_that_ended_or_admits_the_job_changes_nothing(
     assert len(placed(client.dispatch(request))) == 4
 
 
+def only_g1_free(name: str) -> pb.DispatchRequest:
+    """`cluster()` for `name` with c0, c1 and g0 busy until t + 990: one node's room, g1."""
+    request = cluster()
+    request.dispatcher_name = name
+    request.running_jobs.add(id="r", user="u", start_time=T - 10, requested_time=1000,
+                             units=[pb.UnitAllocation(node_id=n, amounts={"core": 4})
+                                    for n in ("c0", "c1", "g0")])
+    return request
+
+
 @pytest.mark.parametrize("name", ("fcfs", *BACKFILLING))
 def test_priority_orders_the_queue_and_submit_order_breaks_ties(
         client: DispatcherClient, name: str) -> None:
@@ -231,11 +241,7 @@ def test_priority_orders_the_queue_and_submit_order_breaks_ties(
     priority; without priorities, the oldest (submit order, as before). The jobs are alike, so
     a queue order's own score (SJF, WFP3, ...) ties too: priority decides."""
     def decide(priorities: Sequence[int]) -> set[str]:
-        request = cluster()
-        request.dispatcher_name = name
-        request.running_jobs.add(id="r", user="u", start_time=T - 10, requested_time=1000,
-                                 units=[pb.UnitAllocation(node_id=n, amounts={"core": 4})
-                                        for n in ("c0", "c1", "g0")])
+        request = only_g1_free(name)
         for k, priority in enumerate(priorities):
             job(request, f"j{k}", submit=T - 300 + 10 * k, priority=priority)
         return set(placed(client.dispatch(request)))
@@ -254,11 +260,7 @@ def test_backfill_candidates_are_tried_in_priority_order(
     the higher one is tried first, whatever the order's score (SJBF's, LXF's, SJF's, ...);
     without, the order's own choice, "short"."""
     def decide(priorities: tuple[int, int, int]) -> set[str]:
-        request = cluster()
-        request.dispatcher_name = name
-        request.running_jobs.add(id="r", user="u", start_time=T - 10, requested_time=1000,
-                                 units=[pb.UnitAllocation(node_id=n, amounts={"core": 4})
-                                        for n in ("c0", "c1", "g0")])
+        request = only_g1_free(name)
         wide, short, long = priorities
         job(request, "wide", units=2, requested=2000, submit=T - 300, priority=wide)
         job(request, "short", requested=100, submit=T - 200, priority=short)

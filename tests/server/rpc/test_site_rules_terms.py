@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 import grpc
 import pytest
 
+from hpcdispatch.catalog import DISPATCHER_NAMES
 from hpcdispatch.client import DispatcherClient
 from hpcdispatch.decision_check import check_decision
 from hpcdispatch.proto_convert import decision_from_pb, snapshot_from_pb
@@ -24,7 +25,14 @@ from hpcdispatch.server.dispatchers import DISPATCHERS
 from hpcdispatch.server.rpc.app import RunningServer
 from hpcdispatch.v1 import dispatcher_pb2 as pb
 from hpcdispatch.v1 import dispatcher_pb2_grpc as pb_grpc
-from tests.server.rpc.test_site_rules import WAIT, Placing, T, placed, violations
+from tests.server.rpc.test_site_rules import (
+    EASY_FAMILY,
+    WAIT,
+    Placing,
+    T,
+    placed,
+    violations,
+)
 from tests.server.rpc.test_site_rules_planner import ask, expected
 
 NOW_DISPATCHERS = ("fcfs", "easy", "easy-sjf", "easy-wfp3", "easy-unicef", "easy-f1",
@@ -408,9 +416,6 @@ def test_a_session_takes_terms_and_reservations_by_delta(
 def test_every_built_in_dispatcher_is_tested_under_a_sites_rules() -> None:
     """A dispatcher added to the catalog is added here too (and so to the rules' tests above,
     which run every one of NOW_DISPATCHERS through the real service)."""
-    from hpcdispatch.catalog import DISPATCHER_NAMES
-    from tests.server.rpc.test_site_rules import EASY_FAMILY
-
     assert set(DISPATCHER_NAMES) <= set(NOW_DISPATCHERS)
     assert set(DISPATCHER_NAMES) - {"easy-k", "conservative", "pcp19", "hcp19", "pcp20"} \
         <= set(EASY_FAMILY)
